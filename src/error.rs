@@ -1,0 +1,175 @@
+//! The one error type of this crate's layers.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use crate::record::{AttemptRecord, FailureKind};
+
+/// A boxed error, as tower passes them around.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// An error returned by one of this crate's layers.
+///
+/// Every layer of this crate returns this type, so a stack of them never nests one wrapper in
+/// another: an error from a layer below is passed up as it is, and the original failure of the
+/// service below stays reachable through [`source`](StdError::source). Every error carries
+/// the call's [`AttemptRecord`], so an app can tell what was sent before it failed.
+///
+/// Its `Display` and `Debug` never contain a credential, a signature or a header value.
+pub struct Error {
+    kind: ErrorKind,
+    record: Option<AttemptRecord>,
+    source: Option<BoxError>,
+}
+
+/// What kind of failure an [`Error`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The service below (the HTTP client, or a layer that is not this crate's) failed; its
+    /// error is the [`source`](StdError::source).
+    Service,
+}
+
+impl Error {
+    /// Wraps the error of the service below, unless it already is one of ours (then it is
+    /// returned as it is, so stacked layers never wrap twice).
+    pub(crate) fn from_service(error: impl Into<BoxError>) -> Self {
+        match error.into().downcast::<Error>() {
+            Ok(ours) => *ours,
+            Err(other) => Error {
+                kind: ErrorKind::Service,
+                record: None,
+                source: Some(other),
+            },
+        }
+    }
+
+    /// Attaches the call's record unless one is attached already.
+    pub(crate) fn with_record(mut self, record: &AttemptRecord) -> Self {
+        if self.record.is_none() {
+            self.record = Some(record.clone());
+        }
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The record of every attempt the call made before it failed.
+    pub fn record(&self) -> Option<&AttemptRecord> {
+        self.record.as_ref()
+    }
+
+    /// How the attempt failed, read off the error chain: see [`FailureKind::of_error`].
+    pub fn failure_kind(&self) -> FailureKind {
+        match &self.source {
+            Some(source) => FailureKind::of_error(source.as_ref()),
+            None => FailureKind::Other,
+        }
+    }
+}
+
+impl FailureKind {
+    /// Classifies an error by walking its [`source`](StdError::source) chain:
+    ///
+    /// * an [`std::io::Error`] of kind `ConnectionReset`, `ConnectionAborted`, `BrokenPipe` or
+    ///   `UnexpectedEof` → [`ConnectionDropped`](FailureKind::ConnectionDropped);
+    /// * an `io::Error` of kind `TimedOut`, or tokio's or tower's timeout error →
+    ///   [`TimedOut`](FailureKind::TimedOut);
+    /// * anything else → [`Other`](FailureKind::Other).
+    pub fn of_error(error: &(dyn StdError + 'static)) -> FailureKind {
+        let mut next = Some(error);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                use std::io::ErrorKind as K;
+                match io.kind() {
+                    K::ConnectionReset
+                    | K::ConnectionAborted
+                    | K::BrokenPipe
+                    | K::UnexpectedEof => {
+                        return FailureKind::ConnectionDropped;
+                    }
+                    K::TimedOut => return FailureKind::TimedOut,
+                    _ => {}
+                }
+            }
+            if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
+                return FailureKind::TimedOut;
+            }
+            next = e.source();
+        }
+        FailureKind::Other
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ErrorKind::Service => f.write_str("the service below failed")?,
+        }
+        if let Some(record) = &self.record {
+            let n = record.len();
+            write!(f, " (after {n} attempt{})", if n == 1 { "" } else { "s" })?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("record", &self.record)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ours_is_never_wrapped_twice() {
+        let inner = Error::from_service(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        let record = AttemptRecord::new();
+        let inner = inner.with_record(&record);
+        let outer = Error::from_service(inner);
+        assert_eq!(outer.kind(), ErrorKind::Service);
+        assert!(outer.record().is_some());
+        let source = outer.source().unwrap();
+        assert!(
+            source.is::<std::io::Error>(),
+            "the source is the io error itself"
+        );
+        assert_eq!(outer.failure_kind(), FailureKind::ConnectionDropped);
+    }
+
+    #[test]
+    fn failure_kinds() {
+        use std::io::{Error as Io, ErrorKind as K};
+        let of = |e: BoxError| FailureKind::of_error(e.as_ref());
+        assert_eq!(
+            of(Box::new(Io::from(K::BrokenPipe))),
+            FailureKind::ConnectionDropped
+        );
+        assert_eq!(of(Box::new(Io::from(K::TimedOut))), FailureKind::TimedOut);
+        assert_eq!(of(Box::new(Io::from(K::NotFound))), FailureKind::Other);
+        assert_eq!(
+            of(Box::new(tower::timeout::error::Elapsed::new())),
+            FailureKind::TimedOut
+        );
+        assert_eq!(of("boom".into()), FailureKind::Other);
+    }
+}

@@ -1,0 +1,77 @@
+//! Tower middleware that makes MCP clients talk to AWS Bedrock AgentCore Runtime correctly:
+//! retrying what is safe to retry, never re-running what may have run, and keeping the record
+//! of every attempt.
+//!
+//! # The layers
+//! * [`ThrottleRetryLayer`] — re-sends HTTP 429 only, honouring `Retry-After` under a
+//!   total-wait ceiling.
+//!
+//! Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or stack them in
+//! the recommended order, outer to inner:
+//!
+//! ```text
+//! ServiceBuilder::new()
+//!     .layer(TimeoutLayer)            // tower-http: one deadline for the whole call, retries included
+//!     .layer(ReplayGuardLayer)        // the replay rule + the record of attempts
+//!     .layer(ThrottleRetryLayer)      // 429 → wait (Retry-After) → same request again
+//!     .layer(SessionBusyRetryLayer)   // -32005 / 409 RetryableConflictException → short backoff → again
+//!     .layer(SigV4InvokeLayer)        // POST → InvokeAgentRuntime, signed afresh for every attempt
+//!     .service(http_client)           // hyper-util legacy Client, or reqwest
+//! ```
+//!
+//! # How the layers cooperate
+//! Through the request's [`http::Extensions`], never through globals:
+//! * the outermost of this crate's layers creates the call's [`AttemptRecord`]; the layers below
+//!   append to it; the response (and every [`Error`]) carries it back;
+//! * every retry layer asks the replay rule ([`SharedReplayRule`]) before a re-send; forbidding
+//!   always wins. Without a rule, refusals the platform documents as coming before execution are
+//!   re-sent on the adapter's own policy, and nothing that may have run is.
+//!
+//! # Request bodies
+//! A re-send is a clone of the original request, so the retry layers require the request body
+//! to be `Clone` (`http_body_util::Full<Bytes>`, `String`, `Bytes`, …). A body that cannot be
+//! cloned cannot be retried, and the compiler says so, rather than a stream being half-sent.
+//!
+//! # Example
+//! ```
+//! use std::convert::Infallible;
+//! use agentcore_tower::ThrottleRetryLayer;
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let client = ServiceBuilder::new()
+//!     .layer(ThrottleRetryLayer::new())
+//!     .service(service_fn(|_req: Request<Full<Bytes>>| async {
+//!         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+//!     }));
+//! let response = client
+//!     .oneshot(Request::post("http://localhost/mcp").body(Full::new(Bytes::new())).unwrap())
+//!     .await
+//!     .unwrap();
+//! assert_eq!(response.status(), 200);
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+#[macro_use]
+mod macros;
+mod error;
+pub mod record;
+pub mod replay;
+mod retry;
+pub mod throttle;
+
+pub use error::{BoxError, Error, ErrorKind};
+pub use record::{
+    Assumption, Attempt, AttemptRecord, By, Decision, DeliveryReason, Effect, FailureKind, Outcome,
+    Permission, Verdict, aws_error_type,
+};
+pub use replay::{Failure, MayHaveRun, Refusal, ReplayRule, RuleVerdict, SharedReplayRule};
+pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
+pub use retry::{Backoff, RetryAction, RetryInfo, RetryReason};
+pub use throttle::{ThrottleRetry, ThrottleRetryLayer};

@@ -1,0 +1,595 @@
+//! The attempt record: what was sent, what came back, who decided what, on what assumption.
+//!
+//! One record follows one call through the stack. The outermost of this crate's layers that
+//! finds no record in the request's extensions creates one and puts it there; every layer below
+//! appends to the same record (it is shared: cloning it is cheap and clones see the same
+//! attempts). The creator hands the finished record back in the response's extensions, and
+//! every error a layer returns carries it too ([`Error::record`](crate::Error::record)).
+//!
+//! The record is evidence, not a guess: the effect of every attempt stays
+//! [`Effect::Unknown`]. When a layer sends a request again after a refusal, it records the
+//! assumption it acted on ("rejected before execution") and who granted it — never a claim
+//! that the refused attempt ran nothing.
+//!
+//! ```
+//! use agentcore_tower::AttemptRecord;
+//! # use http::{Request, Response};
+//! # fn read(response: Response<()>) {
+//! if let Some(record) = AttemptRecord::of_response(&response) {
+//!     println!("{} attempt(s):\n{record}", record.len());
+//! }
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use http::{Extensions, HeaderMap, StatusCode};
+
+/// The record of every attempt one call made. Shared: clones see the same attempts.
+///
+/// Its [`Display`](fmt::Display) prints one line per attempt, for logs.
+#[derive(Clone, Default)]
+pub struct AttemptRecord {
+    attempts: Arc<Mutex<Vec<Attempt>>>,
+}
+
+impl AttemptRecord {
+    /// An empty record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The record of a response that went through one of this crate's layers.
+    pub fn of_response<B>(response: &http::Response<B>) -> Option<&AttemptRecord> {
+        response.extensions().get::<AttemptRecord>()
+    }
+
+    /// The record carried in a set of extensions (a request's or a response's).
+    pub fn of_extensions(extensions: &Extensions) -> Option<&AttemptRecord> {
+        extensions.get::<AttemptRecord>()
+    }
+
+    /// The request's record, creating and inserting one when there is none. The `bool` says
+    /// whether this call created it (and so owns it: hands it back when the call ends).
+    pub(crate) fn attach<B>(request: &mut http::Request<B>) -> (AttemptRecord, bool) {
+        if let Some(record) = request.extensions().get::<AttemptRecord>() {
+            return (record.clone(), false);
+        }
+        let record = AttemptRecord::new();
+        request.extensions_mut().insert(record.clone());
+        (record, true)
+    }
+
+    /// A copy of the attempts recorded so far, in the order they were sent.
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.lock().clone()
+    }
+
+    /// How many attempts were recorded.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no attempt was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Records the outcome of an attempt that a layer below did not record itself: appends a
+    /// new attempt when the record has no more than `seen` attempts (nothing below this layer
+    /// recorded the one that just came back).
+    pub(crate) fn note_outcome(&self, seen: usize, outcome: impl FnOnce() -> Outcome) {
+        let mut attempts = self.lock();
+        if attempts.len() <= seen {
+            let number = u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX);
+            attempts.push(Attempt {
+                number,
+                outcome: outcome(),
+                decisions: Vec::new(),
+            });
+        }
+    }
+
+    /// Appends a layer's decision to the latest attempt.
+    pub(crate) fn decide(&self, decision: Decision) {
+        if let Some(last) = self.lock().last_mut() {
+            last.decisions.push(decision);
+        }
+    }
+
+    /// Marks the latest attempt delivered by `layer` unless a layer already said why it was.
+    pub(crate) fn deliver_if_undecided(&self, layer: &'static str) {
+        if let Some(last) = self.lock().last_mut()
+            && !last.decisions.iter().any(|d| d.is_delivered())
+        {
+            last.decisions.push(Decision {
+                layer,
+                verdict: Verdict::Delivered(DeliveryReason::NotRetryable),
+                permission: None,
+            });
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Attempt>> {
+        // A panic elsewhere while holding the lock cannot leave a Vec half-written in a way
+        // that matters here; keep reporting rather than propagate the poison.
+        self.attempts
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+impl fmt::Debug for AttemptRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.lock().iter()).finish()
+    }
+}
+
+impl fmt::Display for AttemptRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let attempts = self.lock();
+        for (i, attempt) in attempts.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            fmt::Display::fmt(attempt, f)?;
+        }
+        Ok(())
+    }
+}
+
+/// One attempt: a request handed to the service below (or stopped before it was).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    number: u32,
+    outcome: Outcome,
+    decisions: Vec<Decision>,
+}
+
+impl Attempt {
+    /// Its number in the call, from 1.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// What came back.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// What each layer that had an opinion decided about it, innermost first.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// Whether it was sent again by some layer.
+    pub fn was_sent_again(&self) -> bool {
+        self.decisions
+            .iter()
+            .any(|d| matches!(d.verdict, Verdict::SentAgain { .. }))
+    }
+
+    /// What the attempt did on the server: always [`Effect::Unknown`]. A client cannot know;
+    /// the [`Permission`] of a re-send says what was assumed instead.
+    pub fn effect(&self) -> Effect {
+        Effect::Unknown
+    }
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{} {}", self.number, self.outcome)?;
+        let mut sep = " -> ";
+        for decision in &self.decisions {
+            write!(f, "{sep}{decision}")?;
+            sep = "; ";
+        }
+        write!(f, "; effect {}", self.effect())
+    }
+}
+
+/// What came back from one attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// A response with this status.
+    Response {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The service's error type (`x-amzn-errortype`, the part before any `:`), if any.
+        error_type: Option<String>,
+    },
+    /// The service below returned an error instead of a response.
+    Failure(FailureKind),
+}
+
+impl Outcome {
+    /// The outcome for a response head: its status and AWS error type.
+    pub fn of_response(status: StatusCode, headers: &HeaderMap) -> Self {
+        Outcome::Response {
+            status,
+            error_type: aws_error_type(headers).map(str::to_owned),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Response {
+                status,
+                error_type: Some(t),
+            } => write!(f, "HTTP {} {t}", status.as_u16()),
+            Outcome::Response { status, .. } => write!(f, "HTTP {}", status.as_u16()),
+            Outcome::Failure(kind) => write!(f, "failed: {kind}"),
+        }
+    }
+}
+
+/// How an attempt failed without a response, as far as the error tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The transport proves the request was never written (e.g. a pooled connection that
+    /// closed before the request was sent on it): the server cannot have seen it.
+    NeverSent,
+    /// The connection broke (reset, closed early) after the request may have been written.
+    ConnectionDropped,
+    /// A timeout fired while the request may have been in flight.
+    TimedOut,
+    /// Any other error: nothing is known about whether the request reached the server.
+    Other,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::NeverSent => "never sent",
+            FailureKind::ConnectionDropped => "connection dropped",
+            FailureKind::TimedOut => "timed out",
+            FailureKind::Other => "error",
+        })
+    }
+}
+
+/// What one layer decided about one attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    layer: &'static str,
+    verdict: Verdict,
+    permission: Option<Permission>,
+}
+
+impl Decision {
+    pub(crate) fn new(
+        layer: &'static str,
+        verdict: Verdict,
+        permission: Option<Permission>,
+    ) -> Self {
+        Self {
+            layer,
+            verdict,
+            permission,
+        }
+    }
+
+    /// The layer that decided (`"throttle"`, `"session_busy"`, `"replay_guard"`, `"sigv4"`).
+    pub fn layer(&self) -> &'static str {
+        self.layer
+    }
+
+    /// What it decided.
+    pub fn verdict(&self) -> &Verdict {
+        &self.verdict
+    }
+
+    /// On whose permission and assumption a re-send went ahead, or who forbade it.
+    pub fn permission(&self) -> Option<&Permission> {
+        self.permission.as_ref()
+    }
+
+    fn is_delivered(&self) -> bool {
+        matches!(self.verdict, Verdict::Delivered(_))
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.layer, self.verdict)?;
+        if let Some(p) = &self.permission {
+            write!(f, " ({p})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A layer's verdict on an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// The request was sent again after this wait.
+    SentAgain {
+        /// Why the layer wanted to send again (e.g. `"HTTP 429"`).
+        cause: &'static str,
+        /// How long it waited first.
+        wait: Duration,
+        /// What the server asked for in `Retry-After`, when it did and was honoured.
+        retry_after: Option<Duration>,
+    },
+    /// The answer (or error) was handed up as it came.
+    Delivered(DeliveryReason),
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::SentAgain {
+                cause,
+                wait,
+                retry_after,
+            } => {
+                write!(f, "{cause}, sent again after {}", Millis(*wait))?;
+                if let Some(ra) = retry_after {
+                    write!(f, " (Retry-After {})", Millis(*ra))?;
+                }
+                Ok(())
+            }
+            Verdict::Delivered(reason) => write!(f, "delivered{reason}"),
+        }
+    }
+}
+
+/// Why an answer was delivered rather than sent again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeliveryReason {
+    /// No layer wanted to send it again.
+    NotRetryable,
+    /// A layer wanted to send again, but the call had sent its maximum number of attempts.
+    AttemptsExhausted {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// The attempt cap that was reached.
+        max_attempts: u32,
+    },
+    /// A layer wanted to send again, but the wait would have passed the call's ceiling.
+    WaitCeiling {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// The wait it would have needed.
+        wait: Duration,
+        /// What was left of the ceiling.
+        remaining: Duration,
+    },
+    /// A layer wanted to send again, but the replay rule forbade it.
+    Forbidden {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// Why the rule forbade it.
+        reason: String,
+    },
+}
+
+impl fmt::Display for DeliveryReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeliveryReason::NotRetryable => Ok(()),
+            DeliveryReason::AttemptsExhausted {
+                cause,
+                max_attempts,
+            } => write!(f, " ({cause}, but {max_attempts} attempts were sent)"),
+            DeliveryReason::WaitCeiling {
+                cause,
+                wait,
+                remaining,
+            } => write!(
+                f,
+                " ({cause}, but a wait of {} passes the ceiling ({} left))",
+                Millis(*wait),
+                Millis(*remaining)
+            ),
+            DeliveryReason::Forbidden { cause, reason } => {
+                write!(f, " ({cause}, but a re-send is forbidden: {reason})")
+            }
+        }
+    }
+}
+
+/// On whose word a request was sent again, and what that word assumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Permission {
+    /// Who granted it.
+    pub by: By,
+    /// What it assumes about the attempt that failed.
+    pub assumes: Assumption,
+}
+
+impl Permission {
+    /// A permission granted by `by`, assuming `assumes`.
+    pub const fn new(by: By, assumes: Assumption) -> Self {
+        Self { by, assumes }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "by {}, assumes {}", self.by, self.assumes)
+    }
+}
+
+/// Who granted a re-send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum By {
+    /// This crate's own policy for a refusal the platform documents (429, session busy).
+    Adapter,
+    /// The application declared the request replayable (a tool name, a predicate, an override).
+    AppDeclaration,
+    /// The request is a protocol read (ping, tools/list, …), replayable by default.
+    ProtocolRead,
+    /// The transport proved the request was never written.
+    Transport,
+}
+
+impl fmt::Display for By {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            By::Adapter => "adapter",
+            By::AppDeclaration => "app declaration",
+            By::ProtocolRead => "protocol read",
+            By::Transport => "transport",
+        })
+    }
+}
+
+/// What a re-send assumes about the attempt before it. An assumption with a basis, never
+/// evidence: the record keeps every attempt's effect [`Effect::Unknown`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Assumption {
+    /// A 429: the service rejected the request before running it.
+    RejectedBeforeExecution,
+    /// AgentCore's session-busy refusal: the platform refused before running it.
+    RefusedBeforeExecution,
+    /// Running the request twice does no more than running it once.
+    Idempotent,
+    /// The request never reached the server.
+    NotDelivered,
+}
+
+impl Assumption {
+    /// The assumption as a short kebab-case word (`"rejected-before-execution"`, …).
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Assumption::RejectedBeforeExecution => "rejected-before-execution",
+            Assumption::RefusedBeforeExecution => "refused-before-execution",
+            Assumption::Idempotent => "idempotent",
+            Assumption::NotDelivered => "not-delivered",
+        }
+    }
+}
+
+impl fmt::Display for Assumption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an attempt did on the server. A client cannot know, so it is always `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Effect {
+    /// Nobody on the client side knows whether the attempt ran.
+    Unknown,
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown")
+    }
+}
+
+/// A duration shown to the millisecond: `850ms`, `1s`, `1.25s`.
+struct Millis(Duration);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms < 1000 {
+            write!(f, "{ms}ms")
+        } else if ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            let frac = format!("{:03}", ms % 1000);
+            write!(f, "{}.{}s", ms / 1000, frac.trim_end_matches('0'))
+        }
+    }
+}
+
+/// The AWS error type of a response: `x-amzn-errortype` up to its first `:` (AWS appends
+/// `:namespace`), when it is a plain, short token. Anything else counts as absent.
+pub fn aws_error_type(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get("x-amzn-errortype")?.to_str().ok()?;
+    let name = value.split(':').next()?.trim();
+    let plausible = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    plausible.then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_one_line_per_attempt() {
+        let record = AttemptRecord::new();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-amzn-errortype",
+            "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"
+                .parse()
+                .unwrap(),
+        );
+        record.note_outcome(0, || {
+            Outcome::of_response(StatusCode::TOO_MANY_REQUESTS, &headers)
+        });
+        record.decide(Decision::new(
+            "throttle",
+            Verdict::SentAgain {
+                cause: "HTTP 429",
+                wait: Duration::from_secs(1),
+                retry_after: Some(Duration::from_secs(1)),
+            },
+            Some(Permission::new(
+                By::Adapter,
+                Assumption::RejectedBeforeExecution,
+            )),
+        ));
+        record.note_outcome(1, || {
+            Outcome::of_response(StatusCode::OK, &HeaderMap::new())
+        });
+        record.note_outcome(1, || unreachable!("already recorded by a layer below"));
+        record.deliver_if_undecided("throttle");
+        record.deliver_if_undecided("replay_guard");
+        assert_eq!(
+            record.to_string(),
+            "#1 HTTP 429 ThrottlingException -> throttle: HTTP 429, sent again after 1s \
+             (Retry-After 1s) (by adapter, assumes rejected-before-execution); effect unknown\n\
+             #2 HTTP 200 -> throttle: delivered; effect unknown"
+        );
+        assert_eq!(record.len(), 2);
+        assert!(record.attempts()[0].was_sent_again());
+        assert_eq!(record.attempts()[1].effect(), Effect::Unknown);
+    }
+
+    #[test]
+    fn millis() {
+        let m = |ms| Millis(Duration::from_millis(ms)).to_string();
+        assert_eq!(m(0), "0ms");
+        assert_eq!(m(850), "850ms");
+        assert_eq!(m(1000), "1s");
+        assert_eq!(m(1250), "1.25s");
+        assert_eq!(m(86_400_000), "86400s");
+        assert_eq!(Millis(Duration::from_micros(232_192)).to_string(), "232ms");
+    }
+
+    #[test]
+    fn error_type_is_the_part_before_the_colon() {
+        let mut h = HeaderMap::new();
+        assert_eq!(aws_error_type(&h), None);
+        h.insert(
+            "x-amzn-errortype",
+            "RetryableConflictException:ns".parse().unwrap(),
+        );
+        assert_eq!(aws_error_type(&h), Some("RetryableConflictException"));
+        h.insert("x-amzn-errortype", "A B".parse().unwrap());
+        assert_eq!(aws_error_type(&h), None);
+        h.insert("x-amzn-errortype", ":ns".parse().unwrap());
+        assert_eq!(aws_error_type(&h), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! `Retry-After` (RFC 9110 §10.2.3): how long a server asked us to wait.
+
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+use http::header::RETRY_AFTER;
+
+/// Reads the one `Retry-After` header of a response head, at the current wall-clock time.
+///
+/// See [`parse_retry_after`] for what is accepted. Several `Retry-After` headers count as
+/// none: the server did not say one thing.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    retry_after_at(headers, SystemTime::now())
+}
+
+/// [`retry_after`] at a given time `now` (for HTTP-dates).
+pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let mut values = headers.get_all(RETRY_AFTER).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    parse_retry_after(value.to_str().ok()?, now)
+}
+
+/// Parses one `Retry-After` value: `delay-seconds` (`1*DIGIT`) or an HTTP-date in any of the
+/// three forms HTTP allows (IMF-fixdate, RFC 850, asctime), relative to `now`.
+///
+/// * A date in the past means "now": `Some(Duration::ZERO)`.
+/// * Anything else — a negative or fractional number, a number too large for a `u64`,
+///   several comma-separated values, garbage, an empty value — is `None`: absent, so the
+///   caller uses its own backoff. Never a panic, never a wrong wait.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use agentcore_tower::parse_retry_after;
+///
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_747); // Sun, 06 Nov 1994 08:49:07 GMT
+/// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+/// assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(Duration::from_secs(30)));
+/// assert_eq!(parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now), Some(Duration::from_secs(30)));
+/// assert_eq!(parse_retry_after("Sun Nov  6 08:49:37 1994", now), Some(Duration::from_secs(30)));
+/// assert_eq!(parse_retry_after("Sat, 05 Nov 1994 08:49:37 GMT", now), Some(Duration::ZERO));
+/// assert_eq!(parse_retry_after("-1", now), None);
+/// assert_eq!(parse_retry_after("1.5", now), None);
+/// assert_eq!(parse_retry_after("5, 10", now), None);
+/// ```
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    // Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
+    let value = value.trim_matches(|c| c == ' ' || c == '\t');
+    if value.is_empty() {
+        return None;
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        // `u64::from_str` refuses overflow rather than wrapping.
+        return value.parse::<u64>().ok().map(Duration::from_secs);
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn epoch(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn table() {
+        let now = epoch(784_111_747);
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0", Some(0)),
+            ("7", Some(7)),
+            (" 7\t", Some(7)),
+            ("007", Some(7)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("99999999999999999999999999", None),
+            ("", None),
+            ("   ", None),
+            ("-1", None),
+            ("+1", None),
+            ("1.5", None),
+            ("1e3", None),
+            ("5, 10", None),
+            ("5 10", None),
+            ("soon", None),
+            ("Sun, 06 Nov 1994 08:49:37 GMT", Some(30)),
+            (
+                "Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:38 GMT",
+                None,
+            ),
+            ("Sun, 06 Nov 1994 08:49:37 UTC", None),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", Some(0)),
+            ("Sun, 06 Nov 1994 08:49:07 GMT", Some(0)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                parse_retry_after(input, now),
+                want.map(Duration::from_secs),
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_forms() {
+        let now = epoch(1_000);
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after_at(&h, now), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("3"));
+        assert_eq!(retry_after_at(&h, now), Some(Duration::from_secs(3)));
+        h.append(RETRY_AFTER, HeaderValue::from_static("3"));
+        assert_eq!(
+            retry_after_at(&h, now),
+            None,
+            "several values count as none"
+        );
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_bytes(b"\xff3").unwrap());
+        assert_eq!(retry_after_at(&h, now), None, "not text");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_and_never_exceeds_a_date(s in "\\PC{0,64}", secs in 0u64..4_000_000_000) {
+            let now = epoch(secs);
+            if let Some(d) = parse_retry_after(&s, now) {
+                // Whatever was accepted is either digits or a date not further than the year 9999.
+                let t = s.trim_matches(|c| c == ' ' || c == '\t');
+                proptest::prop_assert!(t.bytes().all(|b| b.is_ascii_digit()) || d <= Duration::from_secs(253_402_300_800));
+            }
+        }
+    }
+}

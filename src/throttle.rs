@@ -1,0 +1,223 @@
+//! [`ThrottleRetryLayer`]: HTTP 429 → wait → the same request again.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::time::Duration;
+//!
+//! use agentcore_tower::{AttemptRecord, ThrottleRetryLayer};
+//! use bytes::Bytes;
+//! use http::{Request, Response, StatusCode};
+//! use http_body_util::{BodyExt, Full};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), agentcore_tower::Error> {
+//! // A server that throttles the first request, asking for one second.
+//! let calls = Arc::new(AtomicU32::new(0));
+//! let server = service_fn({
+//!     let calls = calls.clone();
+//!     move |_request: Request<Full<Bytes>>| {
+//!         let n = calls.fetch_add(1, Ordering::SeqCst);
+//!         async move {
+//!             Ok::<_, Infallible>(match n {
+//!                 0 => Response::builder()
+//!                     .status(StatusCode::TOO_MANY_REQUESTS)
+//!                     .header("retry-after", "1")
+//!                     .body(Full::new(Bytes::from_static(b"slow down")))
+//!                     .unwrap(),
+//!                 _ => Response::new(Full::new(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#))),
+//!             })
+//!         }
+//!     }
+//! });
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(ThrottleRetryLayer::new().max_attempts(3).max_total_wait(Duration::from_secs(10)))
+//!     .service(server);
+//!
+//! let request = Request::post("https://runtime.example/mcp")
+//!     .body(Full::new(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)))
+//!     .unwrap();
+//! let response = client.oneshot(request).await?;
+//! assert_eq!(response.status(), StatusCode::OK);
+//!
+//! let record = AttemptRecord::of_response(&response).unwrap().clone();
+//! assert_eq!(record.len(), 2);
+//! println!("{record}");
+//! // #1 HTTP 429 -> throttle: HTTP 429, sent again after 1s (Retry-After 1s) (by adapter, assumes rejected-before-execution); effect unknown
+//! // #2 HTTP 200 -> throttle: delivered; effect unknown
+//! let body = response.into_body().collect().await.unwrap().to_bytes();
+//! assert_eq!(&body[..], br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it re-sends
+//! Only HTTP 429. A 429 is a refusal before execution; a 5xx, a transport error or a timeout
+//! may come after the request ran, and re-sending those is the replay rule's business
+//! ([`ReplayGuardLayer`](crate::replay)), not this layer's.
+//!
+//! # How long it waits
+//! * A valid `Retry-After` (delta-seconds or an HTTP-date; see
+//!   [`parse_retry_after`](crate::parse_retry_after)) is the wait — it is not capped by
+//!   [`max_delay`](ThrottleRetryLayer::max_delay), which only caps the computed backoff.
+//! * Otherwise exponential backoff with equal jitter from [`base_delay`](ThrottleRetryLayer::base_delay).
+//! * Either way the call's waits never add up to more than
+//!   [`max_total_wait`](ThrottleRetryLayer::max_total_wait): when the next wait would pass it, the
+//!   429 is delivered at once, as it came. A server asking for 24 hours gets its 429 back now,
+//!   not a hung call.
+//!
+//! | setting | default |
+//! |---|---|
+//! | [`max_attempts`](ThrottleRetryLayer::max_attempts) (first one included) | 3 |
+//! | [`max_total_wait`](ThrottleRetryLayer::max_total_wait) | 10 s |
+//! | [`base_delay`](ThrottleRetryLayer::base_delay) | 200 ms |
+//! | [`max_delay`](ThrottleRetryLayer::max_delay) | 5 s |
+//!
+//! # What it records
+//! Each re-send is recorded in the call's [`AttemptRecord`](crate::AttemptRecord) with the
+//! permission `by adapter, assumes rejected-before-execution`; the replay rule on the request
+//! (if any) is asked first and may forbid it. The refused answer's body is dropped before the
+//! wait, so a pooled connection is not held.
+//!
+//! # Differences from `tower::retry`
+//! No `Policy` to write; the request is cloned with its extensions; the replay rule can forbid;
+//! `Retry-After` is honoured; every attempt is recorded; the service is polled ready before
+//! every attempt.
+
+use std::future::{Ready, ready};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use tower::{Layer, Service};
+
+use crate::error::{BoxError, Error};
+use crate::replay::{Failure, Refusal};
+use crate::retry::retry_after;
+use crate::retry::{
+    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
+};
+
+const LAYER: &str = "throttle";
+
+/// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
+/// total-wait ceiling. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ThrottleRetryLayer {
+    config: RetryConfig,
+}
+
+impl ThrottleRetryLayer {
+    /// The layer with its defaults: 3 attempts, 10 s of waiting in all, 200 ms base backoff,
+    /// 5 s per backoff wait.
+    pub fn new() -> Self {
+        Self {
+            config: RetryConfig::new(
+                Backoff::new(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_secs(5))
+                    .with_max_attempts(3)
+                    .with_max_total_wait(Duration::from_secs(10)),
+            ),
+        }
+    }
+
+    retry_builder_methods!();
+}
+
+impl Default for ThrottleRetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> Layer<S> for ThrottleRetryLayer {
+    type Service = ThrottleRetry<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ThrottleRetry {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The service [`ThrottleRetryLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct ThrottleRetry<S> {
+    inner: S,
+    config: RetryConfig,
+}
+
+impl<S> ThrottleRetry<S> {
+    /// Wraps `inner` with the default settings.
+    pub fn new(inner: S) -> Self {
+        ThrottleRetryLayer::new().layer(inner)
+    }
+
+    /// The layer, to change settings: `ThrottleRetry::layer().max_attempts(5)`.
+    pub fn layer() -> ThrottleRetryLayer {
+        ThrottleRetryLayer::new()
+    }
+
+    inner_service_accessors!();
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for ThrottleRetry<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Clone,
+{
+    type Response = Response<ResB>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        ResponseFuture {
+            inner: RetryFuture::start(
+                &mut self.inner,
+                request,
+                IsThrottled,
+                self.config.clone(),
+                LAYER,
+            ),
+        }
+    }
+}
+
+retry_response_future!(
+    /// The response future of [`ThrottleRetry`].
+    ResponseFuture,
+    IsThrottled,
+    ResB
+);
+
+/// The decision: a 429 is a refusal to send again; anything else is not this layer's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IsThrottled;
+
+impl<B> Classify<B> for IsThrottled {
+    type Body = B;
+    type Future = Ready<Classified<B>>;
+
+    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
+        let action = match &result {
+            Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+                RetryAction::Retry(RetryReason {
+                    failure: Failure::Refused(Refusal::Throttled),
+                    cause: "HTTP 429",
+                    retry_after: retry_after::retry_after(response.headers()),
+                })
+            }
+            _ => RetryAction::NoOpinion,
+        };
+        ready(Classified { result, action })
+    }
+}
