@@ -76,11 +76,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from_static(payload.as_bytes())))?;
     let response = client.oneshot(request).await?;
-    let record = AttemptRecord::of_response(&response).cloned().unwrap_or_default();
+    let record = AttemptRecord::of_response(&response)
+        .cloned()
+        .unwrap_or_default();
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
-    println!("answer: HTTP {} {}", status.as_u16(), String::from_utf8_lossy(&body));
+    println!(
+        "answer: HTTP {} {}",
+        status.as_u16(),
+        String::from_utf8_lossy(&body)
+    );
     println!("attempt record:\n{record}");
-    println!("requests the server saw: {}", executions.load(Ordering::SeqCst));
+    println!(
+        "requests the server saw: {}",
+        executions.load(Ordering::SeqCst)
+    );
     Ok(())
 }

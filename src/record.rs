@@ -499,7 +499,7 @@ impl fmt::Display for Millis {
         let ms = self.0.as_millis();
         if ms < 1000 {
             write!(f, "{ms}ms")
-        } else if ms % 1000 == 0 {
+        } else if ms.is_multiple_of(1000) {
             write!(f, "{}s", ms / 1000)
         } else {
             let frac = format!("{:03}", ms % 1000);

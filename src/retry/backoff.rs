@@ -13,6 +13,8 @@ use std::time::Duration;
 ///   it is not started: the last answer is delivered at once instead. A server-given
 ///   `Retry-After` takes the place of the computed delay (it is not capped by `max_delay`),
 ///   but never of this ceiling.
+/// * The loop rounds every wait up to a whole millisecond, the resolution of tokio's timer, so
+///   the wait recorded is the wait taken.
 ///
 /// ```
 /// use std::time::Duration;

@@ -384,9 +384,13 @@ fn decide<ReqB>(
             return deliver(DeliveryReason::Forbidden { cause, reason: why }, None);
         }
     };
-    let wait = reason
-        .retry_after
-        .unwrap_or_else(|| config.backoff.delay(attempt));
+    // Waits are whole milliseconds, the resolution of tokio's timer: what is recorded is what
+    // is waited.
+    let wait = round_up_to_millis(
+        reason
+            .retry_after
+            .unwrap_or_else(|| config.backoff.delay(attempt)),
+    );
     let remaining = config.backoff.max_total_wait().saturating_sub(waited);
     if wait > remaining {
         return deliver(
@@ -427,4 +431,13 @@ fn decide<ReqB>(
         });
     }
     Next::Wait(wait)
+}
+
+fn round_up_to_millis(d: Duration) -> Duration {
+    let whole = Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    if whole < d {
+        whole.saturating_add(Duration::from_millis(1))
+    } else {
+        whole
+    }
 }

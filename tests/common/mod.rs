@@ -1,0 +1,170 @@
+//! Test doubles shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type TestBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// What a scripted service does for one call.
+pub enum Step {
+    /// Answer with this response.
+    Respond(Response<TestBody>),
+    /// Fail with this error.
+    Fail(BoxError),
+}
+
+/// A builder of responses with a `Full` body.
+pub fn response(status: u16, headers: &[(&str, &str)], body: &'static [u8]) -> Response<TestBody> {
+    let mut builder = Response::builder().status(status);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder
+        .body(boxed(Full::new(Bytes::from_static(body))))
+        .unwrap()
+}
+
+pub fn boxed<B>(body: B) -> TestBody
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
+}
+
+/// A service that answers from a script, records what it was sent, and asserts that it was
+/// polled ready before every call (per instance: a clone is not ready, as tower requires).
+pub struct Scripted {
+    shared: Arc<Shared>,
+    ready: bool,
+}
+
+pub struct Shared {
+    script: Mutex<VecDeque<Step>>,
+    pub calls: AtomicUsize,
+    pub requests: Mutex<Vec<(http::request::Parts, Bytes)>>,
+    pub unready_calls: AtomicUsize,
+    /// Called when the script runs out.
+    fallback: Box<dyn Fn() -> Step + Send + Sync>,
+}
+
+impl Scripted {
+    pub fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+        Self::with_fallback(steps, || panic!("the script ran out"))
+    }
+
+    pub fn with_fallback(
+        steps: impl IntoIterator<Item = Step>,
+        fallback: impl Fn() -> Step + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                script: Mutex::new(steps.into_iter().collect()),
+                calls: AtomicUsize::new(0),
+                requests: Mutex::new(Vec::new()),
+                unready_calls: AtomicUsize::new(0),
+                fallback: Box::new(fallback),
+            }),
+            ready: false,
+        }
+    }
+
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+}
+
+impl Shared {
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Clone for Scripted {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            ready: false,
+        }
+    }
+}
+
+impl<B> tower::Service<Request<B>> for Scripted
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: std::fmt::Debug,
+{
+    type Response = Response<TestBody>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Response<TestBody>, BoxError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if !std::mem::replace(&mut self.ready, false) {
+            self.shared.unready_calls.fetch_add(1, Ordering::SeqCst);
+        }
+        self.shared.calls.fetch_add(1, Ordering::SeqCst);
+        let step = self
+            .shared
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| (self.shared.fallback)());
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect().await.expect("request body").to_bytes();
+            shared.requests.lock().unwrap().push((parts, bytes));
+            match step {
+                Step::Respond(response) => Ok(response),
+                Step::Fail(error) => Err(error),
+            }
+        })
+    }
+}
+
+/// A `Full` JSON request body.
+pub fn json_request(body: &'static str) -> Request<Full<Bytes>> {
+    Request::post("https://runtime.example/mcp?secret=query")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap()
+}
+
+pub const TOOLS_CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"charge","arguments":{"cents":100}}}"#;
+
+/// Reads a body to its bytes and trailers.
+pub async fn read_all<B>(body: B) -> (Bytes, Option<http::HeaderMap>)
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let collected = body.collect().await.expect("body");
+    let trailers = collected.trailers().cloned();
+    (collected.to_bytes(), trailers)
+}
+
+/// An always-ready service that never errs, for `Infallible` doubles.
+pub fn infallible<F, Fut>(f: F) -> tower::util::ServiceFn<F>
+where
+    F: FnMut(Request<Full<Bytes>>) -> Fut,
+    Fut: std::future::Future<Output = Result<Response<TestBody>, Infallible>>,
+{
+    tower::service_fn(f)
+}
