@@ -5,6 +5,10 @@
 //! # The layers
 //! * [`ThrottleRetryLayer`] — re-sends HTTP 429 only, honouring `Retry-After` under a
 //!   total-wait ceiling.
+//! * [`SessionBusyRetryLayer`] — recognises AgentCore Runtime's "session operation in
+//!   progress" refusal exactly (HTTP 200 + JSON-RPC -32005 with its message, or HTTP 409
+//!   `RetryableConflictException`) and re-sends with a short backoff, without losing a byte of
+//!   an answer it read ahead.
 //!
 //! Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or stack them in
 //! the recommended order, outer to inner:
@@ -60,12 +64,16 @@
 
 #[macro_use]
 mod macros;
+pub mod body;
 mod error;
+mod jsonrpc;
 pub mod record;
 pub mod replay;
 mod retry;
+pub mod session_busy;
 pub mod throttle;
 
+pub use body::PeekedBody;
 pub use error::{BoxError, Error, ErrorKind};
 pub use record::{
     Assumption, Attempt, AttemptRecord, By, Decision, DeliveryReason, Effect, FailureKind, Outcome,
@@ -74,4 +82,5 @@ pub use record::{
 pub use replay::{Failure, MayHaveRun, Refusal, ReplayRule, RuleVerdict, SharedReplayRule};
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
 pub use retry::{Backoff, RetryAction, RetryInfo, RetryReason};
+pub use session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
 pub use throttle::{ThrottleRetry, ThrottleRetryLayer};

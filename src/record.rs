@@ -508,11 +508,22 @@ impl fmt::Display for Millis {
     }
 }
 
-/// The AWS error type of a response: `x-amzn-errortype` up to its first `:` (AWS appends
-/// `:namespace`), when it is a plain, short token. Anything else counts as absent.
+/// The AWS error type of a response, as the official SDK reads `x-amzn-errortype`: the value up
+/// to its first `:` (AWS appends `:namespace`), without any `namespace#` prefix — when what is
+/// left is a plain, short token. Anything else counts as absent.
+///
+/// ```
+/// use agentcore_tower::aws_error_type;
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("x-amzn-errortype", "ThrottlingException:http://internal.amazon.com/coral/".parse().unwrap());
+/// assert_eq!(aws_error_type(&headers), Some("ThrottlingException"));
+/// headers.insert("x-amzn-errortype", "com.amazonaws#RetryableConflictException".parse().unwrap());
+/// assert_eq!(aws_error_type(&headers), Some("RetryableConflictException"));
+/// ```
 pub fn aws_error_type(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get("x-amzn-errortype")?.to_str().ok()?;
-    let name = value.split(':').next()?.trim();
+    let before_colon = value.split(':').next()?;
+    let name = before_colon.rsplit('#').next()?.trim();
     let plausible = !name.is_empty()
         && name.len() <= 128
         && name

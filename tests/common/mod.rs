@@ -168,3 +168,86 @@ where
 {
     tower::service_fn(f)
 }
+
+/// A body from a list of frames (and errors), which counts how often it was polled and says
+/// when it was dropped. With `hang`, it stays pending after its frames instead of ending.
+pub struct ScriptedBody {
+    frames: VecDeque<Result<http_body::Frame<Bytes>, BoxError>>,
+    hang: bool,
+    pub probe: BodyProbe,
+}
+
+#[derive(Clone, Default)]
+pub struct BodyProbe {
+    pub polls: Arc<AtomicUsize>,
+    pub dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl BodyProbe {
+    pub fn polls(&self) -> usize {
+        self.polls.load(Ordering::SeqCst)
+    }
+    pub fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::SeqCst)
+    }
+}
+
+impl ScriptedBody {
+    pub fn new(frames: Vec<Result<http_body::Frame<Bytes>, BoxError>>) -> Self {
+        Self {
+            frames: frames.into(),
+            hang: false,
+            probe: BodyProbe::default(),
+        }
+    }
+    pub fn data(chunks: &[&[u8]]) -> Self {
+        Self::new(
+            chunks
+                .iter()
+                .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
+                .collect(),
+        )
+    }
+    pub fn hanging(mut self) -> Self {
+        self.hang = true;
+        self
+    }
+    pub fn probe(&self) -> BodyProbe {
+        self.probe.clone()
+    }
+}
+
+impl Drop for ScriptedBody {
+    fn drop(&mut self) {
+        self.probe.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+impl http_body::Body for ScriptedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        self.probe.polls.fetch_add(1, Ordering::SeqCst);
+        match self.frames.pop_front() {
+            Some(frame) => Poll::Ready(Some(frame)),
+            None if self.hang => Poll::Pending,
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+/// A response with a scripted body.
+pub fn scripted_response(
+    status: u16,
+    headers: &[(&str, &str)],
+    body: ScriptedBody,
+) -> Response<TestBody> {
+    let mut builder = Response::builder().status(status);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(boxed(body)).unwrap()
+}

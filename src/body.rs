@@ -1,0 +1,304 @@
+//! [`PeekedBody`]: a response body whose first bytes were read ahead, handed on whole.
+//!
+//! A layer that must look at the start of a body before deciding (the session-busy refusal
+//! comes as an HTTP 200 whose JSON body says so) reads a bounded prefix, then hands the app a
+//! body that yields that prefix first — the same frames, in the same order — and then the rest
+//! of the stream, untouched. An error met while reading ahead is yielded at the same point,
+//! after the frames before it; trailers pass through; `size_hint` and `is_end_stream` count the
+//! frames held back.
+//!
+//! Written here rather than taken from a crate: http-body-util has no bounded, frame-preserving
+//! read-ahead that keeps a mid-body error in place (its `Collected` reads everything, and
+//! `BodyExt::frame` gives up the body's ownership of what was read).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+pin_project! {
+    /// A response body with a read-ahead prefix, yielded before the rest of the stream.
+    pub struct PeekedBody<B: Body> {
+        held: VecDeque<Frame<B::Data>>,
+        held_len: usize,
+        error: Option<B::Error>,
+        // The inner body returned its last frame (or its error) during the read-ahead.
+        exhausted: bool,
+        #[pin]
+        rest: B,
+    }
+}
+
+impl<B: Body> PeekedBody<B> {
+    /// A body with nothing read ahead: every frame comes straight from `body`.
+    pub fn new(body: B) -> Self {
+        Self {
+            held: VecDeque::new(),
+            held_len: 0,
+            error: None,
+            exhausted: false,
+            rest: body,
+        }
+    }
+
+    /// The number of data bytes read ahead and not yet yielded.
+    pub fn held_len(&self) -> usize {
+        self.held_len
+    }
+
+    /// Whether the read-ahead reached the end of the body (with or without trailers) without
+    /// an error: then the held frames are the whole body.
+    pub fn is_complete(&self) -> bool {
+        self.exhausted && self.error.is_none()
+    }
+
+    /// Whether the read-ahead met an error (held, to be yielded after the frames before it).
+    pub fn has_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// The data read ahead, as one run of bytes (borrowed when it is one frame).
+    pub fn held_bytes(&self) -> std::borrow::Cow<'_, [u8]>
+    where
+        B::Data: AsRef<[u8]>,
+    {
+        let mut data = self.held.iter().filter_map(Frame::data_ref);
+        match (data.next(), data.next()) {
+            (None, _) => std::borrow::Cow::Borrowed(&[]),
+            (Some(one), None) => std::borrow::Cow::Borrowed(one.as_ref()),
+            (Some(first), Some(second)) => {
+                let mut all = Vec::with_capacity(self.held_len);
+                all.extend_from_slice(first.as_ref());
+                all.extend_from_slice(second.as_ref());
+                for more in data {
+                    all.extend_from_slice(more.as_ref());
+                }
+                std::borrow::Cow::Owned(all)
+            }
+        }
+    }
+}
+
+impl<B> PeekedBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    /// Reads ahead until the body ends, an error or trailers arrive, more than `limit` data
+    /// bytes are held, or `keep_going` says the bytes held so far are not worth more reading.
+    /// What was read is held, to be yielded first.
+    pub(crate) fn poll_read_ahead(
+        &mut self,
+        cx: &mut Context<'_>,
+        limit: usize,
+        keep_going: impl Fn(&[u8]) -> bool,
+    ) -> Poll<()> {
+        loop {
+            if self.exhausted || self.error.is_some() || self.held_len > limit {
+                return Poll::Ready(());
+            }
+            if self.rest.is_end_stream() {
+                self.exhausted = true;
+                return Poll::Ready(());
+            }
+            match Pin::new(&mut self.rest).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.exhausted = true;
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    self.error = Some(error);
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let is_data = frame.is_data();
+                    if let Some(data) = frame.data_ref() {
+                        self.held_len = self.held_len.saturating_add(data.len());
+                    }
+                    self.held.push_back(frame);
+                    if !is_data {
+                        // Trailers end a body: nothing to read after them.
+                        self.exhausted = true;
+                        return Poll::Ready(());
+                    }
+                    if !keep_going(&self.held_bytes()) {
+                        return Poll::Ready(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<B: Body> Body for PeekedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        if let Some(frame) = this.held.pop_front() {
+            if let Some(data) = frame.data_ref() {
+                *this.held_len -= bytes::Buf::remaining(data).min(*this.held_len);
+            }
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if let Some(error) = this.error.take() {
+            *this.exhausted = true;
+            return Poll::Ready(Some(Err(error)));
+        }
+        if *this.exhausted {
+            return Poll::Ready(None);
+        }
+        let next = std::task::ready!(this.rest.poll_frame(cx));
+        if next.is_none() {
+            // Remember the end, so `is_end_stream` says so even for a body that does not.
+            *this.exhausted = true;
+        }
+        Poll::Ready(next)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.held.is_empty()
+            && self.error.is_none()
+            && (self.exhausted || self.rest.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let held = self.held_len as u64;
+        if self.exhausted || self.error.is_some() {
+            // Nothing more will be read from the inner body. (After an error the body ends
+            // early, so the hint is what is held.)
+            return SizeHint::with_exact(held);
+        }
+        let rest = self.rest.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower().saturating_add(held));
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper.saturating_add(held));
+        }
+        hint
+    }
+}
+
+impl<B: Body> fmt::Debug for PeekedBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeekedBody")
+            .field("held_frames", &self.held.len())
+            .field("held_len", &self.held_len)
+            .field("error_held", &self.error.is_some())
+            .field("exhausted", &self.exhausted)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Full, StreamBody};
+
+    type E = std::io::Error;
+
+    type Frames = futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, E>>>;
+
+    fn stream(frames: Vec<Result<Frame<Bytes>, E>>) -> StreamBody<Frames> {
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    async fn read_ahead<B: Body<Data = Bytes> + Unpin>(body: &mut PeekedBody<B>, limit: usize) {
+        std::future::poll_fn(|cx| body.poll_read_ahead(cx, limit, |_| true)).await
+    }
+
+    #[tokio::test]
+    async fn whole_small_body_is_held_and_yielded_again() {
+        let mut body = PeekedBody::new(Full::new(Bytes::from_static(b"{\"a\":1}")));
+        read_ahead(&mut body, 4096).await;
+        assert!(body.is_complete());
+        assert_eq!(&body.held_bytes()[..], b"{\"a\":1}");
+        assert_eq!(body.size_hint().exact(), Some(7));
+        assert!(!body.is_end_stream());
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&bytes[..], b"{\"a\":1}");
+    }
+
+    #[tokio::test]
+    async fn an_error_is_yielded_at_the_same_point() {
+        let mut body = PeekedBody::new(stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"ab"))),
+            Ok(Frame::data(Bytes::from_static(b"cd"))),
+            Err(E::other("boom")),
+            Ok(Frame::data(Bytes::from_static(b"never"))),
+        ]));
+        read_ahead(&mut body, 4096).await;
+        assert!(body.has_error());
+        assert!(!body.is_complete());
+        let mut got = Vec::new();
+        loop {
+            match body.frame().await {
+                Some(Ok(f)) => got.push(f.into_data().unwrap()),
+                Some(Err(e)) => {
+                    assert_eq!(e.to_string(), "boom");
+                    break;
+                }
+                None => panic!("the error was swallowed"),
+            }
+        }
+        assert_eq!(
+            got,
+            vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cd")]
+        );
+        assert!(body.frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn stops_past_the_limit_and_keeps_the_rest_streaming() {
+        let frames: Vec<_> = (0..10)
+            .map(|i| Ok(Frame::data(Bytes::from(vec![i as u8; 3000]))))
+            .collect();
+        let mut body = PeekedBody::new(stream(frames));
+        read_ahead(&mut body, 4096).await;
+        assert_eq!(body.held_len(), 6000, "read until just past the limit");
+        assert!(!body.is_complete());
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(bytes.len(), 30_000);
+        for (i, chunk) in bytes.chunks(3000).enumerate() {
+            assert!(chunk.iter().all(|b| *b == i as u8));
+        }
+    }
+
+    #[tokio::test]
+    async fn trailers_pass_through() {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", "0".parse().unwrap());
+        let mut body = PeekedBody::new(stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"x"))),
+            Ok(Frame::trailers(trailers.clone())),
+        ]));
+        read_ahead(&mut body, 4096).await;
+        assert!(body.is_complete());
+        let collected = body.collect().await.unwrap();
+        assert_eq!(collected.trailers(), Some(&trailers));
+        assert_eq!(&collected.to_bytes()[..], b"x");
+    }
+
+    #[tokio::test]
+    async fn size_hint_counts_held_and_rest() {
+        let mut body = PeekedBody::new(stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"abc"))),
+            Ok(Frame::data(Bytes::from_static(b"def"))),
+        ]));
+        std::future::poll_fn(|cx| body.poll_read_ahead(cx, 4096, |held| held.len() < 3)).await;
+        assert_eq!(body.held_len(), 3);
+        // StreamBody hints nothing: lower bound is what is held.
+        assert_eq!(body.size_hint().lower(), 3);
+        assert_eq!(body.size_hint().upper(), None);
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&bytes[..], b"abcdef");
+    }
+}

@@ -1,0 +1,562 @@
+//! [`SessionBusyRetryLayer`]: AgentCore Runtime's "session operation in progress" refusal,
+//! recognised exactly and re-sent after a short backoff.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//!
+//! use agentcore_tower::{AttemptRecord, SessionBusyRetryLayer};
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Full};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), agentcore_tower::Error> {
+//! // A runtime whose session is still provisioning for the first two requests.
+//! let seen = Arc::new(AtomicU32::new(0));
+//! let runtime = service_fn({
+//!     let seen = seen.clone();
+//!     move |_request: Request<Full<Bytes>>| {
+//!         let n = seen.fetch_add(1, Ordering::SeqCst);
+//!         async move {
+//!             let body: &'static [u8] = if n < 2 {
+//!                 br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#
+//!             } else {
+//!                 br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
+//!             };
+//!             Ok::<_, Infallible>(
+//!                 Response::builder()
+//!                     .header("content-type", "application/json")
+//!                     .body(Full::new(Bytes::from_static(body)))
+//!                     .unwrap(),
+//!             )
+//!         }
+//!     }
+//! });
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(SessionBusyRetryLayer::new())
+//!     .service(runtime);
+//! let request = Request::post("https://runtime.example/mcp")
+//!     .header("content-type", "application/json")
+//!     .body(Full::new(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)))
+//!     .unwrap();
+//! let response = client.oneshot(request).await?;
+//! let record = AttemptRecord::of_response(&response).unwrap().clone();
+//! println!("{record}");
+//! // #1 HTTP 200 -> session_busy: session busy (JSON-RPC -32005), sent again after 87ms (by adapter, assumes refused-before-execution); effect unknown
+//! // #2 HTTP 200 -> session_busy: session busy (JSON-RPC -32005), sent again after 163ms (by adapter, assumes refused-before-execution); effect unknown
+//! // #3 HTTP 200 -> session_busy: delivered; effect unknown
+//! assert_eq!(record.len(), 3);
+//! let body = response.into_body().collect().await.unwrap().to_bytes();
+//! assert_eq!(&body[..], br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What it matches — exactly two forms
+//! 1. **HTTP 200**, `Content-Type: application/json` (parameters such as `charset` allowed),
+//!    whose body is ONE JSON-RPC 2.0 response object (`"jsonrpc": "2.0"`, an `id`, no
+//!    `result`) with `error.code` = [`SESSION_BUSY_CODE`] (-32005, an integer) and
+//!    `error.message` = [`SESSION_BUSY_MESSAGE`], exactly. This is the AgentCore Runtime MCP
+//!    protocol contract's `RetryableConflictException`, returned "when a second operation
+//!    targets a session while the service is provisioning or tearing down that session".
+//! 2. **HTTP 409** whose `x-amzn-errortype` names [`RETRYABLE_CONFLICT_EXCEPTION`] (the part
+//!    before the first `:`; AWS appends `:namespace`): the same refusal as
+//!    `InvokeAgentRuntime`'s API reference gives it. The body does not matter.
+//!
+//! # What it never matches (delivered as it came, byte for byte)
+//! * `ConflictException`: the same code -32005 with "Resource conflict - Resource already
+//!   exists" — not retryable; the message is part of the match for that reason. Any other code
+//!   or message (e.g. -32010 "Runtime health check failed or timed out").
+//! * A batch reply (a JSON array), even one whose every member is a busy error: some members
+//!   may be the record of work that ran.
+//! * `text/event-stream` responses (never read), non-JSON bodies, invalid JSON, JSON that is
+//!   not a JSON-RPC response.
+//! * A 409 without the header or with another type; any other status with a busy-looking body.
+//!
+//! # Reading the body without losing it
+//! Only an HTTP 200 `application/json` response is read ahead, and at most
+//! [`peek_limit`](SessionBusyRetryLayer::peek_limit) bytes of it (default 4 KiB; a busy reply
+//! is about 100 bytes) — nothing at all when its `Content-Length` is larger. Reading stops at
+//! the first significant byte that is not `{`. What was read is handed on in front of the rest
+//! of the stream ([`PeekedBody`]): the app reads exactly the bytes the server sent, with
+//! honest `size_hint` and `is_end_stream`, trailers passed through, and an error met while
+//! reading ahead delivered at the same point (after the bytes before it) — never swallowed,
+//! never turned into a retry. A body in which the digits `32005` do not occur never reaches a
+//! JSON parser, so an ordinary answer pays only the read-ahead.
+//!
+//! The response body must be `Body<Data = Bytes> + Unpin`: hyper's `Incoming`, reqwest's body
+//! and the boxed bodies of http-body-util are.
+//!
+//! # Re-sending
+//! | setting | default | why |
+//! |---|---|---|
+//! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 6 | provisioning a session takes seconds |
+//! | [`base_delay`](SessionBusyRetryLayer::base_delay) | 100 ms | a short refusal should cost little |
+//! | [`max_delay`](SessionBusyRetryLayer::max_delay) | 2 s | keep polling a session that is coming up |
+//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 15 s | give up well inside a typical tool deadline |
+//! | [`peek_limit`](SessionBusyRetryLayer::peek_limit) | 4096 bytes | a busy reply is ~100 bytes |
+//!
+//! Waits are exponential with equal jitter. The matched reply is released before the wait;
+//! when the limits are reached, the last refusal is delivered intact. Dropping the response
+//! future mid-read releases the body at once.
+//!
+//! # The known limit
+//! The HTTP 200 form is matched by its code and message, so an MCP server behind the runtime
+//! can raise the same error itself — after it ran the call — and the match cannot tell the two
+//! apart. Neither AWS page says that a matching reply ran nothing. That is why each re-send is
+//! recorded as `by adapter, assumes refused-before-execution`, and every attempt's effect stays
+//! `unknown`: an assumption with a basis, never a claim that nothing ran. An app that cannot
+//! take that risk for a tool forbids the re-send through the replay rule.
+//!
+//! # Without the layer
+//! Custom MCP clients can use the matcher alone: [`is_session_busy_reply`] over a parsed
+//! `serde_json::Value`, [`is_session_busy_json`] over bytes, and [`is_session_busy_head`] for
+//! the 409 form.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::Body;
+use serde_json::Value;
+use tower::{Layer, Service};
+
+use crate::body::PeekedBody;
+use crate::error::{BoxError, Error};
+use crate::jsonrpc::{content_length, first_significant_byte, is_json_content_type};
+use crate::record::aws_error_type;
+use crate::replay::{Failure, Refusal};
+use crate::retry::{
+    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
+};
+
+/// The JSON-RPC error code AgentCore's MCP contract gives the session-busy refusal.
+pub const SESSION_BUSY_CODE: i64 = -32005;
+
+/// The exact message of the session-busy refusal. `ConflictException` shares the code with
+/// another message and is not retryable, so the message is part of the match.
+pub const SESSION_BUSY_MESSAGE: &str = "Session operation in progress, please retry";
+
+/// The AWS error type of the refusal's HTTP 409 form, in `x-amzn-errortype`.
+pub const RETRYABLE_CONFLICT_EXCEPTION: &str = "RetryableConflictException";
+
+/// Where AgentCore documents the refusal, in both forms — the basis of the retry policy.
+pub const SESSION_BUSY_DOCUMENTATION: [&str; 2] = [
+    "https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/runtime-mcp-protocol-contract.html#mcp-error-handling",
+    "https://docs.aws.amazon.com/bedrock-agentcore/latest/APIReference/API_InvokeAgentRuntime.html#API_InvokeAgentRuntime_Errors",
+];
+
+const LAYER: &str = "session_busy";
+const DEFAULT_PEEK_LIMIT: usize = 4096;
+
+/// Whether a parsed JSON value is the session-busy reply: ONE JSON-RPC 2.0 response object
+/// (`"jsonrpc": "2.0"`, an `id` that is a string, a number or null, no `result`) whose `error`
+/// has the integer code -32005 and exactly the message [`SESSION_BUSY_MESSAGE`].
+///
+/// A batch (an array) is never a match, even when every member is: some of its replies may be
+/// the record of work that ran.
+///
+/// ```
+/// use agentcore_tower::session_busy::is_session_busy_reply;
+/// use serde_json::json;
+/// let busy = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32005, "message": "Session operation in progress, please retry"}});
+/// assert!(is_session_busy_reply(&busy));
+/// let conflict = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32005, "message": "Resource conflict - Resource already exists"}});
+/// assert!(!is_session_busy_reply(&conflict));
+/// assert!(!is_session_busy_reply(&json!([busy])));
+/// ```
+pub fn is_session_busy_reply(value: &Value) -> bool {
+    let Some(reply) = value.as_object() else {
+        return false;
+    };
+    let is_response = reply.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+        && matches!(
+            reply.get("id"),
+            Some(Value::String(_) | Value::Number(_) | Value::Null)
+        )
+        && !reply.contains_key("result");
+    let Some(error) = reply.get("error").and_then(Value::as_object) else {
+        return false;
+    };
+    is_response
+        && error.get("code").and_then(Value::as_i64) == Some(SESSION_BUSY_CODE)
+        && error.get("message").and_then(Value::as_str) == Some(SESSION_BUSY_MESSAGE)
+}
+
+/// Whether a complete JSON body is the session-busy reply (see [`is_session_busy_reply`]).
+/// Bytes in which the digits `32005` do not occur are answered without parsing.
+///
+/// ```
+/// use agentcore_tower::session_busy::is_session_busy_json;
+/// assert!(is_session_busy_json(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#));
+/// assert!(!is_session_busy_json(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+/// ```
+pub fn is_session_busy_json(bytes: &[u8]) -> bool {
+    // A number cannot be escaped in JSON: without these digits, the code cannot be -32005.
+    if first_significant_byte(bytes) != Some(b'{')
+        || memchr::memmem::find(bytes, b"32005").is_none()
+    {
+        return false;
+    }
+    #[cfg(test)]
+    tests::JSON_PARSES.with(|n| n.set(n.get() + 1));
+    serde_json::from_slice::<Value>(bytes).is_ok_and(|v| is_session_busy_reply(&v))
+}
+
+/// Whether a response head is the refusal's HTTP 409 form: status 409 and
+/// `x-amzn-errortype` naming [`RETRYABLE_CONFLICT_EXCEPTION`].
+///
+/// ```
+/// use agentcore_tower::session_busy::is_session_busy_head;
+/// use http::{HeaderMap, StatusCode};
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-amzn-errortype", "RetryableConflictException:http://internal.amazon.com/coral/com.amazon.bedrock/".parse().unwrap());
+/// assert!(is_session_busy_head(StatusCode::CONFLICT, &headers));
+/// assert!(!is_session_busy_head(StatusCode::OK, &headers));
+/// headers.insert("x-amzn-errortype", "ConflictException".parse().unwrap());
+/// assert!(!is_session_busy_head(StatusCode::CONFLICT, &headers));
+/// ```
+pub fn is_session_busy_head(status: StatusCode, headers: &HeaderMap) -> bool {
+    status == StatusCode::CONFLICT && aws_error_type(headers) == Some(RETRYABLE_CONFLICT_EXCEPTION)
+}
+
+/// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
+/// of its two forms, after a short backoff. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct SessionBusyRetryLayer {
+    config: RetryConfig,
+    peek_limit: usize,
+}
+
+impl SessionBusyRetryLayer {
+    /// The layer with its defaults: 6 attempts, 100 ms base backoff, 2 s per wait, 15 s of
+    /// waiting in all, a 4 KiB read-ahead.
+    pub fn new() -> Self {
+        Self {
+            config: RetryConfig::new(
+                Backoff::new(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_secs(2))
+                    .with_max_attempts(6)
+                    .with_max_total_wait(Duration::from_secs(15)),
+            ),
+            peek_limit: DEFAULT_PEEK_LIMIT,
+        }
+    }
+
+    retry_builder_methods!();
+
+    /// Sets how many bytes of an HTTP 200 `application/json` answer may be read ahead to look
+    /// for the refusal (default 4096). A larger answer is passed on without being matched.
+    pub fn peek_limit(mut self, bytes: usize) -> Self {
+        self.peek_limit = bytes;
+        self
+    }
+}
+
+impl Default for SessionBusyRetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> Layer<S> for SessionBusyRetryLayer {
+    type Service = SessionBusyRetry<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        SessionBusyRetry {
+            inner,
+            config: self.config.clone(),
+            peek_limit: self.peek_limit,
+        }
+    }
+}
+
+/// The service [`SessionBusyRetryLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct SessionBusyRetry<S> {
+    inner: S,
+    config: RetryConfig,
+    peek_limit: usize,
+}
+
+impl<S> SessionBusyRetry<S> {
+    /// Wraps `inner` with the default settings.
+    pub fn new(inner: S) -> Self {
+        SessionBusyRetryLayer::new().layer(inner)
+    }
+
+    /// The layer, to change settings.
+    pub fn layer() -> SessionBusyRetryLayer {
+        SessionBusyRetryLayer::new()
+    }
+
+    inner_service_accessors!();
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for SessionBusyRetry<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Clone,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    type Response = Response<PeekedBody<ResB>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        ResponseFuture {
+            inner: RetryFuture::start(
+                &mut self.inner,
+                request,
+                IsSessionBusy {
+                    peek_limit: self.peek_limit,
+                },
+                self.config.clone(),
+                LAYER,
+            ),
+        }
+    }
+}
+
+retry_response_future!(
+    /// The response future of [`SessionBusyRetry`].
+    ResponseFuture,
+    IsSessionBusy,
+    PeekedBody<ResB>,
+    where ResB: Body<Data = Bytes>, ResB: Unpin
+);
+
+/// The decision: the 409 form from the head; the 200 form after a bounded read-ahead.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IsSessionBusy {
+    peek_limit: usize,
+}
+
+const BUSY_200: &str = "session busy (JSON-RPC -32005)";
+const BUSY_409: &str = "session busy (HTTP 409 RetryableConflictException)";
+
+fn busy(cause: &'static str) -> RetryAction {
+    RetryAction::Retry(RetryReason {
+        failure: Failure::Refused(Refusal::SessionBusy),
+        cause,
+        retry_after: None,
+    })
+}
+
+impl<B> Classify<B> for IsSessionBusy
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Body = PeekedBody<B>;
+    type Future = ReadAhead<B>;
+
+    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => return ReadAhead::done(Err(error), RetryAction::NoOpinion),
+        };
+        let (status, headers) = (response.status(), response.headers());
+        if is_session_busy_head(status, headers) {
+            return ReadAhead::done(Ok(response.map(PeekedBody::new)), busy(BUSY_409));
+        }
+        let worth_reading = status == StatusCode::OK
+            && is_json_content_type(headers)
+            && content_length(headers).is_none_or(|n| n <= self.peek_limit as u64);
+        if !worth_reading {
+            return ReadAhead::done(Ok(response.map(PeekedBody::new)), RetryAction::NoOpinion);
+        }
+        let (parts, body) = response.into_parts();
+        ReadAhead {
+            state: Some((parts, PeekedBody::new(body))),
+            done: None,
+            peek_limit: self.peek_limit,
+        }
+    }
+}
+
+/// Reads the start of an answer, then decides.
+pub(crate) struct ReadAhead<B: Body> {
+    state: Option<(http::response::Parts, PeekedBody<B>)>,
+    done: Option<Classified<PeekedBody<B>>>,
+    peek_limit: usize,
+}
+
+impl<B: Body> ReadAhead<B> {
+    fn done(result: Result<Response<PeekedBody<B>>, Error>, action: RetryAction) -> Self {
+        Self {
+            state: None,
+            done: Some(Classified { result, action }),
+            peek_limit: 0,
+        }
+    }
+}
+
+impl<B> Future for ReadAhead<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Output = Classified<PeekedBody<B>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(done) = this.done.take() {
+            return Poll::Ready(done);
+        }
+        let Some((_, body)) = this.state.as_mut() else {
+            panic!("ReadAhead polled after it completed")
+        };
+        // Stop as soon as the body cannot be one JSON object.
+        let could_be_an_object =
+            |held: &[u8]| first_significant_byte(held).is_none_or(|b| b == b'{');
+        std::task::ready!(body.poll_read_ahead(cx, this.peek_limit, could_be_an_object));
+        let Some((parts, body)) = this.state.take() else {
+            unreachable!("checked above")
+        };
+        let matched = body.is_complete()
+            && body.held_len() <= this.peek_limit
+            && is_session_busy_json(&body.held_bytes());
+        let action = if matched {
+            busy(BUSY_200)
+        } else {
+            RetryAction::NoOpinion
+        };
+        Poll::Ready(Classified {
+            result: Ok(Response::from_parts(parts, body)),
+            action,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    thread_local! {
+        pub(super) static JSON_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[test]
+    fn an_ordinary_answer_never_reaches_the_parser() {
+        let before = JSON_PARSES.with(|n| n.get());
+        assert!(!is_session_busy_json(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}"#
+        ));
+        assert!(!is_session_busy_json(
+            br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32005}}]"#
+        ));
+        assert!(!is_session_busy_json(b"not json at all"));
+        assert_eq!(JSON_PARSES.with(|n| n.get()), before);
+        assert!(is_session_busy_json(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#));
+        assert_eq!(JSON_PARSES.with(|n| n.get()), before + 1);
+    }
+
+    #[test]
+    fn value_matcher_table() {
+        let msg = SESSION_BUSY_MESSAGE;
+        let cases = [
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":msg}}),
+                true,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":"a","error":{"code":-32005,"message":msg,"data":{"x":1}}}),
+                true,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":msg}}),
+                true,
+            ),
+            (
+                json!({"jsonrpc":"2.0","error":{"code":-32005,"message":msg}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":[1],"error":{"code":-32005,"message":msg}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"1.0","id":1,"error":{"code":-32005,"message":msg}}),
+                false,
+            ),
+            (json!({"id":1,"error":{"code":-32005,"message":msg}}), false),
+            (
+                json!({"jsonrpc":"2.0","id":1,"result":{},"error":{"code":-32005,"message":msg}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Resource conflict - Resource already exists"}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32010,"message":"Runtime health check failed or timed out"}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005.0,"message":msg}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":"-32005","message":msg}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"session operation in progress, please retry"}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":format!("{msg} ")}}),
+                false,
+            ),
+            (
+                json!({"jsonrpc":"2.0","id":1,"error":{"code":-32005}}),
+                false,
+            ),
+            (json!({"jsonrpc":"2.0","id":1,"error":"busy"}), false),
+            (
+                json!([{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":msg}}]),
+                false,
+            ),
+            (json!("Session operation in progress, please retry"), false),
+            (json!(null), false),
+        ];
+        for (value, want) in cases {
+            assert_eq!(is_session_busy_reply(&value), want, "{value}");
+            assert_eq!(
+                is_session_busy_json(value.to_string().as_bytes()),
+                want,
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_matcher_edge_cases() {
+        let busy = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#;
+        assert!(is_session_busy_json(busy));
+        let spaced = format!(" \n{}\n", std::str::from_utf8(busy).unwrap());
+        assert!(is_session_busy_json(spaced.as_bytes()));
+        // Escapes in the message decode to the same string: still the refusal.
+        assert!(is_session_busy_json(
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Session operation in progress, please retr\u0079"}}"#
+        ));
+        assert!(!is_session_busy_json(&busy[..busy.len() - 1]), "truncated");
+        assert!(!is_session_busy_json(b""));
+        assert!(!is_session_busy_json(b"\xff\xfe"));
+        assert!(!is_session_busy_json(b"-32005"));
+        let two = [&busy[..], &busy[..]].concat();
+        assert!(!is_session_busy_json(&two), "two values are not one reply");
+    }
+}
