@@ -198,6 +198,100 @@ impl<B: Body> fmt::Debug for PeekedBody<B> {
     }
 }
 
+pin_project! {
+    /// A response body passed through as it is, while a copy of its data (up to a limit) is
+    /// kept and handed to a callback when the body ends. Used to learn from answers without
+    /// delaying them: the app reads at the body's own pace.
+    pub struct ObservedBody<B> {
+        #[pin]
+        inner: B,
+        tap: Option<Tap>,
+    }
+}
+
+/// Called with the whole body's data when it ends.
+type OnEnd = Box<dyn FnOnce(&[u8]) + Send>;
+
+struct Tap {
+    copy: Vec<u8>,
+    limit: usize,
+    on_end: OnEnd,
+}
+
+impl<B> ObservedBody<B> {
+    /// A body observed by nobody: a plain pass-through.
+    pub fn new(inner: B) -> Self {
+        Self { inner, tap: None }
+    }
+
+    /// A body whose data (up to `limit` bytes) is handed to `on_end` when it ends without an
+    /// error. Past the limit, or on an error, the observer is dropped uncalled.
+    pub(crate) fn observed(
+        inner: B,
+        limit: usize,
+        on_end: impl FnOnce(&[u8]) + Send + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            tap: Some(Tap {
+                copy: Vec::new(),
+                limit,
+                on_end: Box::new(on_end),
+            }),
+        }
+    }
+}
+
+impl<B: Body> Body for ObservedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        use bytes::Buf;
+        let this = self.project();
+        let next = std::task::ready!(this.inner.poll_frame(cx));
+        match &next {
+            Some(Ok(frame)) => {
+                if let (Some(tap), Some(data)) = (this.tap.as_mut(), frame.data_ref()) {
+                    let chunk = data.chunk();
+                    let whole = chunk.len() == data.remaining();
+                    if whole && tap.copy.len().saturating_add(chunk.len()) <= tap.limit {
+                        tap.copy.extend_from_slice(chunk);
+                    } else {
+                        *this.tap = None;
+                    }
+                }
+            }
+            Some(Err(_)) => *this.tap = None,
+            None => {
+                if let Some(tap) = this.tap.take() {
+                    (tap.on_end)(&tap.copy);
+                }
+            }
+        }
+        Poll::Ready(next)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> fmt::Debug for ObservedBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObservedBody")
+            .field("observed", &self.tap.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +379,38 @@ mod tests {
         let collected = body.collect().await.unwrap();
         assert_eq!(collected.trailers(), Some(&trailers));
         assert_eq!(&collected.to_bytes()[..], b"x");
+    }
+
+    #[tokio::test]
+    async fn an_observed_body_is_handed_over_at_its_end() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None::<Vec<u8>>));
+        let body = ObservedBody::observed(
+            stream(vec![
+                Ok(Frame::data(Bytes::from_static(b"ab"))),
+                Ok(Frame::data(Bytes::from_static(b"cd"))),
+            ]),
+            10,
+            {
+                let seen = seen.clone();
+                move |bytes| *seen.lock().unwrap() = Some(bytes.to_vec())
+            },
+        );
+        let bytes = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&bytes[..], b"abcd");
+        assert_eq!(seen.lock().unwrap().as_deref(), Some(&b"abcd"[..]));
+
+        // Past the limit, the observer is never called; the body is unchanged.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(false));
+        let body = ObservedBody::observed(
+            stream(vec![Ok(Frame::data(Bytes::from_static(b"abcdef")))]),
+            3,
+            {
+                let seen = seen.clone();
+                move |_| *seen.lock().unwrap() = true
+            },
+        );
+        assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"abcdef");
+        assert!(!*seen.lock().unwrap());
     }
 
     #[tokio::test]

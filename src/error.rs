@@ -73,19 +73,47 @@ impl Error {
 }
 
 impl FailureKind {
-    /// Classifies an error by walking its [`source`](StdError::source) chain:
+    /// Classifies an error by walking its [`source`](StdError::source) chain. The first link
+    /// that says something decides:
     ///
-    /// * an [`std::io::Error`] of kind `ConnectionReset`, `ConnectionAborted`, `BrokenPipe` or
-    ///   `UnexpectedEof` → [`ConnectionDropped`](FailureKind::ConnectionDropped);
-    /// * an `io::Error` of kind `TimedOut`, or tokio's or tower's timeout error →
-    ///   [`TimedOut`](FailureKind::TimedOut);
-    /// * anything else → [`Other`](FailureKind::Other).
+    /// * **never sent** — proof that the request was not written:
+    ///   [`RequestNotSent`] (for transports that can tell, wrap their error in it);
+    ///   hyper-util's legacy client error with `is_connect()` (the connection was never
+    ///   established, so nothing was written on it); an [`std::io::Error`] of kind
+    ///   `ConnectionRefused`;
+    /// * **connection dropped** — an `io::Error` of kind `ConnectionReset`,
+    ///   `ConnectionAborted`, `BrokenPipe` or `UnexpectedEof`, or hyper's "incomplete message"
+    ///   (the connection closed before the whole answer came);
+    /// * **timed out** — an `io::Error` of kind `TimedOut`, hyper's timeout, tokio's or tower's
+    ///   `Elapsed`;
+    /// * anything else → [`Other`](FailureKind::Other): nothing is known.
+    ///
+    /// hyper-util's legacy client re-sends by itself a request that was never started on a
+    /// reused pooled connection (`retry_canceled_requests`, on by default); what reaches this
+    /// crate after that is classified as above.
     pub fn of_error(error: &(dyn StdError + 'static)) -> FailureKind {
         let mut next = Some(error);
         while let Some(e) = next {
+            if e.is::<RequestNotSent>() {
+                return FailureKind::NeverSent;
+            }
+            if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>()
+                && client.is_connect()
+            {
+                return FailureKind::NeverSent;
+            }
+            if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
+                if hyper.is_incomplete_message() {
+                    return FailureKind::ConnectionDropped;
+                }
+                if hyper.is_timeout() {
+                    return FailureKind::TimedOut;
+                }
+            }
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
                 use std::io::ErrorKind as K;
                 match io.kind() {
+                    K::ConnectionRefused => return FailureKind::NeverSent,
                     K::ConnectionReset
                     | K::ConnectionAborted
                     | K::BrokenPipe
@@ -102,6 +130,37 @@ impl FailureKind {
             next = e.source();
         }
         FailureKind::Other
+    }
+}
+
+/// Proof that a request was never written to the network, for transports that can tell (an
+/// HTTP client that failed before sending, a connection pool that refused the request).
+/// Wrap the transport's error in it, and the replay rule may re-send any request after it.
+///
+/// ```
+/// use agentcore_tower::{FailureKind, RequestNotSent};
+/// let error = RequestNotSent::new(std::io::Error::other("pool closed before send"));
+/// assert_eq!(FailureKind::of_error(&error), FailureKind::NeverSent);
+/// ```
+#[derive(Debug)]
+pub struct RequestNotSent(BoxError);
+
+impl RequestNotSent {
+    /// Wraps the transport's error.
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        Self(error.into())
+    }
+}
+
+impl fmt::Display for RequestNotSent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the request was not sent")
+    }
+}
+
+impl StdError for RequestNotSent {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.0.as_ref())
     }
 }
 
@@ -171,5 +230,16 @@ mod tests {
             FailureKind::TimedOut
         );
         assert_eq!(of("boom".into()), FailureKind::Other);
+        assert_eq!(
+            of(Box::new(Io::from(K::ConnectionRefused))),
+            FailureKind::NeverSent
+        );
+        assert_eq!(
+            of(Box::new(RequestNotSent::new("x"))),
+            FailureKind::NeverSent
+        );
+        // The first link that says something decides.
+        let wrapped = RequestNotSent::new(Io::from(K::ConnectionReset));
+        assert_eq!(of(Box::new(wrapped)), FailureKind::NeverSent);
     }
 }

@@ -1,7 +1,138 @@
 //! The little JSON-RPC and JSON-over-HTTP inspection the layers share.
 
+use std::borrow::Cow;
+
 use http::HeaderMap;
 use http::header::CONTENT_TYPE;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// What a request body holds, as far as the layers need to know: read once.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Body {
+    /// One JSON-RPC message.
+    Single(Message),
+    /// A batch (a JSON array) of messages.
+    Batch(Vec<Message>),
+    /// Not JSON-RPC (not JSON, an empty batch, a member that is no message…).
+    Unparsable,
+}
+
+/// One JSON-RPC message of a request body.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Message {
+    pub(crate) kind: MessageKind,
+    /// The method (requests and notifications).
+    pub(crate) method: Option<String>,
+    /// `params.name` of `tools/call` and `prompts/get`, `params.uri` of `resources/read`.
+    pub(crate) name: Option<String>,
+    /// `params.arguments` of `tools/call`, parsed only when asked for.
+    pub(crate) arguments: Option<serde_json::Value>,
+}
+
+/// Request, notification or response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MessageKind {
+    /// A request: a method and an id; the server answers it.
+    Request,
+    /// A notification: a method and no id; the server does not answer.
+    Notification,
+    /// A response the client sends back to a server's request.
+    Response,
+}
+
+#[derive(Deserialize)]
+struct WireMessage<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct WireParams<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// Whether a member is there at all (`"id": null` is there).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+impl Body {
+    /// Reads a request body. `with_arguments` parses `tools/call` arguments too.
+    pub(crate) fn parse(bytes: &[u8], with_arguments: bool) -> Body {
+        match first_significant_byte(bytes) {
+            Some(b'{') => match serde_json::from_slice::<WireMessage<'_>>(bytes) {
+                Ok(wire) => {
+                    Message::from_wire(wire, with_arguments).map_or(Body::Unparsable, Body::Single)
+                }
+                Err(_) => Body::Unparsable,
+            },
+            Some(b'[') => match serde_json::from_slice::<Vec<WireMessage<'_>>>(bytes) {
+                Ok(wires) if !wires.is_empty() => wires
+                    .into_iter()
+                    .map(|w| Message::from_wire(w, with_arguments))
+                    .collect::<Option<Vec<_>>>()
+                    .map_or(Body::Unparsable, Body::Batch),
+                _ => Body::Unparsable,
+            },
+            _ => Body::Unparsable,
+        }
+    }
+}
+
+impl Message {
+    fn from_wire(wire: WireMessage<'_>, with_arguments: bool) -> Option<Message> {
+        let kind = match (&wire.method, wire.id, wire.result || wire.error) {
+            (Some(_), true, false) => MessageKind::Request,
+            (Some(_), false, false) => MessageKind::Notification,
+            (None, true, true) => MessageKind::Response,
+            _ => return None,
+        };
+        let method = wire.method.map(Cow::into_owned);
+        let params = match method.as_deref() {
+            Some("tools/call" | "prompts/get" | "resources/read") => wire
+                .params
+                .and_then(|raw| serde_json::from_str::<WireParams<'_>>(raw.get()).ok()),
+            _ => None,
+        };
+        let (name, arguments) = match params {
+            Some(p) => {
+                let name = if method.as_deref() == Some("resources/read") {
+                    p.uri
+                } else {
+                    p.name
+                };
+                let arguments = if with_arguments {
+                    p.arguments
+                        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                } else {
+                    None
+                };
+                (name.map(Cow::into_owned), arguments)
+            }
+            None => (None, None),
+        };
+        Some(Message {
+            kind,
+            method,
+            name,
+            arguments,
+        })
+    }
+}
 
 /// Whether the head's `Content-Type` is `application/json` (any parameters, such as
 /// `charset`, allowed; case-insensitive).
@@ -71,6 +202,105 @@ mod tests {
         assert_eq!(content_length(&h), Some(42));
         h.insert(http::header::CONTENT_LENGTH, "-1".parse().unwrap());
         assert_eq!(content_length(&h), None);
+    }
+
+    fn msg(kind: MessageKind, method: Option<&str>, name: Option<&str>) -> Message {
+        Message {
+            kind,
+            method: method.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: None,
+        }
+    }
+
+    #[test]
+    fn request_bodies() {
+        use MessageKind::*;
+        let cases: Vec<(&str, Body)> = vec![
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"charge","arguments":{"cents":100}}}"#,
+                Body::Single(msg(Request, Some("tools/call"), Some("charge"))),
+            ),
+            (
+                r#" {"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                Body::Single(msg(Request, Some("ping"), None)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                Body::Single(msg(Notification, Some("notifications/initialized"), None)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#,
+                Body::Single(msg(Response, None, None)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}"#,
+                Body::Single(msg(Request, Some("resources/read"), Some("file:///a"))),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p\u0031"}}"#,
+                Body::Single(msg(Request, Some("prompts/get"), Some("p1"))),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+                Body::Single(msg(Request, Some("tools/call"), None)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}"#,
+                Body::Single(msg(Request, Some("tools/call"), None)),
+            ),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}]"#,
+                Body::Batch(vec![
+                    msg(Request, Some("ping"), None),
+                    msg(Request, Some("tools/call"), Some("x")),
+                ]),
+            ),
+            ("[]", Body::Unparsable),
+            (
+                r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}, 3]"#,
+                Body::Unparsable,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1}"#, Body::Unparsable),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#,
+                Body::Unparsable,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"method":3}"#, Body::Unparsable),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"x"}"#,
+                Body::Unparsable,
+            ),
+            ("not json", Body::Unparsable),
+            ("", Body::Unparsable),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+                Body::Unparsable,
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(Body::parse(input.as_bytes(), false), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn arguments_only_when_asked() {
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"charge","arguments":{"cents":100}}}"#;
+        let Body::Single(m) = Body::parse(body, true) else {
+            panic!()
+        };
+        assert_eq!(m.arguments, Some(serde_json::json!({"cents": 100})));
+        let Body::Single(m) = Body::parse(body, false) else {
+            panic!()
+        };
+        assert_eq!(m.arguments, None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let _ = Body::parse(&bytes, true);
+        }
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //!   `RetryableConflictException`) and re-sends with a short backoff, without losing a byte of
 //!   an answer it read ahead.
 //!
+//! * [`ReplayGuardLayer`] — the replay rule: which failed attempt may be sent again (refusals
+//!   assumed to have run nothing; a dropped connection only for what the app declared
+//!   replayable), and the record of every attempt.
+//!
 //! Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or stack them in
 //! the recommended order, outer to inner:
 //!
@@ -74,12 +78,15 @@ pub mod session_busy;
 pub mod throttle;
 
 pub use body::PeekedBody;
-pub use error::{BoxError, Error, ErrorKind};
+pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
 pub use record::{
     Assumption, Attempt, AttemptRecord, By, Decision, DeliveryReason, Effect, FailureKind, Outcome,
     Permission, Verdict, aws_error_type,
 };
-pub use replay::{Failure, MayHaveRun, Refusal, ReplayRule, RuleVerdict, SharedReplayRule};
+pub use replay::{
+    Failure, MayHaveRun, Refusal, ReplayCandidate, ReplayGuard, ReplayGuardLayer, ReplayOverride,
+    ReplayRule, RuleVerdict, SharedReplayRule,
+};
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
 pub use retry::{Backoff, RetryAction, RetryInfo, RetryReason};
 pub use session_busy::{SessionBusyRetry, SessionBusyRetryLayer};

@@ -429,6 +429,9 @@ pub enum By {
     AppDeclaration,
     /// The request is a protocol read (ping, tools/list, …), replayable by default.
     ProtocolRead,
+    /// The server's own annotation (`idempotentHint`) declared the tool replayable, and the
+    /// app chose to trust it.
+    ServerAnnotation,
     /// The transport proved the request was never written.
     Transport,
 }
@@ -439,6 +442,7 @@ impl fmt::Display for By {
             By::Adapter => "adapter",
             By::AppDeclaration => "app declaration",
             By::ProtocolRead => "protocol read",
+            By::ServerAnnotation => "server annotation",
             By::Transport => "transport",
         })
     }

@@ -1,30 +1,136 @@
-//! The replay rule: which failed attempt may be sent again.
+//! [`ReplayGuardLayer`]: the replay rule — which failed attempt may be sent again — and the
+//! record of every attempt.
 //!
-//! Every retry layer of this crate asks one rule before each re-send. The rule travels in the
-//! request's extensions as a [`SharedReplayRule`], so layers that do not know each other (and
-//! third-party retry layers) ask the same rule:
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//!
+//! use agentcore_tower::{AttemptRecord, ReplayGuardLayer, ThrottleRetryLayer};
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // A server whose connection drops after every tool ran.
+//! let executions = Arc::new(AtomicU32::new(0));
+//! let server = service_fn({
+//!     let executions = executions.clone();
+//!     move |_request: Request<Full<Bytes>>| {
+//!         executions.fetch_add(1, Ordering::SeqCst);
+//!         async { Err::<Response<Full<Bytes>>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) }
+//!     }
+//! });
+//! let client = ServiceBuilder::new()
+//!     .layer(ReplayGuardLayer::new().idempotent_tools(["lookup"]))
+//!     .layer(ThrottleRetryLayer::new())
+//!     .service(server);
+//!
+//! let call = |tool: &str| {
+//!     let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#);
+//!     Request::post("https://runtime.example/mcp").body(Full::new(Bytes::from(body))).unwrap()
+//! };
+//!
+//! // `charge` was not declared replayable: it may have run, so it is not sent again.
+//! let error = client.clone().oneshot(call("charge")).await.unwrap_err();
+//! assert_eq!(executions.swap(0, Ordering::SeqCst), 1);
+//! println!("{}", error.record().unwrap());
+//! // #1 failed: connection dropped -> replay_guard: delivered (connection dropped, but a re-send is forbidden: tools/call `charge` is not declared replayable); effect unknown
+//!
+//! // `lookup` was: it is sent again, on the app's word.
+//! let error = client.oneshot(call("lookup")).await.unwrap_err();
+//! assert_eq!(executions.load(Ordering::SeqCst), 3);
+//! println!("{}", error.record().unwrap());
+//! // #1 failed: connection dropped -> replay_guard: connection dropped, sent again after 63ms (by app declaration, assumes idempotent); effect unknown
+//! // #2 failed: connection dropped -> replay_guard: connection dropped, sent again after 148ms (by app declaration, assumes idempotent); effect unknown
+//! // #3 failed: connection dropped -> replay_guard: delivered (connection dropped, but 3 attempts were sent); effect unknown
+//! # }
+//! ```
+//!
+//! # The rule
+//! Blind retries run a `tools/call` twice: the official AWS SDK re-sends `InvokeAgentRuntime`
+//! after any 5xx, reset or timeout, and generic retry middleware does the same. The rule, in one
+//! place, consulted by every retry layer of this crate before every re-send:
+//!
+//! | what failed | re-sent? | permission recorded |
+//! |---|---|---|
+//! | a refusal documented as coming before execution: HTTP 429, AgentCore's session-busy reply | yes, unless the tool is [strict](ReplayGuardLayer::strict_tools) | by adapter, assumes rejected/refused-before-execution |
+//! | a failure that proves the request was never written ([`FailureKind::NeverSent`]) | yes, for any request | by transport, assumes not-delivered |
+//! | a failure after which it may have run: a connection dropped after the request may have been written, a timeout, any 5xx | only a replayable request | by app declaration / protocol read / server annotation, assumes idempotent |
+//! | anything else | delivered as is | — |
+//!
+//! **What is replayable**: the protocol reads (`ping`, `tools/list`, `resources/list`,
+//! `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get`; see
+//! [`protocol_reads`](ReplayGuardLayer::protocol_reads)), the tools the app names
+//! ([`idempotent_tools`](ReplayGuardLayer::idempotent_tools)), whatever the app's predicate
+//! accepts ([`replayable_if`](ReplayGuardLayer::replayable_if)), and — only when the app opts in
+//! with [`learn_idempotent_hints`](ReplayGuardLayer::learn_idempotent_hints) — the tools a
+//! `tools/list` answer annotated `idempotentHint: true` (trusting the server's word). Never
+//! `initialize`, never an undeclared `tools/call`, never a body that is not JSON-RPC. A batch
+//! is replayable only when every member is. A [`ReplayOverride`] in the request's extensions
+//! decides for that one request.
+//!
+//! **How never-sent is recognised**: see [`FailureKind::of_error`] — hyper-util's connect
+//! errors, `ConnectionRefused`, and [`RequestNotSent`](crate::RequestNotSent), which any
+//! transport can use to state it.
+//!
+//! # What the guard re-sends itself
+//! The failures that may have run, for replayable requests only, on the shared retry loop:
+//! 3 attempts, 100 ms base backoff (equal jitter), 2 s per wait, 5 s waited in all; a
+//! `Retry-After` on a 5xx is honoured within that ceiling. Refusals are the business of the
+//! layers below ([`ThrottleRetryLayer`](crate::ThrottleRetryLayer),
+//! [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer)), which ask this rule first.
+//!
+//! # The record
+//! The guard creates the call's [`AttemptRecord`](crate::AttemptRecord) (put it outermost,
+//! under only a timeout), so every layer below appends to it. The finished record is in the
+//! response's extensions and in every [`Error`] (whose `source` is the failure
+//! below). Printed, it shows per attempt what came back, who decided what, on whose
+//! permission and assumption — and that the effect is unknown.
+//!
+//! # Asking the rule from another retry layer
+//! The rule travels in the request's extensions as a [`SharedReplayRule`]:
 //!
 //! ```
 //! use agentcore_tower::{Failure, Refusal, RuleVerdict, SharedReplayRule};
 //! # fn may_resend<B>(request: &http::Request<B>) -> bool {
 //! let failure = Failure::Refused(Refusal::Throttled);
-//! let verdict = match request.extensions().get::<SharedReplayRule>() {
-//!     Some(rule) => rule.permission(&failure),
-//!     None => failure.default_verdict(), // no rule on the request: the crate's own default
-//! };
+//! // The request's rule, or the crate's default when no guard put one there.
+//! let verdict = SharedReplayRule::verdict_for(request.extensions(), &failure);
 //! matches!(verdict, RuleVerdict::Permit(_))
 //! # }
 //! ```
 //!
-//! Without a rule on the request, the layers apply [`Failure::default_verdict`]: refusals the
-//! platform documents as coming before execution (HTTP 429, AgentCore's session-busy reply) are
-//! re-sent on the adapter's own policy; a failure that proves the request was never written
-//! may be re-sent; a failure after which the request may have run is never re-sent.
+//! Without a rule on the request, the layers apply [`Failure::default_verdict`]: refusals
+//! re-sent on the adapter's own policy, a never-delivered request re-sent on the transport's
+//! evidence, nothing that may have run.
+//!
+//! A request body is read once, before the first attempt, from a clone (MCP bodies are small
+//! and buffered); the guard needs `ReqBody: Body + Clone`.
 
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use http_body_util::BodyExt;
+use http_body_util::combinators::Collect;
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+
+use crate::body::ObservedBody;
+use crate::error::{BoxError, Error, ErrorKind};
+use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind};
 use crate::record::{Assumption, By, FailureKind, Permission};
+use crate::retry::{
+    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
+};
 
 /// A failed attempt, as the replay rule sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,6 +234,598 @@ impl SharedReplayRule {
         match extensions.get::<SharedReplayRule>() {
             Some(rule) => rule.permission(failure),
             None => failure.default_verdict(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The guard.
+
+/// A per-request decision that travels in the request's extensions and wins over the guard's
+/// declarations for that request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReplayOverride {
+    /// The request may be sent again after a failure that may have run.
+    Replayable,
+    /// It may not (refusals are still re-sent).
+    NotReplayable,
+    /// It is never sent again, not even after a refusal (a failure that proves it was never
+    /// written still may be).
+    Strict,
+}
+
+/// What the app's predicate is asked about: one message of a request body.
+#[derive(Debug)]
+pub struct ReplayCandidate<'a> {
+    method: &'a str,
+    tool: Option<&'a str>,
+    arguments: Option<&'a serde_json::Value>,
+}
+
+impl<'a> ReplayCandidate<'a> {
+    /// The JSON-RPC method (`"tools/call"`, …).
+    pub fn method(&self) -> &'a str {
+        self.method
+    }
+
+    /// The tool of a `tools/call`.
+    pub fn tool(&self) -> Option<&'a str> {
+        self.tool
+    }
+
+    /// The arguments of a `tools/call`.
+    pub fn arguments(&self) -> Option<&'a serde_json::Value> {
+        self.arguments
+    }
+}
+
+type Predicate = Arc<dyn Fn(&ReplayCandidate<'_>) -> bool + Send + Sync>;
+
+/// The protocol reads the guard replays by default.
+pub const DEFAULT_PROTOCOL_READS: [&str; 7] = [
+    "ping",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+];
+
+/// How many bytes of a `tools/list` answer are kept to learn annotations from.
+const HINT_LIMIT: usize = 4 * 1024 * 1024;
+
+#[derive(Clone)]
+struct Declarations {
+    idempotent_tools: HashSet<String>,
+    strict_tools: HashSet<String>,
+    protocol_reads: HashSet<String>,
+    predicate: Option<Predicate>,
+    learned: Option<Arc<RwLock<HashSet<String>>>>,
+}
+
+impl fmt::Debug for Declarations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sorted = |set: &HashSet<String>| {
+            let mut v: Vec<_> = set.iter().cloned().collect();
+            v.sort();
+            v
+        };
+        f.debug_struct("Declarations")
+            .field("idempotent_tools", &sorted(&self.idempotent_tools))
+            .field("strict_tools", &sorted(&self.strict_tools))
+            .field("protocol_reads", &sorted(&self.protocol_reads))
+            .field("predicate", &self.predicate.as_ref().map(|_| ".."))
+            .field("learns_idempotent_hints", &self.learned.is_some())
+            .finish()
+    }
+}
+
+impl Declarations {
+    /// Whether one message may be sent again after a failure that may have run, and on whose
+    /// word; or why not.
+    fn replayable(&self, message: &Message) -> Result<By, String> {
+        let Some(method) = message.method.as_deref() else {
+            return Err("a JSON-RPC response is not declared replayable".into());
+        };
+        let tool = message.name.as_deref().filter(|_| method == "tools/call");
+        let candidate = ReplayCandidate {
+            method,
+            tool,
+            arguments: message.arguments.as_ref(),
+        };
+        let by_predicate = || self.predicate.as_ref().is_some_and(|p| p(&candidate));
+        if method == "tools/call" {
+            let Some(tool) = tool else {
+                return Err("a tools/call without a tool name is not replayable".into());
+            };
+            if self.idempotent_tools.contains(tool) || by_predicate() {
+                return Ok(By::AppDeclaration);
+            }
+            if let Some(learned) = &self.learned
+                && learned
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains(tool)
+            {
+                return Ok(By::ServerAnnotation);
+            }
+            return Err(format!("tools/call `{tool}` is not declared replayable"));
+        }
+        if message.kind == MessageKind::Request && self.protocol_reads.contains(method) {
+            return Ok(By::ProtocolRead);
+        }
+        if by_predicate() {
+            return Ok(By::AppDeclaration);
+        }
+        Err(format!("`{method}` is not declared replayable"))
+    }
+
+    fn strict(&self, message: &Message) -> Option<String> {
+        let tool = message.name.as_deref()?;
+        (message.method.as_deref() == Some("tools/call") && self.strict_tools.contains(tool))
+            .then(|| format!("tools/call `{tool}` is strict: never sent again"))
+    }
+
+    /// The rule for one request body.
+    fn rule_for(&self, body: &JsonRpcBody, choice: Option<ReplayOverride>) -> GuardRule {
+        let (replayable, strict) = match choice {
+            Some(ReplayOverride::Replayable) => (Ok(By::AppDeclaration), None),
+            Some(ReplayOverride::NotReplayable) => (
+                Err("the request's ReplayOverride says not replayable".into()),
+                None,
+            ),
+            Some(ReplayOverride::Strict) => {
+                let why = "the request's ReplayOverride says strict: never sent again".to_string();
+                (Err(why.clone()), Some(why))
+            }
+            None => match body {
+                JsonRpcBody::Unparsable => (Err("the request body is not JSON-RPC".into()), None),
+                JsonRpcBody::Single(m) => (self.replayable(m), self.strict(m)),
+                JsonRpcBody::Batch(members) => {
+                    let mut by = By::ProtocolRead;
+                    let mut replayable = Ok(By::ProtocolRead);
+                    for m in members {
+                        match self.replayable(m) {
+                            Ok(By::ProtocolRead) => {}
+                            Ok(other) => by = other,
+                            Err(why) => {
+                                replayable =
+                                    Err(format!("a batch member is not replayable: {why}"));
+                                break;
+                            }
+                        }
+                    }
+                    let replayable = replayable.map(|_| by);
+                    (replayable, members.iter().find_map(|m| self.strict(m)))
+                }
+            },
+        };
+        // Strict wins over every declaration: forbidding always wins.
+        let replayable = match &strict {
+            Some(why) => Err(why.clone()),
+            None => replayable,
+        };
+        GuardRule { replayable, strict }
+    }
+}
+
+/// The guard's rule for one request.
+#[derive(Debug)]
+struct GuardRule {
+    replayable: Result<By, String>,
+    strict: Option<String>,
+}
+
+impl ReplayRule for GuardRule {
+    fn permission(&self, failure: &Failure) -> RuleVerdict {
+        match failure {
+            Failure::NeverDelivered => failure.default_verdict(),
+            Failure::Refused(refusal) => match &self.strict {
+                Some(why) => RuleVerdict::Forbid(why.clone()),
+                None => RuleVerdict::Permit(Permission::new(By::Adapter, refusal.assumption())),
+            },
+            Failure::MayHaveRun(_) => match &self.replayable {
+                Ok(by) => RuleVerdict::Permit(Permission::new(*by, Assumption::Idempotent)),
+                Err(why) => RuleVerdict::Forbid(why.clone()),
+            },
+        }
+    }
+}
+
+/// Decides which failed attempt may be sent again, re-sends the replayable ones after a failure
+/// that may have run, and owns the call's attempt record. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct ReplayGuardLayer {
+    declarations: Arc<Declarations>,
+    config: RetryConfig,
+}
+
+impl ReplayGuardLayer {
+    /// The guard with its defaults: the protocol reads are replayable, no tool is; 3 attempts,
+    /// 100 ms base backoff, 2 s per wait, 5 s waited in all.
+    pub fn new() -> Self {
+        Self {
+            declarations: Arc::new(Declarations {
+                idempotent_tools: HashSet::new(),
+                strict_tools: HashSet::new(),
+                protocol_reads: DEFAULT_PROTOCOL_READS
+                    .iter()
+                    .map(|m| (*m).to_owned())
+                    .collect(),
+                predicate: None,
+                learned: None,
+            }),
+            config: RetryConfig::new(
+                Backoff::new(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_secs(2))
+                    .with_max_attempts(3)
+                    .with_max_total_wait(Duration::from_secs(5)),
+            ),
+        }
+    }
+
+    fn declare(mut self, f: impl FnOnce(&mut Declarations)) -> Self {
+        f(Arc::make_mut(&mut self.declarations));
+        self
+    }
+
+    /// Declares tools whose `tools/call` may be sent again after a failure that may have run:
+    /// running them twice does no more than running them once. Adds to earlier declarations.
+    pub fn idempotent_tools<I, T>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.declare(|d| d.idempotent_tools.extend(tools.into_iter().map(Into::into)))
+    }
+
+    /// Declares tools that are never sent again, not even after a refusal the platform documents
+    /// as coming before execution (429, session busy). Forbidding wins over every declaration.
+    pub fn strict_tools<I, T>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.declare(|d| d.strict_tools.extend(tools.into_iter().map(Into::into)))
+    }
+
+    /// Declares replayable whatever `predicate` accepts: it is asked about every message whose
+    /// method is not already replayable, with the method, the tool and the arguments of a
+    /// `tools/call`.
+    pub fn replayable_if(
+        self,
+        predicate: impl Fn(&ReplayCandidate<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.declare(|d| d.predicate = Some(Arc::new(predicate)))
+    }
+
+    /// Replaces the methods replayable as protocol reads (default [`DEFAULT_PROTOCOL_READS`]).
+    /// An empty list makes none replayable by default.
+    pub fn protocol_reads<I, T>(self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.declare(|d| d.protocol_reads = methods.into_iter().map(Into::into).collect())
+    }
+
+    /// Learns from the `tools/list` answers that pass through this guard (JSON or SSE): a tool
+    /// annotated `idempotentHint: true` (or `readOnlyHint: true`) becomes replayable, by
+    /// [`By::ServerAnnotation`]; a later answer that says otherwise takes it back. Off by
+    /// default: this trusts the server's word about its own tools. What is learned is shared by
+    /// the services this layer builds (one MCP server).
+    pub fn learn_idempotent_hints(self, learn: bool) -> Self {
+        self.declare(|d| {
+            d.learned = learn.then(|| Arc::new(RwLock::new(HashSet::new())));
+        })
+    }
+
+    /// The tools learned from annotations so far, sorted.
+    pub fn learned_tools(&self) -> Vec<String> {
+        let Some(learned) = &self.declarations.learned else {
+            return Vec::new();
+        };
+        let mut tools: Vec<_> = learned
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        tools.sort();
+        tools
+    }
+
+    retry_builder_methods!();
+}
+
+impl Default for ReplayGuardLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> Layer<S> for ReplayGuardLayer {
+    type Service = ReplayGuard<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ReplayGuard {
+            inner,
+            declarations: self.declarations.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The service [`ReplayGuardLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct ReplayGuard<S> {
+    inner: S,
+    declarations: Arc<Declarations>,
+    config: RetryConfig,
+}
+
+impl<S> ReplayGuard<S> {
+    /// Wraps `inner` with the default declarations.
+    pub fn new(inner: S) -> Self {
+        ReplayGuardLayer::new().layer(inner)
+    }
+
+    /// The layer, to declare what is replayable.
+    pub fn layer() -> ReplayGuardLayer {
+        ReplayGuardLayer::new()
+    }
+
+    inner_service_accessors!();
+}
+
+const LAYER: &str = "replay_guard";
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for ReplayGuard<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: HttpBody + Clone,
+    ResB: HttpBody,
+{
+    type Response = Response<ObservedBody<ResB>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let reading = request.body().clone().collect();
+        ResponseFuture {
+            state: GuardState::Reading {
+                reading,
+                pending: Some(Pending {
+                    request,
+                    service: ready,
+                    declarations: self.declarations.clone(),
+                    config: self.config.clone(),
+                }),
+            },
+        }
+    }
+}
+
+struct Pending<S, ReqB> {
+    request: Request<ReqB>,
+    service: S,
+    declarations: Arc<Declarations>,
+    config: RetryConfig,
+}
+
+pin_project! {
+    /// The response future of [`ReplayGuard`].
+    pub struct ResponseFuture<S, ReqB, ResB>
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>>,
+        ReqB: HttpBody,
+    {
+        #[pin]
+        state: GuardState<S, ReqB, ResB>,
+    }
+}
+
+pin_project! {
+    #[project = GuardStateProj]
+    enum GuardState<S, ReqB, ResB>
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>>,
+        ReqB: HttpBody,
+    {
+        Reading {
+            #[pin]
+            reading: Collect<ReqB>,
+            pending: Option<Pending<S, ReqB>>,
+        },
+        Running {
+            #[pin]
+            retry: RetryFuture<S, ReqB, ResB, MayHaveRunOrNeverSent>,
+        },
+    }
+}
+
+impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: HttpBody + Clone,
+    ResB: HttpBody,
+{
+    type Output = Result<Response<ObservedBody<ResB>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                GuardStateProj::Reading { reading, pending } => {
+                    // A body that fails to read is not JSON-RPC: not replayable (the attempt
+                    // below meets the same failure and reports it).
+                    let bytes = std::task::ready!(reading.poll(cx))
+                        .map(|c| c.to_bytes())
+                        .ok();
+                    let Some(Pending {
+                        mut request,
+                        service,
+                        declarations,
+                        config,
+                    }) = pending.take()
+                    else {
+                        panic!("ResponseFuture polled after it completed")
+                    };
+                    let wants_arguments = declarations.predicate.is_some();
+                    let body = bytes.map_or(JsonRpcBody::Unparsable, |b| {
+                        JsonRpcBody::parse(&b, wants_arguments)
+                    });
+                    if request.extensions().get::<SharedReplayRule>().is_none() {
+                        let choice = request.extensions().get::<ReplayOverride>().copied();
+                        let rule = declarations.rule_for(&body, choice);
+                        request.extensions_mut().insert(SharedReplayRule::new(rule));
+                    }
+                    let learn = match (&declarations.learned, &body) {
+                        (Some(learned), JsonRpcBody::Single(m))
+                            if m.method.as_deref() == Some("tools/list") =>
+                        {
+                            Some(learned.clone())
+                        }
+                        _ => None,
+                    };
+                    let retry = RetryFuture::start_ready(
+                        service,
+                        request,
+                        MayHaveRunOrNeverSent { learn },
+                        config,
+                        LAYER,
+                    );
+                    this.state.set(GuardState::Running { retry });
+                }
+                GuardStateProj::Running { retry } => return retry.poll(cx),
+            }
+        }
+    }
+}
+
+impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ReqB: HttpBody,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+/// The guard's decision: a failure that may have run (or was never sent) is worth a re-send,
+/// which the rule then permits or forbids.
+#[derive(Clone, Debug)]
+pub(crate) struct MayHaveRunOrNeverSent {
+    learn: Option<Arc<RwLock<HashSet<String>>>>,
+}
+
+impl<B> Classify<B> for MayHaveRunOrNeverSent {
+    type Body = ObservedBody<B>;
+    type Future = Ready<Classified<ObservedBody<B>>>;
+
+    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
+        let action = match &result {
+            Err(error) if error.kind() == ErrorKind::Service => {
+                let (failure, cause) = match error.failure_kind() {
+                    FailureKind::NeverSent => (Failure::NeverDelivered, "never sent"),
+                    kind @ FailureKind::ConnectionDropped => (
+                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                        "connection dropped",
+                    ),
+                    kind @ FailureKind::TimedOut => (
+                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                        "timed out",
+                    ),
+                    kind => (
+                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                        "transport error",
+                    ),
+                };
+                RetryAction::Retry(RetryReason {
+                    failure,
+                    cause,
+                    retry_after: None,
+                })
+            }
+            Ok(response) if response.status().is_server_error() => {
+                RetryAction::Retry(RetryReason {
+                    failure: Failure::MayHaveRun(MayHaveRun::ServerError(response.status())),
+                    cause: "HTTP 5xx",
+                    retry_after: crate::retry_after(response.headers()),
+                })
+            }
+            _ => RetryAction::NoOpinion,
+        };
+        let result = result.map(|response| match &self.learn {
+            Some(learned) if response.status().is_success() => {
+                let sse = !crate::jsonrpc::is_json_content_type(response.headers());
+                let learned = learned.clone();
+                response.map(|body| {
+                    ObservedBody::observed(body, HINT_LIMIT, move |bytes| {
+                        learn_hints(bytes, sse, &learned)
+                    })
+                })
+            }
+            _ => response.map(ObservedBody::new),
+        });
+        ready(Classified { result, action })
+    }
+}
+
+/// Learns `idempotentHint`/`readOnlyHint` from a `tools/list` answer (JSON, or SSE events whose
+/// data is JSON).
+fn learn_hints(bytes: &[u8], sse: bool, learned: &RwLock<HashSet<String>>) {
+    let learn_from = |value: &serde_json::Value| {
+        let Some(tools) = value.pointer("/result/tools").and_then(|t| t.as_array()) else {
+            return;
+        };
+        let mut learned = learned.write().unwrap_or_else(|p| p.into_inner());
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(|n| n.as_str()) else {
+                continue;
+            };
+            let hint = |key: &str| {
+                tool.pointer(&format!("/annotations/{key}"))
+                    .and_then(|v| v.as_bool())
+            };
+            if hint("idempotentHint") == Some(true) || hint("readOnlyHint") == Some(true) {
+                learned.insert(name.to_owned());
+            } else {
+                learned.remove(name);
+            }
+        }
+    };
+    if !sse {
+        if let Ok(value) = serde_json::from_slice(bytes) {
+            learn_from(&value);
+        }
+        return;
+    }
+    // SSE: each event's `data:` lines, joined by newlines, form one JSON message.
+    let text = String::from_utf8_lossy(bytes);
+    let mut data = String::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if let Ok(value) = serde_json::from_str(&data) {
+                learn_from(&value);
+            }
+            data.clear();
+        } else if let Some(rest) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
         }
     }
 }

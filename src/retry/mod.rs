@@ -215,6 +215,27 @@ where
     /// clone takes its place in the layer).
     pub(crate) fn start(
         service: &mut S,
+        request: Request<ReqB>,
+        classify: C,
+        config: RetryConfig,
+        layer: &'static str,
+    ) -> Self {
+        let clone = service.clone();
+        let ready = std::mem::replace(service, clone);
+        Self::start_ready(ready, request, classify, config, layer)
+    }
+}
+
+impl<S, ReqB, ResB, C> RetryFuture<S, ReqB, ResB, C>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ReqB: Clone,
+    C: Classify<ResB>,
+{
+    /// [`start`](Self::start) with the service already taken from the layer: `ready` must be
+    /// the one that was polled ready.
+    pub(crate) fn start_ready(
+        mut ready: S,
         mut request: Request<ReqB>,
         classify: C,
         config: RetryConfig,
@@ -228,8 +249,6 @@ where
             uri = %UriWithoutQuery(request.uri()),
         );
         let template = (config.backoff.max_attempts() > 1).then(|| clone_request(&request));
-        let clone = service.clone();
-        let mut ready = std::mem::replace(service, clone);
         let seen = record.len();
         let future = {
             let _entered = span.enter();
