@@ -292,6 +292,77 @@ impl<B> fmt::Debug for ObservedBody<B> {
     }
 }
 
+pin_project! {
+    /// Reads a whole body into one `Bytes`, refusing more than a limit as soon as it is passed.
+    /// (http-body-util's `Limited` needs `B::Error: Into<BoxError>` in every type that names it;
+    /// this keeps the body's own error.)
+    pub(crate) struct ReadToBytes<B> {
+        #[pin]
+        body: B,
+        chunks: Vec<Bytes>,
+        len: usize,
+        limit: usize,
+    }
+}
+
+/// Why a body could not be read whole.
+#[derive(Debug)]
+pub(crate) enum ReadError<E> {
+    /// It is longer than the limit.
+    TooLarge,
+    /// The body failed.
+    Body(E),
+}
+
+impl<B> ReadToBytes<B> {
+    pub(crate) fn new(body: B, limit: usize) -> Self {
+        Self {
+            body,
+            chunks: Vec::new(),
+            len: 0,
+            limit,
+        }
+    }
+}
+
+impl<B> std::future::Future for ReadToBytes<B>
+where
+    B: Body,
+{
+    type Output = Result<Bytes, ReadError<B::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        use bytes::Buf;
+        let mut this = self.project();
+        if this.body.size_hint().lower() > *this.limit as u64 {
+            return Poll::Ready(Err(ReadError::TooLarge));
+        }
+        loop {
+            match std::task::ready!(this.body.as_mut().poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(mut data) = frame.into_data() {
+                        *this.len = this.len.saturating_add(data.remaining());
+                        if *this.len > *this.limit {
+                            return Poll::Ready(Err(ReadError::TooLarge));
+                        }
+                        let remaining = data.remaining();
+                        this.chunks.push(data.copy_to_bytes(remaining));
+                    }
+                }
+                Some(Err(error)) => return Poll::Ready(Err(ReadError::Body(error))),
+                None => {
+                    let bytes = match this.chunks.len() {
+                        0 => Bytes::new(),
+                        1 => this.chunks.pop().unwrap_or_default(),
+                        _ => Bytes::from(this.chunks.concat()),
+                    };
+                    return Poll::Ready(Ok(bytes));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +482,33 @@ mod tests {
         );
         assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"abcdef");
         assert!(!*seen.lock().unwrap());
+    }
+
+    #[tokio::test]
+    async fn read_to_bytes_stops_past_the_limit() {
+        let body = stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"abc"))),
+            Ok(Frame::data(Bytes::from_static(b"def"))),
+        ]);
+        assert_eq!(&ReadToBytes::new(body, 6).await.unwrap()[..], b"abcdef");
+        let body = stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"abc"))),
+            Ok(Frame::data(Bytes::from_static(b"def"))),
+        ]);
+        assert!(matches!(
+            ReadToBytes::new(body, 5).await,
+            Err(ReadError::TooLarge)
+        ));
+        let body = Full::new(Bytes::from_static(b"0123456789"));
+        assert!(
+            matches!(ReadToBytes::new(body, 5).await, Err(ReadError::TooLarge)),
+            "by size hint"
+        );
+        let body = stream(vec![Err(E::other("x"))]);
+        assert!(matches!(
+            ReadToBytes::new(body, 5).await,
+            Err(ReadError::Body(_))
+        ));
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 /// Its `Display` and `Debug` never contain a credential, a signature or a header value.
 pub struct Error {
     kind: ErrorKind,
+    detail: Option<String>,
     record: Option<AttemptRecord>,
     source: Option<BoxError>,
 }
@@ -29,6 +30,19 @@ pub enum ErrorKind {
     /// The service below (the HTTP client, or a layer that is not this crate's) failed; its
     /// error is the [`source`](StdError::source).
     Service,
+    /// The AWS credentials provider failed; its error is the source.
+    Credentials,
+    /// Signing the request failed.
+    Signing,
+    /// The request cannot be carried as `InvokeAgentRuntime` (a header the service would
+    /// refuse, a value that is not text).
+    InvalidRequest,
+    /// The request body is larger than `InvokeAgentRuntime` accepts (100,000,000 bytes).
+    BodyTooLarge,
+    /// The request body could not be read; its error is the source.
+    RequestBody,
+    /// The request's send gate refused it: nothing was sent.
+    SendGateClosed,
 }
 
 impl Error {
@@ -39,9 +53,24 @@ impl Error {
             Ok(ours) => *ours,
             Err(other) => Error {
                 kind: ErrorKind::Service,
+                detail: None,
                 record: None,
                 source: Some(other),
             },
+        }
+    }
+
+    /// An error of `kind`, with a detail for the message and an optional source.
+    pub(crate) fn new(
+        kind: ErrorKind,
+        detail: impl Into<Option<String>>,
+        source: Option<BoxError>,
+    ) -> Self {
+        Error {
+            kind,
+            detail: detail.into(),
+            record: None,
+            source,
         }
     }
 
@@ -166,8 +195,19 @@ impl StdError for RequestNotSent {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            ErrorKind::Service => f.write_str("the service below failed")?,
+        f.write_str(match self.kind {
+            ErrorKind::Service => "the service below failed",
+            ErrorKind::Credentials => "could not resolve AWS credentials",
+            ErrorKind::Signing => "could not sign the request",
+            ErrorKind::InvalidRequest => "the request cannot be carried by InvokeAgentRuntime",
+            ErrorKind::BodyTooLarge => {
+                "the request body is larger than InvokeAgentRuntime accepts (100000000 bytes)"
+            }
+            ErrorKind::RequestBody => "could not read the request body",
+            ErrorKind::SendGateClosed => "the send gate refused the request; nothing was sent",
+        })?;
+        if let Some(detail) = &self.detail {
+            write!(f, ": {detail}")?;
         }
         if let Some(record) = &self.record {
             let n = record.len();
@@ -181,6 +221,7 @@ impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Error")
             .field("kind", &self.kind)
+            .field("detail", &self.detail)
             .field("record", &self.record)
             .field("source", &self.source)
             .finish()

@@ -14,6 +14,10 @@
 //!   assumed to have run nothing; a dropped connection only for what the app declared
 //!   replayable), and the record of every attempt.
 //!
+//! * [`SigV4InvokeLayer`] — carries an MCP Streamable HTTP POST as AgentCore's
+//!   `InvokeAgentRuntime`, signed afresh with `aws-sigv4` on every attempt, answering locally
+//!   what the operation cannot carry.
+//!
 //! Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or stack them in
 //! the recommended order, outer to inner:
 //!
@@ -75,6 +79,7 @@ pub mod record;
 pub mod replay;
 mod retry;
 pub mod session_busy;
+pub mod sigv4;
 pub mod throttle;
 
 pub use body::PeekedBody;
@@ -90,4 +95,5 @@ pub use replay::{
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
 pub use retry::{Backoff, RetryAction, RetryInfo, RetryReason};
 pub use session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
+pub use sigv4::{InvokeTarget, SigV4Invoke, SigV4InvokeLayer};
 pub use throttle::{ThrottleRetry, ThrottleRetryLayer};

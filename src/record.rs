@@ -203,6 +203,8 @@ pub enum Outcome {
     },
     /// The service below returned an error instead of a response.
     Failure(FailureKind),
+    /// The attempt was stopped before anything was sent (e.g. its send gate refused it).
+    NotSent(String),
 }
 
 impl Outcome {
@@ -224,6 +226,7 @@ impl fmt::Display for Outcome {
             } => write!(f, "HTTP {} {t}", status.as_u16()),
             Outcome::Response { status, .. } => write!(f, "HTTP {}", status.as_u16()),
             Outcome::Failure(kind) => write!(f, "failed: {kind}"),
+            Outcome::NotSent(why) => write!(f, "not sent: {why}"),
         }
     }
 }

@@ -119,12 +119,10 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use http_body_util::BodyExt;
-use http_body_util::combinators::Collect;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use crate::body::ObservedBody;
+use crate::body::{ObservedBody, ReadToBytes};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind};
 use crate::record::{Assumption, By, FailureKind, Permission};
@@ -600,7 +598,7 @@ where
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let reading = request.body().clone().collect();
+        let reading = ReadToBytes::new(request.body().clone(), crate::sigv4::MAX_PAYLOAD_BYTES);
         ResponseFuture {
             state: GuardState::Reading {
                 reading,
@@ -643,7 +641,7 @@ pin_project! {
     {
         Reading {
             #[pin]
-            reading: Collect<ReqB>,
+            reading: ReadToBytes<ReqB>,
             pending: Option<Pending<S, ReqB>>,
         },
         Running {
@@ -669,9 +667,7 @@ where
                 GuardStateProj::Reading { reading, pending } => {
                     // A body that fails to read is not JSON-RPC: not replayable (the attempt
                     // below meets the same failure and reports it).
-                    let bytes = std::task::ready!(reading.poll(cx))
-                        .map(|c| c.to_bytes())
-                        .ok();
+                    let bytes = std::task::ready!(reading.poll(cx)).ok();
                     let Some(Pending {
                         mut request,
                         service,

@@ -1,0 +1,651 @@
+//! [`SigV4InvokeLayer`]: an MCP Streamable HTTP POST carried as AgentCore's
+//! `InvokeAgentRuntime`, signed afresh with `aws-sigv4` for every attempt.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+//! use aws_credential_types::Credentials;
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let signer = SigV4InvokeLayer::builder(
+//!     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+//!     Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", None, None, "example"),
+//! )
+//! .build()?;
+//!
+//! // Where the HTTP client would be: look at what would go on the wire.
+//! let client = ServiceBuilder::new().layer(signer).service(service_fn(|request: Request<Full<Bytes>>| async move {
+//!     assert_eq!(request.method(), "POST");
+//!     assert_eq!(
+//!         request.uri().path(),
+//!         "/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations"
+//!     );
+//!     assert!(request.headers()["authorization"].to_str().unwrap().starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"));
+//!     assert_eq!(request.headers()["mcp-method"], "tools/call");
+//!     assert_eq!(request.headers()["mcp-name"], "add");
+//!     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+//! }));
+//!
+//! let request = Request::post("http://mcp.invalid/mcp") // ignored: the target decides
+//!     .header("content-type", "application/json")
+//!     .header("accept", "application/json, text/event-stream")
+//!     .body(Full::new(Bytes::from_static(
+//!         br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#,
+//!     )))?;
+//! let response = client.oneshot(request).await?;
+//! assert_eq!(response.status(), 200);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The mapping
+//! | MCP request | `InvokeAgentRuntime` |
+//! |---|---|
+//! | POST body | payload (the body is collected; more than 100,000,000 bytes is refused) |
+//! | the URI the client passes | ignored on purpose: it names the MCP endpoint for reports; the request goes to `/runtimes/{ARN}/invocations` of the [`InvokeTarget`] |
+//! | `content-type`, `accept`, `mcp-session-id`, `mcp-protocol-version`, `mcp-method`, `mcp-name`, runtime session and user ids, `x-amzn-trace-id`, `traceparent`, `tracestate`, `baggage` | carried (lengths checked against the model; a value outside them is refused with [`ErrorKind::InvalidRequest`](crate::ErrorKind)) |
+//! | every other header | dropped before signing |
+//! | GET (the server-message stream), DELETE | answered here with **405** and `Allow: POST`: the MCP spec reads 405 as "not offered", and clients carry on. With [`stop_session_on_delete`](SigV4InvokeLayerBuilder::stop_session_on_delete), a DELETE becomes `StopRuntimeSession` |
+//! | any other method | 405 |
+//!
+//! `mcp-method` and `mcp-name` are filled from the JSON-RPC body for `tools/call`,
+//! `resources/read` and `prompts/get` when the client did not set them. `Host` is set here
+//! (hyper-util adds it only after the layers ran, and it is signed), then `content-length`,
+//! then the request is signed: signing name `bedrock-agentcore`, `aws-sigv4`'s default
+//! settings — as the official SDK signs the same operation.
+//!
+//! # Every attempt is signed afresh
+//! Put this layer innermost, under the retry layers: each attempt resolves the credentials
+//! again (providers cache; a credential rotated during a wait is never reused) and gets its own
+//! `x-amz-date` and signature.
+//!
+//! # The runtime session
+//! One runtime session id per layer, shared by its clones and by the services it builds (one MCP
+//! client = one runtime session): a UUID v4 unless configured, or unless the request already
+//! carries one. An id the service returns (33 to 256 visible ASCII characters) is the one used
+//! from then on.
+//!
+//! # The answer
+//! The status, the body (streamed, never buffered here: JSON or SSE) and the headers the
+//! operation models come back: `content-type`, `content-length`, `mcp-session-id`,
+//! `mcp-protocol-version`, the runtime session id and session endpoint URL, `retry-after`,
+//! `x-amzn-errortype`, `x-amzn-requestid`, the trace headers. A service error keeps its status
+//! and `x-amzn-errortype`, so the retry layers above can decide. The attempt's signature and
+//! session token are redacted from every header and body byte the app reads
+//! (`InvalidSignatureException` quotes the canonical request, which carries the token).
+//!
+//! # The send gate
+//! A request may carry a [`SharedSendGate`] in its extensions: asked after signing, just before
+//! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
+
+mod answer;
+mod gate;
+mod request;
+mod target;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::error::CredentialsError;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Full;
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+
+pub use answer::InvokeBody;
+pub use gate::{ClosableGate, SendGate, SharedSendGate};
+pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
+
+use crate::body::{ReadError, ReadToBytes};
+use crate::error::{BoxError, Error, ErrorKind};
+use crate::record::{AttemptRecord, Outcome};
+use answer::Secrets;
+use request::{RUNTIME_SESSION_ID, is_valid_session_id};
+
+/// The largest payload `InvokeAgentRuntime` accepts.
+pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
+
+type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+type CredentialsFuture =
+    Pin<Box<dyn Future<Output = Result<Credentials, CredentialsError>> + Send>>;
+
+struct Shared {
+    target: ResolvedTarget,
+    credentials: SharedCredentialsProvider,
+    session_id: RwLock<String>,
+    user_id: Option<String>,
+    stop_on_delete: bool,
+    clock: Clock,
+}
+
+impl Shared {
+    fn session_id(&self) -> String {
+        self.session_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn adopt_session_id(&self, response: &http::HeaderMap) {
+        let Some(id) = response
+            .get(RUNTIME_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return;
+        };
+        if is_valid_session_id(id) {
+            let mut current = self.session_id.write().unwrap_or_else(|p| p.into_inner());
+            if *current != id {
+                *current = id.to_owned();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the credentials: only that there is a provider.
+        f.debug_struct("SigV4Invoke")
+            .field("target", &self.target)
+            .field("credentials", &"SharedCredentialsProvider(..)")
+            .field("runtime_session_id", &self.session_id())
+            .field("runtime_user_id", &self.user_id)
+            .field("stop_session_on_delete", &self.stop_on_delete)
+            .finish()
+    }
+}
+
+/// Builds a [`SigV4InvokeLayer`], checking every setting.
+pub struct SigV4InvokeLayerBuilder {
+    target: InvokeTarget,
+    credentials: SharedCredentialsProvider,
+    session_id: Option<String>,
+    user_id: Option<String>,
+    stop_on_delete: bool,
+    clock: Clock,
+}
+
+impl SigV4InvokeLayerBuilder {
+    /// Uses this runtime session id instead of a generated one (33 to 256 visible ASCII
+    /// characters; to be safe with the service's answers, 33 to 100 of `[A-Za-z0-9-_]`).
+    pub fn runtime_session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+
+    /// Sends `X-Amzn-Bedrock-AgentCore-Runtime-User-Id` with every request that does not carry
+    /// its own (needs the `bedrock-agentcore:InvokeAgentRuntimeForUser` permission).
+    pub fn runtime_user_id(mut self, id: impl Into<String>) -> Self {
+        self.user_id = Some(id.into());
+        self
+    }
+
+    /// Turns an MCP DELETE (the client ending its session) into `StopRuntimeSession` for the
+    /// layer's runtime session, instead of answering 405. Off by default.
+    pub fn stop_session_on_delete(mut self, stop: bool) -> Self {
+        self.stop_on_delete = stop;
+        self
+    }
+
+    /// The wall clock signatures are dated by (default `SystemTime::now`); for tests.
+    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Checks the settings and builds the layer; the error names what is wrong.
+    pub fn build(self) -> Result<SigV4InvokeLayer, ConfigError> {
+        let target = self.target.resolve()?;
+        let session_id = match self.session_id {
+            Some(id) if is_valid_session_id(&id) => id,
+            Some(id) => {
+                return Err(ConfigError::InvalidRuntimeSessionId {
+                    length: id.chars().count(),
+                });
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        if let Some(user) = &self.user_id {
+            let length = user.chars().count();
+            if !(1..=1024).contains(&length)
+                || !user.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+            {
+                return Err(ConfigError::InvalidRuntimeUserId { length });
+            }
+        }
+        Ok(SigV4InvokeLayer {
+            shared: Arc::new(Shared {
+                target,
+                credentials: self.credentials,
+                session_id: RwLock::new(session_id),
+                user_id: self.user_id,
+                stop_on_delete: self.stop_on_delete,
+                clock: self.clock,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for SigV4InvokeLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SigV4InvokeLayerBuilder")
+            .field("target", &self.target)
+            .field("credentials", &"SharedCredentialsProvider(..)")
+            .field("runtime_session_id", &self.session_id)
+            .field("runtime_user_id", &self.user_id)
+            .field("stop_session_on_delete", &self.stop_on_delete)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Carries MCP Streamable HTTP POSTs as `InvokeAgentRuntime`, signed for every attempt. See the
+/// [module docs](self).
+#[derive(Clone)]
+pub struct SigV4InvokeLayer {
+    shared: Arc<Shared>,
+}
+
+impl SigV4InvokeLayer {
+    /// Starts building a layer for `target`, signing with credentials from `credentials` (any
+    /// provider: static `Credentials`, a `SharedCredentialsProvider`, aws-config's chain…),
+    /// resolved for every attempt.
+    pub fn builder(
+        target: InvokeTarget,
+        credentials: impl ProvideCredentials + 'static,
+    ) -> SigV4InvokeLayerBuilder {
+        SigV4InvokeLayerBuilder {
+            target,
+            credentials: SharedCredentialsProvider::new(credentials),
+            session_id: None,
+            user_id: None,
+            stop_on_delete: false,
+            clock: Arc::new(SystemTime::now),
+        }
+    }
+
+    /// The runtime session id requests carry now.
+    pub fn runtime_session_id(&self) -> String {
+        self.shared.session_id()
+    }
+
+    /// The checked target.
+    pub fn target(&self) -> &ResolvedTarget {
+        &self.shared.target
+    }
+}
+
+impl fmt::Debug for SigV4InvokeLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.shared, f)
+    }
+}
+
+impl<S> Layer<S> for SigV4InvokeLayer {
+    type Service = SigV4Invoke<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        SigV4Invoke {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The service [`SigV4InvokeLayer`] builds.
+#[derive(Clone)]
+pub struct SigV4Invoke<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> SigV4Invoke<S> {
+    /// The runtime session id requests carry now.
+    pub fn runtime_session_id(&self) -> String {
+        self.shared.session_id()
+    }
+
+    inner_service_accessors!();
+}
+
+impl<S: fmt::Debug> fmt::Debug for SigV4Invoke<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SigV4Invoke")
+            .field("inner", &self.inner)
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+/// What a call is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Invoke,
+    StopSession,
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for SigV4Invoke<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    type Response = Response<InvokeBody<ResB>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
+        let (record, owner) = AttemptRecord::attach(&mut request);
+        let seen = record.len();
+        let operation = match *request.method() {
+            Method::POST => Some(Operation::Invoke),
+            Method::DELETE if self.shared.stop_on_delete => Some(Operation::StopSession),
+            _ => None,
+        };
+        let Some(operation) = operation else {
+            // GET (the server-message stream), DELETE and anything else: not offered.
+            let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+            record.note_outcome(seen, || {
+                Outcome::of_response(response.status(), response.headers())
+            });
+            return ResponseFuture {
+                state: State::Local {
+                    response: Some(response),
+                },
+                call: Call {
+                    record,
+                    owner,
+                    seen,
+                },
+            };
+        };
+        let clone = self.inner.clone();
+        let service = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        ResponseFuture {
+            state: State::Reading {
+                reading: ReadToBytes::new(body, MAX_PAYLOAD_BYTES),
+                pending: Some(Pending {
+                    parts,
+                    service,
+                    shared: self.shared.clone(),
+                    operation,
+                }),
+            },
+            call: Call {
+                record,
+                owner,
+                seen,
+            },
+        }
+    }
+}
+
+struct Pending<S> {
+    parts: http::request::Parts,
+    service: S,
+    shared: Arc<Shared>,
+    operation: Operation,
+}
+
+struct Prepared<S> {
+    pending: Pending<S>,
+    body: Bytes,
+}
+
+/// The record a call keeps.
+struct Call {
+    record: AttemptRecord,
+    owner: bool,
+    seen: usize,
+}
+
+impl Call {
+    /// Records a failure before sending and returns the error, with the record if owned.
+    fn not_sent(&self, error: Error) -> Error {
+        self.record
+            .note_outcome(self.seen, || Outcome::NotSent(error.to_string()));
+        error.with_record(&self.record)
+    }
+}
+
+pin_project! {
+    /// The response future of [`SigV4Invoke`].
+    pub struct ResponseFuture<S, ReqB, ResB>
+    where
+        S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+        ReqB: Body,
+    {
+        #[pin]
+        state: State<S, ReqB, ResB>,
+        call: Call,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqB, ResB>
+    where
+        S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+        ReqB: Body,
+    {
+        Reading {
+            #[pin]
+            reading: ReadToBytes<ReqB>,
+            pending: Option<Pending<S>>,
+        },
+        Resolving {
+            credentials: CredentialsFuture,
+            prepared: Option<Prepared<S>>,
+        },
+        Calling {
+            #[pin]
+            future: S::Future,
+            secrets: Secrets,
+            shared: Arc<Shared>,
+        },
+        Local {
+            response: Option<Response<InvokeBody<ResB>>>,
+        },
+        Done,
+    }
+}
+
+impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    type Output = Result<Response<InvokeBody<ResB>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Reading { reading, pending } => {
+                    let read = std::task::ready!(reading.poll(cx));
+                    let pending = pending.take().unwrap_or_else(|| unreachable!("taken once"));
+                    let body = match read {
+                        Ok(bytes) => bytes,
+                        Err(error) => {
+                            this.state.set(State::Done);
+                            let error = match error {
+                                ReadError::TooLarge => {
+                                    Error::new(ErrorKind::BodyTooLarge, None, None)
+                                }
+                                ReadError::Body(e) => {
+                                    Error::new(ErrorKind::RequestBody, None, Some(e.into()))
+                                }
+                            };
+                            return Poll::Ready(Err(this.call.not_sent(error)));
+                        }
+                    };
+                    let provider = pending.shared.credentials.clone();
+                    let credentials: CredentialsFuture =
+                        Box::pin(async move { provider.provide_credentials().await });
+                    this.state.set(State::Resolving {
+                        credentials,
+                        prepared: Some(Prepared { pending, body }),
+                    });
+                }
+                StateProj::Resolving {
+                    credentials,
+                    prepared,
+                } => {
+                    let resolved = std::task::ready!(credentials.as_mut().poll(cx));
+                    let Prepared { pending, body } = prepared
+                        .take()
+                        .unwrap_or_else(|| unreachable!("taken once"));
+                    let sent = resolved
+                        .map_err(|e| {
+                            // Name the provider's own failure (the first cause), not only the
+                            // category; credentials never appear in a provider's error.
+                            let detail = match std::error::Error::source(&e) {
+                                Some(cause) => format!("{e}: {cause}"),
+                                None => e.to_string(),
+                            };
+                            Error::new(ErrorKind::Credentials, detail, Some(Box::new(e)))
+                        })
+                        .and_then(|credentials| sign_attempt(&pending, body, &credentials));
+                    let (request, secrets) = match sent {
+                        Ok(signed) => signed,
+                        Err(error) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(this.call.not_sent(error)));
+                        }
+                    };
+                    if let Some(gate) = request.extensions().get::<SharedSendGate>()
+                        && let Err(reason) = gate.check()
+                    {
+                        this.state.set(State::Done);
+                        let error = Error::new(ErrorKind::SendGateClosed, reason, None);
+                        return Poll::Ready(Err(this.call.not_sent(error)));
+                    }
+                    let Pending {
+                        mut service,
+                        shared,
+                        ..
+                    } = pending;
+                    let future = service.call(request);
+                    this.state.set(State::Calling {
+                        future,
+                        secrets,
+                        shared,
+                    });
+                }
+                StateProj::Calling {
+                    future,
+                    secrets,
+                    shared,
+                } => {
+                    let result = std::task::ready!(future.poll(cx));
+                    let secrets = std::mem::take(secrets);
+                    let shared = shared.clone();
+                    this.state.set(State::Done);
+                    let call = &this.call;
+                    return Poll::Ready(match result {
+                        Ok(response) => {
+                            call.record.note_outcome(call.seen, || {
+                                Outcome::of_response(response.status(), response.headers())
+                            });
+                            shared.adopt_session_id(response.headers());
+                            let (mut parts, body) = response.into_parts();
+                            answer::filter_headers(&mut parts.headers, &secrets);
+                            if call.owner {
+                                parts.extensions.insert(call.record.clone());
+                            }
+                            Ok(Response::from_parts(
+                                parts,
+                                InvokeBody::remote(body, secrets),
+                            ))
+                        }
+                        Err(error) => {
+                            let error = Error::from_service(error);
+                            call.record
+                                .note_outcome(call.seen, || Outcome::Failure(error.failure_kind()));
+                            Err(error.with_record(&call.record))
+                        }
+                    });
+                }
+                StateProj::Local { response } => {
+                    let mut response = response
+                        .take()
+                        .unwrap_or_else(|| unreachable!("taken once"));
+                    this.state.set(State::Done);
+                    if this.call.owner {
+                        response.extensions_mut().insert(this.call.record.clone());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
+            }
+        }
+    }
+}
+
+/// Maps and signs one attempt.
+fn sign_attempt<S>(
+    pending: &Pending<S>,
+    body: Bytes,
+    credentials: &Credentials,
+) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
+    let shared = &pending.shared;
+    let target = &shared.target;
+    let session_id = shared.session_id();
+    let (uri, headers, body) = match pending.operation {
+        Operation::Invoke => {
+            let headers = request::invoke_headers(
+                &pending.parts.headers,
+                &body,
+                &session_id,
+                shared.user_id.as_deref(),
+                target,
+            )?;
+            (target.invocation_uri(), headers, body)
+        }
+        Operation::StopSession => {
+            let (headers, body) = request::stop_request(&session_id, target)?;
+            (target.stop_session_uri(), headers, body)
+        }
+    };
+    request::signed_post(
+        uri,
+        headers,
+        body,
+        credentials,
+        target.region(),
+        (shared.clock)(),
+        pending.parts.extensions.clone(),
+    )
+}
+
+impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    ReqB: Body,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,354 @@
+//! An MCP POST mapped onto `InvokeAgentRuntime` (and a DELETE onto `StopRuntimeSession`), and
+//! signed.
+
+use std::time::SystemTime;
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
+use http_body_util::Full;
+
+use super::answer::Secrets;
+use super::target::ResolvedTarget;
+use crate::error::{Error, ErrorKind};
+use crate::jsonrpc::Body as JsonRpcBody;
+
+/// The runtime session header.
+pub(crate) const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+/// The runtime user header.
+pub(crate) const RUNTIME_USER_ID: &str = "x-amzn-bedrock-agentcore-runtime-user-id";
+/// The service name requests are signed for.
+pub(crate) const SIGNING_NAME: &str = "bedrock-agentcore";
+
+/// The request headers `InvokeAgentRuntime` models, with the lengths the service accepts
+/// (agentcore-wire.md §2.1). Every other header is dropped before signing.
+const CARRIED: [(&str, usize, usize); 12] = [
+    ("content-type", 1, 256),
+    ("accept", 1, 256),
+    ("mcp-session-id", 1, 1024),
+    (RUNTIME_SESSION_ID, 33, 256),
+    ("mcp-protocol-version", 1, 1024),
+    ("mcp-method", 1, 1024),
+    ("mcp-name", 1, 1024),
+    (RUNTIME_USER_ID, 1, 1024),
+    ("x-amzn-trace-id", 0, 128),
+    ("traceparent", 0, 128),
+    ("tracestate", 0, 512),
+    ("baggage", 0, 8192),
+];
+
+/// Whether `value` is 33..=256 visible ASCII characters: a runtime session id the service takes.
+pub(crate) fn is_valid_session_id(value: &str) -> bool {
+    (33..=256).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn invalid(detail: String) -> Error {
+    Error::new(ErrorKind::InvalidRequest, detail, None)
+}
+
+/// Builds the headers of an `InvokeAgentRuntime` request from the MCP request's, in the order the
+/// SDK writes them: the carried ones, `mcp-method`/`mcp-name` filled from the JSON-RPC body
+/// when absent, the runtime session and user, `content-length` and `host`.
+pub(crate) fn invoke_headers(
+    original: &HeaderMap,
+    body: &Bytes,
+    session_id: &str,
+    user_id: Option<&str>,
+    target: &ResolvedTarget,
+) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::with_capacity(CARRIED.len() + 2);
+    for (name, _, _) in CARRIED {
+        let mut values = original.get_all(name).iter();
+        if let Some(value) = values.next() {
+            if values.next().is_some() {
+                return Err(invalid(format!(
+                    "the header `{name}` has several values; the operation carries one"
+                )));
+            }
+            headers.insert(HeaderName::from_static(name), value.clone());
+        }
+    }
+    if !headers.contains_key(CONTENT_TYPE) {
+        // The SDK's default for a blob payload.
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+    }
+    if !headers.contains_key("mcp-method") {
+        // Filled for the methods AgentCore routes on, from the one message of the body.
+        if let JsonRpcBody::Single(message) = JsonRpcBody::parse(body, false)
+            && let Some(method @ ("tools/call" | "resources/read" | "prompts/get")) =
+                message.method.as_deref()
+        {
+            let value = HeaderValue::from_str(method)
+                .map_err(|_| invalid("the JSON-RPC method is not a header value".into()))?;
+            headers.insert(HeaderName::from_static("mcp-method"), value);
+            if let (false, Some(name)) = (headers.contains_key("mcp-name"), message.name.as_deref())
+            {
+                let value = HeaderValue::from_str(name).map_err(|_| {
+                    invalid("the tool, prompt or resource name is not a valid header value".into())
+                })?;
+                headers.insert(HeaderName::from_static("mcp-name"), value);
+            }
+        }
+    }
+    if !headers.contains_key(RUNTIME_SESSION_ID) {
+        headers.insert(
+            HeaderName::from_static(RUNTIME_SESSION_ID),
+            HeaderValue::from_str(session_id)
+                .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
+        );
+    }
+    if let (false, Some(user)) = (headers.contains_key(RUNTIME_USER_ID), user_id) {
+        headers.insert(
+            HeaderName::from_static(RUNTIME_USER_ID),
+            HeaderValue::from_str(user)
+                .map_err(|_| invalid("the runtime user id is not a header value".into()))?,
+        );
+    }
+    check_lengths(&headers)?;
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    headers.insert(HOST, host_value(target)?);
+    Ok(headers)
+}
+
+fn host_value(target: &ResolvedTarget) -> Result<HeaderValue, Error> {
+    HeaderValue::from_str(target.authority().as_str())
+        .map_err(|_| invalid("the endpoint host is not a header value".into()))
+}
+
+fn check_lengths(headers: &HeaderMap) -> Result<(), Error> {
+    for (name, min, max) in CARRIED {
+        if let Some(value) = headers.get(name) {
+            let text = value
+                .to_str()
+                .map_err(|_| invalid(format!("the header `{name}` is not visible ASCII text")))?;
+            let len = text.chars().count();
+            if len < min || len > max {
+                return Err(invalid(format!(
+                    "the header `{name}` is {len} characters; the service accepts {min} to {max}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The body and headers of a `StopRuntimeSession` request for `session_id`.
+pub(crate) fn stop_request(
+    session_id: &str,
+    target: &ResolvedTarget,
+) -> Result<(HeaderMap, Bytes), Error> {
+    let body = Bytes::from(format!(r#"{{"clientToken":"{}"}}"#, uuid::Uuid::new_v4()));
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        HeaderName::from_static(RUNTIME_SESSION_ID),
+        HeaderValue::from_str(session_id)
+            .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
+    );
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    headers.insert(HOST, host_value(target)?);
+    Ok((headers, body))
+}
+
+/// Signs a POST to `uri` with `headers` and `body` at `time`, as the official SDK does
+/// (agentcore-wire.md §1.3: the default settings — double percent-encoding of the path, no
+/// `x-amz-content-sha256` header but the real payload hash, path normalisation, the session
+/// token signed). Returns the request ready to send and the secrets the answer must not show.
+pub(crate) fn signed_post(
+    uri: http::Uri,
+    mut headers: HeaderMap,
+    body: Bytes,
+    credentials: &Credentials,
+    region: &str,
+    time: SystemTime,
+    extensions: http::Extensions,
+) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
+    let uri_text = uri.to_string();
+    let mut pairs = Vec::with_capacity(headers.len());
+    for (name, value) in &headers {
+        let value = value
+            .to_str()
+            .map_err(|_| invalid(format!("the header `{name}` is not visible ASCII text")))?;
+        pairs.push((name.as_str(), value));
+    }
+    let signing_error =
+        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Signing, e.to_string(), None);
+    let signable = SignableRequest::new(
+        "POST",
+        uri_text.as_str(),
+        pairs.into_iter(),
+        SignableBody::Bytes(&body),
+    )
+    .map_err(|e| signing_error(&e))?;
+    let identity: Identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SIGNING_NAME)
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| signing_error(&e))?
+        .into();
+    let (instructions, signature) = sign(signable, &params)
+        .map_err(|e| signing_error(&e))?
+        .into_parts();
+    for (name, value) in instructions.headers() {
+        let mut value = HeaderValue::from_str(value).map_err(|e| signing_error(&e))?;
+        value.set_sensitive(true);
+        headers.insert(
+            HeaderName::from_bytes(name.as_bytes()).map_err(|e| signing_error(&e))?,
+            value,
+        );
+    }
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    *request.extensions_mut() = extensions;
+    let secrets = Secrets::new(
+        [signature]
+            .into_iter()
+            .chain(credentials.session_token().map(str::to_owned)),
+    );
+    Ok((request, secrets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sigv4::InvokeTarget;
+
+    fn target() -> ResolvedTarget {
+        InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-1")
+            .resolve()
+            .unwrap()
+    }
+
+    const SESSION: &str = "0123456789abcdef0123456789abcdef0";
+
+    #[test]
+    fn only_modelled_headers_travel_and_mcp_headers_are_filled() {
+        let mut original = HeaderMap::new();
+        original.insert("content-type", "application/json".parse().unwrap());
+        original.insert(
+            "accept",
+            "application/json, text/event-stream".parse().unwrap(),
+        );
+        original.insert("authorization", "Bearer app-token".parse().unwrap());
+        original.insert("cookie", "a=b".parse().unwrap());
+        original.insert("x-custom", "1".parse().unwrap());
+        original.insert(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+                .parse()
+                .unwrap(),
+        );
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{}}}"#);
+        let h = invoke_headers(&original, &body, SESSION, Some("user-1"), &target()).unwrap();
+        let mut names: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            [
+                "accept",
+                "content-length",
+                "content-type",
+                "host",
+                "mcp-method",
+                "mcp-name",
+                "traceparent",
+                "x-amzn-bedrock-agentcore-runtime-session-id",
+                "x-amzn-bedrock-agentcore-runtime-user-id"
+            ]
+        );
+        assert_eq!(h["mcp-method"], "tools/call");
+        assert_eq!(h["mcp-name"], "add");
+        assert_eq!(h["host"], "bedrock-agentcore.us-east-1.amazonaws.com");
+        assert_eq!(h["content-length"], body.len().to_string().as_str());
+    }
+
+    #[test]
+    fn the_clients_own_values_win() {
+        let mut original = HeaderMap::new();
+        original.insert("mcp-method", "tools/call".parse().unwrap());
+        original.insert("mcp-name", "mine".parse().unwrap());
+        original.insert(RUNTIME_SESSION_ID, "s".repeat(40).parse().unwrap());
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
+        );
+        let h = invoke_headers(&original, &body, SESSION, None, &target()).unwrap();
+        assert_eq!(h["mcp-name"], "mine");
+        assert_eq!(h[RUNTIME_SESSION_ID], "s".repeat(40).as_str());
+        assert_eq!(h["content-type"], "application/octet-stream");
+        let h = invoke_headers(&HeaderMap::new(), &body, SESSION, None, &target()).unwrap();
+        assert_eq!(
+            (
+                h["mcp-method"].to_str().unwrap(),
+                h["mcp-name"].to_str().unwrap()
+            ),
+            ("resources/read", "file:///x")
+        );
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let h = invoke_headers(&HeaderMap::new(), &ping, SESSION, None, &target()).unwrap();
+        assert!(
+            h.get("mcp-method").is_none(),
+            "only the routed methods are filled"
+        );
+    }
+
+    #[test]
+    fn values_outside_the_models_limits_are_refused() {
+        let body = Bytes::new();
+        let cases = [
+            (
+                "mcp-session-id",
+                "x".repeat(1025),
+                "the header `mcp-session-id` is 1025 characters; the service accepts 1 to 1024",
+            ),
+            (
+                "traceparent",
+                "x".repeat(129),
+                "the header `traceparent` is 129 characters; the service accepts 0 to 128",
+            ),
+            (
+                RUNTIME_SESSION_ID,
+                "short".to_string(),
+                "the header `x-amzn-bedrock-agentcore-runtime-session-id` is 5 characters; the service accepts 33 to 256",
+            ),
+            (
+                "accept",
+                String::new(),
+                "the header `accept` is 0 characters; the service accepts 1 to 256",
+            ),
+        ];
+        for (name, value, message) in cases {
+            let mut original = HeaderMap::new();
+            original.insert(HeaderName::from_static(name), value.parse().unwrap());
+            let err = invoke_headers(&original, &body, SESSION, None, &target()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+            assert_eq!(
+                err.to_string(),
+                format!("the request cannot be carried by InvokeAgentRuntime: {message}")
+            );
+        }
+        let mut original = HeaderMap::new();
+        original.append("accept", "a".parse().unwrap());
+        original.append("accept", "b".parse().unwrap());
+        assert!(invoke_headers(&original, &body, SESSION, None, &target()).is_err());
+        let mut original = HeaderMap::new();
+        original.insert(
+            "mcp-session-id",
+            HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
+        );
+        let err = invoke_headers(&original, &body, SESSION, None, &target()).unwrap_err();
+        assert!(err.to_string().contains("not visible ASCII"));
+    }
+}
