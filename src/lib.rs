@@ -73,6 +73,8 @@
 #[macro_use]
 mod macros;
 pub mod body;
+#[cfg(feature = "emulator")]
+pub mod emulator;
 mod error;
 mod jsonrpc;
 pub mod record;

@@ -251,3 +251,61 @@ pub fn scripted_response(
     }
     builder.body(boxed(body)).unwrap()
 }
+
+/// A real HTTP/1 server on 127.0.0.1 (an ephemeral port) answering with `handler`, which sees
+/// each request's head and whole body. Stops when the returned guard is dropped.
+pub struct LocalServer {
+    pub addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub type Handler = Arc<dyn Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Send + Sync>;
+
+pub async fn serve(
+    handler: impl Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Send + Sync + 'static,
+) -> LocalServer {
+    let handler: Handler = Arc::new(handler);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let handler = handler.clone();
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let bytes = body
+                                .collect()
+                                .await
+                                .map(|c| c.to_bytes())
+                                .unwrap_or_default();
+                            Ok::<_, Infallible>(handler(parts, bytes))
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    LocalServer { addr, task }
+}
+
+/// hyper-util's legacy client, as users stack it under the layers.
+pub fn http_client() -> hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+> {
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+}
