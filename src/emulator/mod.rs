@@ -1,8 +1,420 @@
-//! A local AgentCore Runtime emulator for tests and demos (cargo feature `emulator`).
+//! A local AgentCore Runtime emulator, for tests and demos (cargo feature `emulator`).
 //!
-//! Today it offers the service's side of SigV4: [`SignatureVerifier`] recomputes a received
-//! request's signature as AWS does, so a test server can check what a client signed.
+//! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. It behaves like
+//! the AgentCore Runtime data plane in front of an MCP server:
+//!
+//! * **SigV4** on every request, for the configured test credentials: the signature is
+//!   recomputed from the request as received ([`SignatureVerifier`]); a date more than 5
+//!   minutes off, an unknown key or a mismatch get a 403 `InvalidSignatureException` (or
+//!   `UnrecognizedClientException`), as AWS answers.
+//! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
+//!   returned when absent). A new session is provisioning for
+//!   [`provisioning`](EmulatorConfig::provisioning) and answers the session-busy refusal
+//!   meanwhile, in the configured form ([`BusyForm`]). `StopRuntimeSession` ends a session.
+//! * **MCP** itself: `initialize` (with an `Mcp-Session-Id`), notifications (202), `ping`,
+//!   `tools/list`, `tools/call` with `add` (idempotent), `echo` (read-only) and `counter`
+//!   (NOT idempotent: every execution increments it, and a test can read how many ran).
+//!   JSON answers, or SSE with [`sse`](EmulatorConfig::sse).
+//! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
+//!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
+//! * **Audit** counters a test reads: [`Emulator::audit`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(200))).await?;
+//! emulator.push_fault(Fault::Throttle { retry_after: Some(agentcore_tower::emulator::RetryAfter::Seconds(1)) });
+//! println!("runtime {} at {}", emulator.runtime_arn(), emulator.endpoint());
+//! assert_eq!(emulator.audit().requests, 0);
+//! # Ok(())
+//! # }
+//! ```
 
+mod mcp;
+mod server;
 mod verify;
 
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_credential_types::Credentials;
+
 pub use verify::{SignatureError, SignatureVerifier};
+
+/// The ARN the emulated runtime answers to, unless configured.
+pub const DEFAULT_RUNTIME_ARN: &str =
+    "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/emulated_mcp-AbC123";
+
+/// The form of the session-busy refusal the emulator answers while a session provisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BusyForm {
+    /// HTTP 200 with the JSON-RPC error -32005 "Session operation in progress, please retry".
+    JsonRpc200,
+    /// HTTP 409 with `x-amzn-errortype: RetryableConflictException`.
+    Conflict409,
+    /// One then the other, alternating.
+    Alternate,
+}
+
+/// How a throttled answer says when to come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryAfter {
+    /// `Retry-After: N` (delta-seconds).
+    Seconds(u64),
+    /// `Retry-After: <HTTP-date>`, this far in the future.
+    DateIn(Duration),
+}
+
+/// A fault the emulator applies to one `tools/call` request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// HTTP 429 `ThrottlingException`, with or without `Retry-After`. Nothing runs.
+    Throttle {
+        /// The `Retry-After` to send, if any.
+        retry_after: Option<RetryAfter>,
+    },
+    /// The session-busy refusal (in the configured form). Nothing runs.
+    Busy,
+    /// The tool runs, then the connection is dropped without an answer.
+    DropAfterRun,
+    /// HTTP 500 `InternalServerException`; `after_run` says whether the tool ran first.
+    ServerError {
+        /// Whether the tool ran before the 500.
+        after_run: bool,
+    },
+    /// HTTP 200 with the ConflictException look-alike (-32005 "Resource conflict - Resource
+    /// already exists"). Nothing runs.
+    ConflictLookAlike,
+    /// HTTP 200 with -32010 "Runtime health check failed or timed out". Nothing runs.
+    HealthCheckFailed,
+    /// The tool runs, then the server behind the runtime raises the session-busy -32005 itself:
+    /// the documented known limit (the match cannot tell it from the platform's refusal).
+    BusyAfterRun,
+    /// The answer comes after this delay (the tool runs).
+    Slow(Duration),
+}
+
+/// Random fault rates for `tools/call` requests (each in `[0, 1]`), drawn from a seeded RNG so
+/// a run can be repeated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FaultRates {
+    /// Session-busy refusals.
+    pub busy: f64,
+    /// 429s (half with `Retry-After: 0`, half without).
+    pub throttle: f64,
+    /// Connections dropped after the tool ran.
+    pub drop_after_run: f64,
+    /// 500s (before the tool ran).
+    pub server_error: f64,
+    /// The RNG seed.
+    pub seed: u64,
+}
+
+/// How the emulator behaves.
+#[derive(Clone)]
+pub struct EmulatorConfig {
+    runtime_arn: String,
+    region: String,
+    credentials: Vec<Credentials>,
+    provisioning: Duration,
+    busy_form: BusyForm,
+    sse: bool,
+    rates: Option<FaultRates>,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        Self {
+            runtime_arn: DEFAULT_RUNTIME_ARN.to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: vec![Credentials::new(
+                "AKIDEMULATOR",
+                "emulator-secret-access-key",
+                Some("emulator-session-token".to_owned()),
+                None,
+                "emulator",
+            )],
+            provisioning: Duration::ZERO,
+            busy_form: BusyForm::JsonRpc200,
+            sse: false,
+            rates: None,
+        }
+    }
+}
+
+impl fmt::Debug for EmulatorConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmulatorConfig")
+            .field("runtime_arn", &self.runtime_arn)
+            .field("region", &self.region)
+            .field(
+                "access_keys",
+                &self
+                    .credentials
+                    .iter()
+                    .map(|c| c.access_key_id())
+                    .collect::<Vec<_>>(),
+            )
+            .field("provisioning", &self.provisioning)
+            .field("busy_form", &self.busy_form)
+            .field("sse", &self.sse)
+            .field("rates", &self.rates)
+            .finish()
+    }
+}
+
+impl EmulatorConfig {
+    /// The runtime ARN requests must name (default [`DEFAULT_RUNTIME_ARN`]).
+    pub fn runtime_arn(mut self, arn: impl Into<String>) -> Self {
+        self.runtime_arn = arn.into();
+        self
+    }
+
+    /// The region signatures are checked for (default `us-east-1`).
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = region.into();
+        self
+    }
+
+    /// Replaces the accepted credentials with these.
+    pub fn credentials(mut self, credentials: impl IntoIterator<Item = Credentials>) -> Self {
+        self.credentials = credentials.into_iter().collect();
+        self
+    }
+
+    /// How long a new runtime session answers the session-busy refusal (default: none).
+    pub fn provisioning(mut self, time: Duration) -> Self {
+        self.provisioning = time;
+        self
+    }
+
+    /// The form of the session-busy refusal (default HTTP 200 JSON-RPC -32005).
+    pub fn busy_form(mut self, form: BusyForm) -> Self {
+        self.busy_form = form;
+        self
+    }
+
+    /// Answers MCP requests as `text/event-stream` instead of JSON.
+    pub fn sse(mut self, sse: bool) -> Self {
+        self.sse = sse;
+        self
+    }
+
+    /// Random faults for `tools/call`, on top of the scripted ones.
+    pub fn fault_rates(mut self, rates: FaultRates) -> Self {
+        self.rates = Some(rates);
+        self
+    }
+}
+
+/// What the emulator saw, for tests to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Audit {
+    /// Requests received (every method and path).
+    pub requests: u64,
+    /// Executions per tool.
+    pub executions: HashMap<String, u64>,
+    /// Executions per tool and JSON-RPC request id, to find a call that ran twice.
+    pub executions_by_id: HashMap<(String, String), u64>,
+    /// Session-busy refusals sent (both forms; not counting `BusyAfterRun`).
+    pub busy_refusals: u64,
+    /// 429s sent.
+    pub throttled: u64,
+    /// Signatures refused.
+    pub signature_failures: u64,
+    /// Connections dropped on purpose.
+    pub dropped: u64,
+    /// 500s sent.
+    pub server_errors: u64,
+    /// Runtime sessions started.
+    pub sessions_started: u64,
+    /// Runtime sessions stopped by `StopRuntimeSession`.
+    pub sessions_stopped: u64,
+}
+
+impl Audit {
+    /// How often `tool` ran.
+    pub fn executions_of(&self, tool: &str) -> u64 {
+        self.executions.get(tool).copied().unwrap_or(0)
+    }
+}
+
+/// The emulator's shared state.
+pub(crate) struct State {
+    config: EmulatorConfig,
+    verifier: SignatureVerifier,
+    sessions: Mutex<HashMap<String, std::time::Instant>>,
+    faults: Mutex<VecDeque<Fault>>,
+    rng: Mutex<fastrand::Rng>,
+    audit: Mutex<Audit>,
+    counter: AtomicU64,
+    busy_toggle: AtomicU64,
+}
+
+impl State {
+    fn record(&self, f: impl FnOnce(&mut Audit)) {
+        f(&mut self.audit.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The next fault for a `tools/call`: a scripted one first, else one drawn at the rates.
+    fn next_fault(&self) -> Option<Fault> {
+        if let Some(fault) = self
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+        {
+            return Some(fault);
+        }
+        let rates = self.config.rates?;
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        let x = rng.f64();
+        let mut edge = rates.busy;
+        if x < edge {
+            return Some(Fault::Busy);
+        }
+        edge += rates.throttle;
+        if x < edge {
+            let retry_after = rng.bool().then_some(RetryAfter::Seconds(0));
+            return Some(Fault::Throttle { retry_after });
+        }
+        edge += rates.drop_after_run;
+        if x < edge {
+            return Some(Fault::DropAfterRun);
+        }
+        edge += rates.server_error;
+        if x < edge {
+            return Some(Fault::ServerError { after_run: false });
+        }
+        None
+    }
+
+    fn busy_form(&self) -> BusyForm {
+        match self.config.busy_form {
+            BusyForm::Alternate => {
+                if self
+                    .busy_toggle
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(2)
+                {
+                    BusyForm::JsonRpc200
+                } else {
+                    BusyForm::Conflict409
+                }
+            }
+            form => form,
+        }
+    }
+}
+
+/// A running emulator. Stops when dropped.
+pub struct Emulator {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Emulator")
+            .field("addr", &self.addr)
+            .field("config", &self.state.config)
+            .finish()
+    }
+}
+
+impl Emulator {
+    /// Starts the emulator on 127.0.0.1, on an ephemeral port, in the current tokio runtime.
+    pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let mut verifier = SignatureVerifier::new(config.region.clone(), "bedrock-agentcore");
+        for credentials in &config.credentials {
+            verifier = verifier.with_credentials(credentials.clone());
+        }
+        let seed = config.rates.map_or(0, |r| r.seed);
+        let state = Arc::new(State {
+            config,
+            verifier,
+            sessions: Mutex::new(HashMap::new()),
+            faults: Mutex::new(VecDeque::new()),
+            rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+            audit: Mutex::new(Audit::default()),
+            counter: AtomicU64::new(0),
+            busy_toggle: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(server::accept_loop(listener, state.clone()));
+        Ok(Emulator { addr, state, task })
+    }
+
+    /// The endpoint to give [`InvokeTarget::endpoint`](crate::sigv4::InvokeTarget::endpoint):
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The runtime ARN it answers to.
+    pub fn runtime_arn(&self) -> &str {
+        &self.state.config.runtime_arn
+    }
+
+    /// The region it checks signatures for.
+    pub fn region(&self) -> &str {
+        &self.state.config.region
+    }
+
+    /// The first accepted test credentials.
+    pub fn credentials(&self) -> Credentials {
+        self.state
+            .config
+            .credentials
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Credentials::new("none", "none", None, None, "emulator"))
+    }
+
+    /// Queues a fault for the next `tools/call` (faults apply in the order pushed).
+    pub fn push_fault(&self, fault: Fault) {
+        self.state
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(fault);
+    }
+
+    /// What it saw so far.
+    pub fn audit(&self) -> Audit {
+        self.state
+            .audit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The `counter` tool's value (its executions).
+    pub fn counter(&self) -> u64 {
+        self.state.counter.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

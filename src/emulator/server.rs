@@ -1,0 +1,366 @@
+//! The emulator's HTTP side: routing, SigV4, runtime sessions, faults.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::mcp;
+use super::{BusyForm, Fault, RetryAfter, State};
+use crate::body::ReadToBytes;
+use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
+
+const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+
+/// Accepts connections until the task is aborted; aborting it ends every connection too.
+pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, state: Arc<State>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let state = state.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| handle(request, state.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// Returned by a handler to drop the connection without an answer.
+#[derive(Debug)]
+pub(crate) struct DropConnection;
+
+impl fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the emulator dropped the connection on purpose")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+type Answer = Result<Response<Full<Bytes>>, DropConnection>;
+
+fn respond(
+    status: StatusCode,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+fn aws_error(status: StatusCode, error_type: &str, message: &str) -> Response<Full<Bytes>> {
+    respond(
+        status,
+        &[
+            ("content-type", "application/json"),
+            (
+                "x-amzn-errortype",
+                &format!("{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+            ),
+            ("x-amzn-requestid", &uuid::Uuid::new_v4().to_string()),
+        ],
+        json!({"message": message}).to_string(),
+    )
+}
+
+async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
+    state.record(|a| a.requests += 1);
+    let (parts, body) = request.into_parts();
+    let Ok(body) = ReadToBytes::new(body, crate::sigv4::MAX_PAYLOAD_BYTES).await else {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "The request body could not be read.",
+        ));
+    };
+    if let Err(refused) = state.verifier.verify(&parts, &body, SystemTime::now()) {
+        state.record(|a| a.signature_failures += 1);
+        return Ok(aws_error(
+            StatusCode::FORBIDDEN,
+            refused.error_type(),
+            &refused.to_string(),
+        ));
+    }
+    let Some((arn, operation)) = route(parts.uri.path()) else {
+        return Ok(aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No such operation.",
+        ));
+    };
+    if parts.method != http::Method::POST {
+        return Ok(aws_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowedException",
+            "POST only.",
+        ));
+    }
+    if arn != state.config.runtime_arn {
+        return Ok(aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No runtime with this ARN.",
+        ));
+    }
+    let session = parts
+        .headers
+        .get(RUNTIME_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match operation {
+        "stopruntimesession" => Ok(stop(session, &state)),
+        _ => invoke(&parts, &body, session, &state).await,
+    }
+}
+
+/// `/runtimes/{arn}/{operation}`, the ARN percent-decoded.
+fn route(path: &str) -> Option<(String, &str)> {
+    let rest = path.strip_prefix("/runtimes/")?;
+    let (arn, operation) = rest.split_once('/')?;
+    if !matches!(operation, "invocations" | "stopruntimesession") {
+        return None;
+    }
+    let arn = percent_encoding::percent_decode_str(arn)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    Some((arn, operation))
+}
+
+fn stop(session: Option<String>, state: &State) -> Response<Full<Bytes>> {
+    let Some(session) = session else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "The runtime session id is required.",
+        );
+    };
+    let known = state
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&session)
+        .is_some();
+    if !known {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No such runtime session.",
+        );
+    }
+    state.record(|a| a.sessions_stopped += 1);
+    respond(
+        StatusCode::OK,
+        &[
+            (RUNTIME_SESSION_ID, &session),
+            ("content-type", "application/json"),
+        ],
+        "{}",
+    )
+}
+
+fn busy_reply(id: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": SESSION_BUSY_CODE, "message": SESSION_BUSY_MESSAGE}}).to_string()
+}
+
+async fn invoke(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    session: Option<String>,
+    state: &State,
+) -> Answer {
+    let session = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let provisioning = {
+        let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let started = *sessions.entry(session.clone()).or_insert_with(|| {
+            state.record(|a| a.sessions_started += 1);
+            Instant::now()
+        });
+        started.elapsed() < state.config.provisioning
+    };
+    let inspected = mcp::inspect(body);
+    let session_header = (RUNTIME_SESSION_ID, session.as_str());
+    if provisioning {
+        return Ok(refuse_busy(state, &inspected.id, session_header));
+    }
+    let Some(value) = inspected.value.as_ref() else {
+        return Ok(with_session(
+            json_answer(
+                state,
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+            ),
+            session_header,
+        ));
+    };
+    let is_tool_call = inspected.method.as_deref() == Some("tools/call");
+    let fault = if is_tool_call {
+        state.next_fault()
+    } else {
+        None
+    };
+    // Faults that answer before anything runs.
+    match fault {
+        Some(Fault::Busy) => return Ok(refuse_busy(state, &inspected.id, session_header)),
+        Some(Fault::Throttle { retry_after }) => {
+            state.record(|a| a.throttled += 1);
+            let mut response = aws_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "ThrottlingException",
+                "Rate exceeded",
+            );
+            if let Some(after) = retry_after {
+                let value = match after {
+                    RetryAfter::Seconds(s) => s.to_string(),
+                    RetryAfter::DateIn(d) => httpdate::fmt_http_date(SystemTime::now() + d),
+                };
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    response
+                        .headers_mut()
+                        .insert(http::header::RETRY_AFTER, value);
+                }
+            }
+            return Ok(with_session(response, session_header));
+        }
+        Some(Fault::ServerError { after_run: false }) => {
+            state.record(|a| a.server_errors += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerException",
+                    "Internal server error",
+                ),
+                session_header,
+            ));
+        }
+        Some(Fault::ConflictLookAlike) => {
+            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": SESSION_BUSY_CODE, "message": "Resource conflict - Resource already exists"}});
+            return Ok(with_session(json_answer(state, &reply), session_header));
+        }
+        Some(Fault::HealthCheckFailed) => {
+            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
+            return Ok(with_session(json_answer(state, &reply), session_header));
+        }
+        _ => {}
+    }
+    let answer = mcp::answer(value, state);
+    // Faults after the call ran.
+    match fault {
+        Some(Fault::DropAfterRun) => {
+            state.record(|a| a.dropped += 1);
+            return Err(DropConnection);
+        }
+        Some(Fault::ServerError { after_run: true }) => {
+            state.record(|a| a.server_errors += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerException",
+                    "Internal server error",
+                ),
+                session_header,
+            ));
+        }
+        Some(Fault::BusyAfterRun) => {
+            let mut response = respond(
+                StatusCode::OK,
+                &[("content-type", "application/json")],
+                busy_reply(&inspected.id),
+            );
+            response = with_session(response, session_header);
+            return Ok(response);
+        }
+        Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
+        _ => {}
+    }
+    let mut response = match answer {
+        None => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
+        Some(answer) => json_answer(state, &answer),
+    };
+    if inspected.method.as_deref() == Some("initialize") {
+        let mcp_session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        if let Ok(value) = HeaderValue::from_str(&mcp_session) {
+            response.headers_mut().insert("mcp-session-id", value);
+        }
+    }
+    Ok(with_session(response, session_header))
+}
+
+fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Response<Full<Bytes>> {
+    state.record(|a| a.busy_refusals += 1);
+    let response = match state.busy_form() {
+        BusyForm::Conflict409 => aws_error(
+            StatusCode::CONFLICT,
+            "RetryableConflictException",
+            "The session is being provisioned or torn down; retry.",
+        ),
+        _ => respond(
+            StatusCode::OK,
+            &[("content-type", "application/json")],
+            busy_reply(id),
+        ),
+    };
+    with_session(response, session_header)
+}
+
+fn json_answer(state: &State, answer: &Value) -> Response<Full<Bytes>> {
+    if state.config.sse {
+        let event = format!("event: message\ndata: {answer}\n\n");
+        respond(
+            StatusCode::OK,
+            &[
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+            ],
+            event,
+        )
+    } else {
+        respond(
+            StatusCode::OK,
+            &[("content-type", "application/json")],
+            answer.to_string(),
+        )
+    }
+}
+
+fn with_session(
+    mut response: Response<Full<Bytes>>,
+    (name, value): (&str, &str),
+) -> Response<Full<Bytes>> {
+    if let (Ok(name), Ok(value)) = (
+        http::HeaderName::from_bytes(name.as_bytes()),
+        HeaderValue::from_str(value),
+    ) {
+        response.headers_mut().insert(name, value);
+    }
+    response.headers_mut().insert(
+        "x-amzn-requestid",
+        HeaderValue::from_str(&uuid::Uuid::new_v4().to_string())
+            .unwrap_or(HeaderValue::from_static("0")),
+    );
+    response
+}
