@@ -1,95 +1,304 @@
-//! A throttled MCP server and a client that waits it out.
+//! The whole stack, end to end, in one command.
 //!
-//! An in-memory server answers the first two `tools/call` requests with HTTP 429 (the first with
-//! `Retry-After: 1`, the second without), then answers. The client is a tower stack with a
-//! `ThrottleRetryLayer`; the example prints each re-send as it happens, the answer, and the
-//! call's attempt record.
+//! With no configuration it starts the embedded AgentCore Runtime emulator (a new runtime
+//! session provisions for a moment and answers the session-busy refusal meanwhile; some calls
+//! are throttled or lose their connection), builds the full stack — replay guard, throttle,
+//! session busy, SigV4 — over hyper-util's client, runs an MCP session (initialize,
+//! tools/list, several tools/call) and prints each call's result and its attempt record.
 //!
-//! Run: `cargo run --example quickstart`
+//! ```text
+//! cargo run --example quickstart --features emulator
+//! ```
+//!
+//! With `AGENTCORE_RUNTIME_ARN` set it talks to that real runtime over HTTPS instead, with the
+//! region from `AWS_REGION` (or the ARN) and credentials from `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; `AGENTCORE_TOOL` names a tool to call with
+//! `AGENTCORE_TOOL_ARGUMENTS` (JSON, default `{}`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agentcore_tower::{AttemptRecord, ThrottleRetryLayer};
+use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::{
+    AttemptRecord, BoxError, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+};
+use aws_credential_types::Credentials;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use tower::{ServiceBuilder, ServiceExt, service_fn};
+use serde_json::{Value, json};
+use tower::util::BoxCloneService;
+use tower::{ServiceBuilder, ServiceExt};
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let executions = Arc::new(AtomicU32::new(0));
-    let server = service_fn({
-        let executions = executions.clone();
-        move |request: Request<Full<Bytes>>| {
-            let executions = executions.clone();
-            async move {
-                let body = request.into_body().collect().await?.to_bytes();
-                let n = executions.fetch_add(1, Ordering::SeqCst);
-                let response = match n {
-                    0 => Response::builder()
-                        .status(StatusCode::TOO_MANY_REQUESTS)
-                        .header("x-amzn-errortype", "ThrottlingException")
-                        .header("retry-after", "1")
-                        .body(Full::new(Bytes::from_static(b"{\"message\":\"Rate exceeded\"}")))?,
-                    1 => Response::builder()
-                        .status(StatusCode::TOO_MANY_REQUESTS)
-                        .header("x-amzn-errortype", "ThrottlingException")
-                        .body(Full::new(Bytes::from_static(b"{\"message\":\"Rate exceeded\"}")))?,
-                    _ => Response::builder()
-                        .header("content-type", "application/json")
-                        .body(Full::new(Bytes::from(format!(
-                            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"echo {} bytes\"}}]}}}}",
-                            body.len()
-                        ))))?,
+type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+type Stack = BoxCloneService<Request<Full<Bytes>>, Response<Body>, agentcore_tower::Error>;
+
+/// The body the stack answers with over a client whose body is `B`.
+type StackBody<B> = agentcore_tower::body::ObservedBody<
+    agentcore_tower::PeekedBody<agentcore_tower::sigv4::InvokeBody<B>>,
+>;
+
+fn boxed<T>(response: Response<T>) -> Response<Body>
+where
+    T: http_body::Body<Data = Bytes> + Send + 'static,
+    T::Error: Into<BoxError>,
+{
+    response.map(|body| body.map_err(Into::into).boxed_unsync())
+}
+
+/// Builds the recommended stack over `client` for `target`.
+fn stack<C, B>(target: InvokeTarget, credentials: Credentials, client: C) -> Result<Stack, BoxError>
+where
+    C: tower::Service<Request<Full<Bytes>>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    C::Future: Send,
+    C::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    let signer = SigV4InvokeLayer::builder(target, credentials).build()?;
+    let service = ServiceBuilder::new()
+        .layer(
+            ReplayGuardLayer::new()
+                // `add` is idempotent: a call that may have run can be sent again.
+                .idempotent_tools(["add", "echo"]),
+        )
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .layer(signer)
+        .service(client);
+    let service = ServiceExt::<Request<Full<Bytes>>>::map_response(service, boxed::<StackBody<B>>);
+    Ok(BoxCloneService::new(service))
+}
+
+/// A minimal MCP client: JSON-RPC over POST, JSON or SSE answers.
+struct Mcp {
+    stack: Stack,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl Mcp {
+    async fn send(
+        &mut self,
+        method: &str,
+        params: Value,
+        notification: bool,
+    ) -> Result<(), BoxError> {
+        let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        if !notification {
+            self.next_id += 1;
+            message["id"] = json!(self.next_id);
+        }
+        let mut request = Request::post("https://agentcore.invalid/mcp")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18");
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        let request = request.body(Full::new(Bytes::from(message.to_string())))?;
+        let label = match params.get("name").and_then(Value::as_str) {
+            Some(tool) => format!("{method} {tool}"),
+            None => method.to_owned(),
+        };
+        println!("\n> {label}");
+        match self.stack.clone().oneshot(request).await {
+            Ok(response) => {
+                if let Some(session) = response
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    self.session = Some(session.to_owned());
+                }
+                let record = AttemptRecord::of_response(&response).cloned();
+                let status = response.status();
+                let sse = response
+                    .headers()
+                    .get("content-type")
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+                let body = response.into_body().collect().await?.to_bytes();
+                let text = String::from_utf8_lossy(&body);
+                let answer = if sse {
+                    text.lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                } else {
+                    text.into_owned()
                 };
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
+                println!(
+                    "  HTTP {}: {}",
+                    status.as_u16(),
+                    if answer.is_empty() {
+                        "(no body)"
+                    } else {
+                        &answer
+                    }
+                );
+                if let Some(record) = record {
+                    println!("  attempts:\n{}", indent(&record.to_string()));
+                }
+            }
+            Err(error) => {
+                let mut why = error.to_string();
+                let mut source = std::error::Error::source(&error);
+                while let Some(cause) = source {
+                    why.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
+                println!("  failed: {why}");
+                if let Some(record) = error.record() {
+                    println!("  attempts:\n{}", indent(&record.to_string()));
+                }
             }
         }
+        Ok(())
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    match std::env::var("AGENTCORE_RUNTIME_ARN") {
+        Ok(arn) => real_runtime(&arn).await,
+        Err(_) => emulated().await,
+    }
+}
+
+async fn emulated() -> Result<(), BoxError> {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .provisioning(Duration::from_millis(400))
+            .busy_form(BusyForm::Alternate),
+    )
+    .await?;
+    println!(
+        "AgentCore Runtime emulator at {} for {}",
+        emulator.endpoint(),
+        emulator.runtime_arn()
+    );
+    let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let mut mcp = Mcp {
+        stack: stack(target, emulator.credentials(), client)?,
+        session: None,
+        next_id: 0,
+    };
+
+    // The runtime session is still provisioning: session busy re-sends until it is up.
+    mcp.send("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quickstart", "version": "1"}}), false).await?;
+    mcp.send("notifications/initialized", json!({}), true)
+        .await?;
+    mcp.send("tools/list", json!({}), false).await?;
+
+    // Throttled, with Retry-After: 1 → waited out and sent again.
+    emulator.push_fault(Fault::Throttle {
+        retry_after: Some(RetryAfter::Seconds(1)),
     });
+    mcp.send(
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+        false,
+    )
+    .await?;
 
-    let client = ServiceBuilder::new()
-        .layer(
-            ThrottleRetryLayer::new()
-                .max_attempts(4)
-                .max_total_wait(Duration::from_secs(5))
-                .on_retry(|info| {
-                    println!(
-                        "  {}: attempt {} of {} in {:?} ({}{})",
-                        info.layer,
-                        info.attempt,
-                        info.max_attempts,
-                        info.wait,
-                        info.cause,
-                        info.retry_after
-                            .map(|d| format!(", server asked for {d:?}"))
-                            .unwrap_or_default()
-                    )
-                }),
+    // The connection drops after `add` ran: declared idempotent, so the guard sends it again.
+    emulator.push_fault(Fault::DropAfterRun);
+    mcp.send(
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 20, "b": 22}}),
+        false,
+    )
+    .await?;
+
+    // The connection drops after `counter` ran: NOT declared, so it is not sent again.
+    emulator.push_fault(Fault::DropAfterRun);
+    mcp.send(
+        "tools/call",
+        json!({"name": "counter", "arguments": {}}),
+        false,
+    )
+    .await?;
+
+    // The ConflictException look-alike is delivered as it came, never retried.
+    emulator.push_fault(Fault::ConflictLookAlike);
+    mcp.send(
+        "tools/call",
+        json!({"name": "counter", "arguments": {}}),
+        false,
+    )
+    .await?;
+
+    mcp.send(
+        "tools/call",
+        json!({"name": "counter", "arguments": {}}),
+        false,
+    )
+    .await?;
+
+    let audit = emulator.audit();
+    println!(
+        "\nemulator: {} requests, {} session-busy refusals, {} throttled, {} dropped, {} signature failures; counter ran {} time(s), add {} time(s)",
+        audit.requests,
+        audit.busy_refusals,
+        audit.throttled,
+        audit.dropped,
+        audit.signature_failures,
+        audit.executions_of("counter"),
+        audit.executions_of("add"),
+    );
+    Ok(())
+}
+
+async fn real_runtime(arn: &str) -> Result<(), BoxError> {
+    let env = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+    let credentials = Credentials::new(
+        env("AWS_ACCESS_KEY_ID")?,
+        env("AWS_SECRET_ACCESS_KEY")?,
+        std::env::var("AWS_SESSION_TOKEN").ok(),
+        None,
+        "environment",
+    );
+    let mut target = InvokeTarget::arn(arn);
+    if let Ok(region) = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+    {
+        target = target.region(region);
+    }
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_only()
+        .enable_http1()
+        .build();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https);
+    let mut mcp = Mcp {
+        stack: stack(target, credentials, client)?,
+        session: None,
+        next_id: 0,
+    };
+    mcp.send("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quickstart", "version": "1"}}), false).await?;
+    mcp.send("notifications/initialized", json!({}), true)
+        .await?;
+    mcp.send("tools/list", json!({}), false).await?;
+    if let Ok(tool) = std::env::var("AGENTCORE_TOOL") {
+        let arguments: Value = serde_json::from_str(
+            &std::env::var("AGENTCORE_TOOL_ARGUMENTS").unwrap_or_else(|_| "{}".into()),
+        )?;
+        mcp.send(
+            "tools/call",
+            json!({"name": tool, "arguments": arguments}),
+            false,
         )
-        .service(server);
-
-    let payload = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
-    println!("tools/call echo:");
-    let request = Request::post("http://127.0.0.1/mcp")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(payload.as_bytes())))?;
-    let response = client.oneshot(request).await?;
-    let record = AttemptRecord::of_response(&response)
-        .cloned()
-        .unwrap_or_default();
-    let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    println!(
-        "answer: HTTP {} {}",
-        status.as_u16(),
-        String::from_utf8_lossy(&body)
-    );
-    println!("attempt record:\n{record}");
-    println!(
-        "requests the server saw: {}",
-        executions.load(Ordering::SeqCst)
-    );
+        .await?;
+    }
     Ok(())
 }
