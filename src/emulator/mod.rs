@@ -13,7 +13,9 @@
 //!   meanwhile, in the configured form ([`BusyForm`]). `StopRuntimeSession` ends a session.
 //! * **MCP** itself: `initialize` (with an `Mcp-Session-Id`), notifications (202), `ping`,
 //!   `tools/list`, `tools/call` with `add` (idempotent), `echo` (read-only) and `counter`
-//!   (NOT idempotent: every execution increments it, and a test can read how many ran).
+//!   (NOT idempotent: every execution increments it, and a test can read how many ran); and,
+//!   unlisted, `blob` (`{"bytes": N}`), whose answer text is N bytes streamed in 64 KiB chunks
+//!   from one static buffer — for memory tests of large answers.
 //!   JSON answers, or SSE with [`sse`](EmulatorConfig::sse).
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].

@@ -6,7 +6,6 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
@@ -49,14 +48,14 @@ impl fmt::Display for DropConnection {
 
 impl std::error::Error for DropConnection {}
 
-type Answer = Result<Response<Full<Bytes>>, DropConnection>;
+type Answer = Result<Response<AnswerBody>, DropConnection>;
 
 fn respond(
     status: StatusCode,
     headers: &[(&str, &str)],
     body: impl Into<Bytes>,
-) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(body.into()));
+) -> Response<AnswerBody> {
+    let mut response = Response::new(AnswerBody::full(body.into()));
     *response.status_mut() = status;
     for (name, value) in headers {
         if let (Ok(name), Ok(value)) = (
@@ -69,7 +68,7 @@ fn respond(
     response
 }
 
-fn aws_error(status: StatusCode, error_type: &str, message: &str) -> Response<Full<Bytes>> {
+fn aws_error(status: StatusCode, error_type: &str, message: &str) -> Response<AnswerBody> {
     respond(
         status,
         &[
@@ -148,7 +147,7 @@ fn route(path: &str) -> Option<(String, &str)> {
     Some((arn, operation))
 }
 
-fn stop(session: Option<String>, state: &State) -> Response<Full<Bytes>> {
+fn stop(session: Option<String>, state: &State) -> Response<AnswerBody> {
     let Some(session) = session else {
         return aws_error(
             StatusCode::BAD_REQUEST,
@@ -263,6 +262,16 @@ async fn invoke(
         }
         _ => {}
     }
+    if is_tool_call && value.pointer("/params/name").and_then(Value::as_str) == Some("blob") {
+        let size = value
+            .pointer("/params/arguments/bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        return Ok(with_session(
+            blob(state, &inspected.id, size),
+            session_header,
+        ));
+    }
     let answer = mcp::answer(value, state);
     // Faults after the call ran.
     match fault {
@@ -310,7 +319,7 @@ async fn invoke(
     Ok(with_session(response, session_header))
 }
 
-fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Response<Full<Bytes>> {
+fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Response<AnswerBody> {
     state.record(|a| a.busy_refusals += 1);
     let response = match state.busy_form() {
         BusyForm::Conflict409 => aws_error(
@@ -327,7 +336,7 @@ fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Respo
     with_session(response, session_header)
 }
 
-fn json_answer(state: &State, answer: &Value) -> Response<Full<Bytes>> {
+fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody> {
     if state.config.sse {
         let event = format!("event: message\ndata: {answer}\n\n");
         respond(
@@ -348,9 +357,9 @@ fn json_answer(state: &State, answer: &Value) -> Response<Full<Bytes>> {
 }
 
 fn with_session(
-    mut response: Response<Full<Bytes>>,
+    mut response: Response<AnswerBody>,
     (name, value): (&str, &str),
-) -> Response<Full<Bytes>> {
+) -> Response<AnswerBody> {
     if let (Ok(name), Ok(value)) = (
         http::HeaderName::from_bytes(name.as_bytes()),
         HeaderValue::from_str(value),
@@ -363,4 +372,106 @@ fn with_session(
             .unwrap_or(HeaderValue::from_static("0")),
     );
     response
+}
+
+/// 64 KiB of `x`: every chunk of a blob answer is this one static buffer.
+static X: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+
+/// The `blob` tool: a `tools/call` result whose text is `size` bytes, streamed in 64 KiB chunks
+/// without ever holding the whole answer (JSON, or one SSE event).
+fn blob(state: &State, id: &Value, size: u64) -> Response<AnswerBody> {
+    state.record(|audit| {
+        *audit.executions.entry("blob".to_owned()).or_default() += 1;
+        *audit
+            .executions_by_id
+            .entry(("blob".to_owned(), id.to_string()))
+            .or_default() += 1;
+    });
+    let head =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+    let tail = r#""}],"isError":false}}"#;
+    let (content_type, head, tail) = if state.config.sse {
+        (
+            "text/event-stream",
+            format!("event: message\ndata: {head}"),
+            format!("{tail}\n\n"),
+        )
+    } else {
+        ("application/json", head, tail.to_owned())
+    };
+    let mut response = Response::new(AnswerBody::Stream {
+        head: Some(Bytes::from(head)),
+        remaining: size,
+        tail: Some(Bytes::from(tail)),
+    });
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// The emulator's answer bodies: whole, or streamed from a static buffer.
+pub(crate) enum AnswerBody {
+    Full(Option<Bytes>),
+    Stream {
+        head: Option<Bytes>,
+        remaining: u64,
+        tail: Option<Bytes>,
+    },
+}
+
+impl AnswerBody {
+    fn full(bytes: Bytes) -> Self {
+        AnswerBody::Full((!bytes.is_empty()).then_some(bytes))
+    }
+}
+
+impl http_body::Body for AnswerBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = match self.get_mut() {
+            AnswerBody::Full(bytes) => bytes.take(),
+            AnswerBody::Stream {
+                head,
+                remaining,
+                tail,
+            } => head.take().or_else(|| {
+                if *remaining > 0 {
+                    let n = (*remaining).min(X.len() as u64);
+                    *remaining -= n;
+                    Some(Bytes::from_static(&X[..n as usize]))
+                } else {
+                    tail.take()
+                }
+            }),
+        };
+        std::task::Poll::Ready(next.map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            AnswerBody::Full(bytes) => bytes.is_none(),
+            AnswerBody::Stream {
+                head,
+                remaining,
+                tail,
+            } => head.is_none() && *remaining == 0 && tail.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            AnswerBody::Full(bytes) => {
+                http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            // Unknown up front, as a streamed answer is: sent chunked.
+            AnswerBody::Stream { .. } => http_body::SizeHint::new(),
+        }
+    }
 }

@@ -1,0 +1,64 @@
+//! A call deadline outside the stack (tower's `TimeoutLayer`) that fires mid-wait and
+//! mid-peek: the call ends at the deadline, no attempt is sent after it, nothing is left behind.
+
+mod common;
+
+use std::time::Duration;
+
+use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use common::*;
+use tokio::time::Instant;
+use tower::{ServiceBuilder, ServiceExt};
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_mid_wait_ends_the_call_and_no_attempt_follows() {
+    let inner = Scripted::with_fallback(
+        [Step::Respond(response(429, &[("retry-after", "5")], b"{}"))],
+        || Step::Respond(response(200, &[], b"{}")),
+    );
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(ReplayGuardLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner);
+    let start = Instant::now();
+    let error = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>());
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "ended at the deadline"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(shared.calls(), 1, "no attempt after the deadline");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_mid_peek_ends_the_call_and_releases_the_body() {
+    let body = ScriptedBody::data(&[b"{\"jsonrpc\":\"2.0\","]).hanging();
+    let probe = body.probe();
+    let inner = Scripted::new([Step::Respond(scripted_response(
+        200,
+        &[("content-type", "application/json")],
+        body,
+    ))]);
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(ReplayGuardLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner);
+    let start = Instant::now();
+    let error = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>());
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert!(
+        probe.dropped(),
+        "the half-read body was released at the deadline"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(shared.calls(), 1);
+}
