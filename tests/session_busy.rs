@@ -514,3 +514,34 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// The matcher over arbitrary status, headers and body: a re-send exactly when the oracle
+    /// says the answer is the refusal (the fuzz target `session_busy` runs this longer).
+    #[test]
+    fn matches_exactly_when_the_oracle_says(
+        status in proptest::sample::select(vec![200u16, 201, 204, 400, 404, 409, 429, 500, 503]),
+        content_type in proptest::option::of(proptest::sample::select(vec!["application/json", "application/json; charset=utf-8", "text/event-stream", "text/plain", "application/json-rpc"])),
+        error_type in proptest::option::of(proptest::sample::select(vec!["RetryableConflictException", "RetryableConflictException:ns", "ConflictException", "ns#RetryableConflictException", "retryableconflictexception"])),
+        body in proptest::sample::select(vec![BUSY, CONFLICT, HEALTH, OK, b"", b"[]", b"{", b"-32005"]),
+    ) {
+        let mut headers = Vec::new();
+        if let Some(ct) = content_type { headers.push(("content-type", ct)); }
+        if let Some(et) = error_type { headers.push(("x-amzn-errortype", et)); }
+        let is_json = content_type.is_some_and(|c| c.starts_with("application/json") && !c.starts_with("application/json-"));
+        let oracle = (status == 409 && error_type.is_some_and(|e| e.starts_with("RetryableConflictException") || e == "ns#RetryableConflictException"))
+            || (status == 200 && is_json && body == BUSY);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let (calls, status_out, bytes) = rt.block_on(through(Step::Respond(response(status, &headers, body))));
+        if oracle {
+            proptest::prop_assert_eq!(calls, 2);
+            proptest::prop_assert_eq!(&bytes[..], OK);
+        } else {
+            proptest::prop_assert_eq!(calls, 1);
+            proptest::prop_assert_eq!(status_out, status);
+            proptest::prop_assert_eq!(&bytes[..], body);
+        }
+    }
+}

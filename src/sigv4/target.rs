@@ -473,6 +473,36 @@ mod tests {
         assert_eq!(t.region(), "us-west-2");
     }
 
+    proptest::proptest! {
+        /// Whatever the input, resolving never panics, and what resolves gives well-formed URLs
+        /// (the fuzz target `target` runs the same check for longer).
+        #[test]
+        fn resolving_never_panics(
+            runtime in "\\PC{0,80}",
+            account in proptest::option::of("[0-9a-z]{0,14}"),
+            qualifier in proptest::option::of("\\PC{0,20}"),
+            region in proptest::option::of("[a-z0-9 -]{0,16}"),
+            endpoint in proptest::option::of("(https?://)?[a-z0-9.:@/%?#-]{0,30}"),
+            fips in proptest::bool::ANY,
+            dual_stack in proptest::bool::ANY,
+        ) {
+            let mut target = match account {
+                Some(a) => InvokeTarget::runtime_id(runtime, a),
+                None => InvokeTarget::arn(runtime),
+            };
+            if let Some(q) = qualifier { target = target.qualifier(q); }
+            if let Some(r) = region { target = target.region(r); }
+            if let Some(e) = endpoint { target = target.endpoint(e); }
+            if let Ok(resolved) = target.fips(fips).dual_stack(dual_stack).resolve() {
+                let uri = resolved.invocation_uri();
+                proptest::prop_assert!(uri.path().ends_with("/invocations"));
+                let again: Uri = uri.to_string().parse().unwrap();
+                proptest::prop_assert_eq!(again, uri);
+                let _ = resolved.stop_session_uri();
+            }
+        }
+    }
+
     #[test]
     fn bad_input_is_named() {
         let err = |t: InvokeTarget| t.resolve().unwrap_err();
