@@ -208,6 +208,12 @@ impl fmt::Display for Error {
         })?;
         if let Some(detail) = &self.detail {
             write!(f, ": {detail}")?;
+        } else if self.kind == ErrorKind::Service {
+            // Say how it failed, as far as the error tells; the source has the rest.
+            match self.failure_kind() {
+                FailureKind::Other => {}
+                kind => write!(f, ": {kind}")?,
+            }
         }
         if let Some(record) = &self.record {
             let n = record.len();

@@ -39,6 +39,11 @@
 //!   always wins. Without a rule, refusals the platform documents as coming before execution are
 //!   re-sent on the adapter's own policy, and nothing that may have run is.
 //!
+//! # Naming the request type
+//! Every layer accepts any request body type, so where nothing else fixes it, say which one:
+//! `ServiceExt::<http::Request<Full<Bytes>>>::ready(&mut stack).await?`. (`oneshot(request)`
+//! infers it from the request.)
+//!
 //! # Request bodies
 //! A re-send is a clone of the original request, so the retry layers require the request body
 //! to be `Clone` (`http_body_util::Full<Bytes>`, `String`, `Bytes`, …). A body that cannot be

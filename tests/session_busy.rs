@@ -217,9 +217,9 @@ async fn the_total_wait_ceiling_stops_re_sending() {
         .max_total_wait(Duration::from_millis(2500))
         .layer(inner);
     let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
-    // Waits are in [0.5 s, 1 s]: at least 3 re-sends fit under 2.5 s, at most 5.
+    // Waits are in [0.5 s, 1 s]: at least 2 re-sends fit under 2.5 s, at most 5.
     let calls = shared.calls();
-    assert!((4..=6).contains(&calls), "{calls}");
+    assert!((3..=6).contains(&calls), "{calls}");
     let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
     assert!(matches!(
         attempts.last().unwrap().decisions()[0].verdict(),

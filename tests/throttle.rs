@@ -391,7 +391,7 @@ async fn an_inner_error_is_one_attempt_delivered_as_is() {
     );
     assert_eq!(
         error.to_string(),
-        "the service below failed (after 1 attempt)"
+        "the service below failed: connection dropped (after 1 attempt)"
     );
 }
 
