@@ -45,6 +45,17 @@ macro_rules! retry_builder_methods {
             self
         }
 
+        /// Calls `hook` with the finished attempt record of every call this layer owns (when it
+        /// is the outermost of this crate's layers): for MCP clients that never hand the HTTP
+        /// response to the app, so the record would otherwise be out of reach.
+        pub fn on_record(
+            mut self,
+            hook: impl Fn(&$crate::AttemptRecord) + Send + Sync + 'static,
+        ) -> Self {
+            self.config.on_record = Some($crate::retry::OnRecord(std::sync::Arc::new(hook)));
+            self
+        }
+
         /// The schedule in use.
         pub fn schedule(&self) -> $crate::Backoff {
             self.config.backoff

@@ -481,3 +481,21 @@ async fn notifications_are_accepted_without_a_body() {
     assert_eq!(answer.status, 202);
     assert_eq!(answer.json, Value::Null);
 }
+
+#[tokio::test]
+async fn the_protocol_version_is_negotiated_down_to_one_spoken_here() {
+    let emulator = start(EmulatorConfig::default()).await;
+    for (asked, answered) in [
+        ("2025-06-18", "2025-06-18"),
+        ("2026-07-28", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),
+    ] {
+        let answer = call(&emulator, rpc(1, "initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})))
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.json["result"]["protocolVersion"], answered,
+            "{asked}"
+        );
+    }
+}

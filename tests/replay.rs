@@ -601,3 +601,30 @@ proptest::proptest! {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn on_record_hands_over_every_finished_record() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let guard = ReplayGuardLayer::new()
+        .idempotent_tools(["lookup"])
+        .on_record({
+            let seen = seen.clone();
+            move |record| seen.lock().unwrap().push(record.to_string())
+        });
+    let (outcome, _, _) = run(guard.clone(), &[Fault::DropAfterRun], tools_call("lookup")).await;
+    assert!(outcome.is_ok());
+    let (outcome, _, _) = run(guard, &[Fault::DropAfterRun], tools_call("charge")).await;
+    assert!(outcome.is_err());
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.len(),
+        2,
+        "one record per call, for answers and errors alike"
+    );
+    assert_eq!(seen[0].lines().count(), 2);
+    assert!(
+        seen[1].contains("tools/call `charge` is not declared replayable"),
+        "{}",
+        seen[1]
+    );
+}

@@ -310,6 +310,13 @@ async fn get_and_delete_are_answered_405_without_calling_the_service() {
             "{method}"
         );
         assert_eq!(response.headers()["allow"], "POST");
+        let record = AttemptRecord::of_response(&response).unwrap().attempts();
+        assert_eq!(
+            record[0].outcome(),
+            &Outcome::NotSent(format!(
+                "{method} answered here with 405: InvokeAgentRuntime carries POST only"
+            ))
+        );
         assert_eq!(read_all(response.into_body()).await.0.len(), 0);
     }
     assert!(sent.lock().unwrap().is_empty());

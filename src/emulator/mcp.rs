@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::State;
 
-/// The protocol version answered when the client asks for none.
-const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The MCP protocol versions the emulator speaks (all with `initialize`), newest last.
+const PROTOCOL_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// What a POST's JSON-RPC body asks for, as far as faults and routing care.
 pub(crate) struct Inspected {
@@ -57,7 +57,13 @@ fn answer_one(message: &Value, state: &State) -> Option<Value> {
     let params = object.get("params").cloned().unwrap_or(Value::Null);
     let result = match method {
         "initialize" => Ok(json!({
-            "protocolVersion": params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION),
+            // The version asked for when spoken here, else the newest spoken here (MCP's
+            // negotiation: the client decides whether it can go on with that one).
+            "protocolVersion": params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .filter(|v| PROTOCOL_VERSIONS.contains(v))
+                .unwrap_or(PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.len() - 1]),
             "capabilities": {"tools": {"listChanged": false}},
             "serverInfo": {"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")},
         })),

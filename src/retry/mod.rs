@@ -113,11 +113,22 @@ impl fmt::Debug for OnRetry {
     }
 }
 
-/// A retry layer's settings: its schedule and its hook.
+/// A hook called with the finished record of a call.
+#[derive(Clone)]
+pub(crate) struct OnRecord(pub(crate) Arc<dyn Fn(&AttemptRecord) + Send + Sync>);
+
+impl fmt::Debug for OnRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnRecord(..)")
+    }
+}
+
+/// A retry layer's settings: its schedule and its hooks.
 #[derive(Clone, Debug)]
 pub(crate) struct RetryConfig {
     pub(crate) backoff: Backoff,
     pub(crate) on_retry: Option<OnRetry>,
+    pub(crate) on_record: Option<OnRecord>,
 }
 
 impl RetryConfig {
@@ -125,6 +136,7 @@ impl RetryConfig {
         Self {
             backoff,
             on_retry: None,
+            on_record: None,
         }
     }
 }
@@ -325,6 +337,9 @@ where
                             this.state.set(State::Done);
                             if *this.owner {
                                 this.record.deliver_if_undecided(this.layer);
+                                if let Some(hook) = &this.config.on_record {
+                                    (hook.0)(this.record);
+                                }
                             }
                             return Poll::Ready(match result {
                                 Ok(mut response) => {

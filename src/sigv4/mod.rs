@@ -79,6 +79,10 @@
 //! session token are redacted from every header and body byte the app reads
 //! (`InvalidSignatureException` quotes the canonical request, which carries the token).
 //!
+//! A 404 from the service (`x-amzn-errortype: ResourceNotFoundException`: a wrong runtime ARN or
+//! qualifier) comes back as a 404 too. MCP clients read a 404 on a request that carries an
+//! `Mcp-Session-Id` as "session expired" and re-initialise: check `x-amzn-errortype` first.
+//!
 //! # The send gate
 //! A request may carry a [`SharedSendGate`] in its extensions: asked after signing, just before
 //! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
@@ -363,8 +367,11 @@ where
         let Some(operation) = operation else {
             // GET (the server-message stream), DELETE and anything else: not offered.
             let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+            let method = request.method().clone();
             record.note_outcome(seen, || {
-                Outcome::of_response(response.status(), response.headers())
+                Outcome::NotSent(format!(
+                    "{method} answered here with 405: InvokeAgentRuntime carries POST only"
+                ))
             });
             return ResponseFuture {
                 state: State::Local {
