@@ -1,0 +1,739 @@
+//! rmcp's client over this crate's tower stack, against the emulator; and the adapter
+//! (`examples/support/rmcp_adapter.rs`) on its own, against scripted HTTP answers.
+
+#[path = "../examples/support/rmcp_adapter.rs"]
+mod rmcp_adapter;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::{
+    AttemptRecord, Outcome, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientJsonRpcMessage,
+    Implementation, JsonRpcMessage, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use rmcp_adapter::{Exchange, RecordTap, TowerClientError, TowerMcpClient};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Client = RunningService<RoleClient, ClientConfig>;
+/// Every exchange the tap saw, with its attempt record.
+type Records = Arc<Mutex<Vec<(Exchange, Option<AttemptRecord>)>>>;
+
+// ---------------------------------------------------------------------------------------------
+// rmcp over the full stack, against the emulator
+// ---------------------------------------------------------------------------------------------
+
+/// rmcp's client over `RecordTap` → ReplayGuard → Throttle → SessionBusy → SigV4 → hyper-util,
+/// initialised against `emulator`.
+async fn connect(emulator: &Emulator) -> Result<(Client, Records), BoxError> {
+    let signer = SigV4InvokeLayer::builder(
+        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
+        emulator.credentials(),
+    )
+    .build()?;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let stack = tower::ServiceBuilder::new()
+        .layer(ReplayGuardLayer::new().idempotent_tools(["add"]))
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .layer(signer)
+        .service(http);
+    let records = Records::default();
+    let sink = records.clone();
+    let stack = RecordTap::new(stack, move |exchange, record| {
+        sink.lock()
+            .unwrap()
+            .push((exchange.clone(), record.cloned()));
+    });
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("rmcp-client-test", "0"),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_06_18);
+    let transport = TowerMcpClient::new(stack).into_transport("http://agentcore.invalid/mcp");
+    let client = config.serve(transport).await?;
+    Ok((client, records))
+}
+
+/// The record of the one exchange for `rpc_method` (and `tool`); fails when there is not
+/// exactly one.
+fn record_of(records: &Records, rpc_method: &str, tool: Option<&str>) -> AttemptRecord {
+    let records = records.lock().unwrap();
+    let matching: Vec<_> = records
+        .iter()
+        .filter(|(e, _)| e.rpc_method.as_deref() == Some(rpc_method) && e.tool.as_deref() == tool)
+        .collect();
+    assert_eq!(
+        matching.len(),
+        1,
+        "exchanges for {rpc_method} {tool:?}: {records:?}"
+    );
+    matching[0]
+        .1
+        .clone()
+        .unwrap_or_else(|| panic!("{rpc_method} {tool:?} came back without an attempt record"))
+}
+
+fn response(status: u16, error_type: Option<&str>) -> Outcome {
+    Outcome::Response {
+        status: StatusCode::from_u16(status).unwrap(),
+        error_type: error_type.map(str::to_owned),
+    }
+}
+
+fn add(a: i64, b: i64) -> CallToolRequestParams {
+    CallToolRequestParams::new("add").with_arguments(
+        serde_json::json!({"a": a, "b": b})
+            .as_object()
+            .unwrap()
+            .clone(),
+    )
+}
+
+fn text_of(result: &CallToolResult) -> Vec<&str> {
+    result
+        .content
+        .iter()
+        .map(|c| c.as_text().expect("text content").text.as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn tools_list_returns_the_emulators_three_tools() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let (client, records) = connect(&emulator).await?;
+
+    let tools = client.list_all_tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+    assert_eq!(names, ["add", "echo", "counter"]);
+    let idempotent: Vec<Option<bool>> = tools
+        .iter()
+        .map(|t| t.annotations.as_ref().and_then(|a| a.idempotent_hint))
+        .collect();
+    assert_eq!(idempotent, [Some(true), None, Some(false)]);
+
+    let server = client.peer_info().expect("initialised");
+    assert_eq!(server.protocol_version, ProtocolVersion::V_2025_06_18);
+    assert_eq!(
+        server.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("agentcore-tower-emulator")
+    );
+    let list = record_of(&records, "tools/list", None).attempts();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].outcome(), &response(200, None));
+
+    client.cancel().await?;
+    let audit = emulator.audit();
+    assert_eq!(audit.busy_refusals, 0);
+    assert_eq!(audit.signature_failures, 0);
+    // initialize, notifications/initialized, tools/list: the GET and the DELETE rmcp sent were
+    // answered 405 by SigV4InvokeLayer itself.
+    assert_eq!(audit.requests, 3);
+    // Every exchange rmcp made, once each (the GET runs concurrently: compare as a set).
+    let mut exchanges: Vec<String> = records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(e, _)| e.to_string())
+        .collect();
+    exchanges.sort();
+    assert_eq!(
+        exchanges,
+        [
+            "DELETE",
+            "GET",
+            "POST initialize",
+            "POST notifications/initialized",
+            "POST tools/list",
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn add_of_2_and_3_returns_5() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let (client, records) = connect(&emulator).await?;
+
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"]);
+    assert_eq!(result.is_error, Some(false));
+
+    let attempts = record_of(&records, "tools/call", Some("add")).attempts();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome(), &response(200, None));
+    assert!(!attempts[0].was_sent_again());
+    let audit = emulator.audit();
+    assert_eq!(audit.executions_of("add"), 1);
+    assert_eq!(audit.executions.values().sum::<u64>(), 1);
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn provisioning_refusals_are_retried_below_rmcp() -> Result<(), BoxError> {
+    let emulator =
+        Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(300))).await?;
+    let (client, records) = connect(&emulator).await?;
+    let tools = client.list_all_tools().await?;
+    assert_eq!(tools.len(), 3);
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"]);
+
+    let audit = emulator.audit();
+    assert!(
+        audit.busy_refusals > 0,
+        "the session should have refused while provisioning"
+    );
+    assert_eq!(audit.sessions_started, 1);
+    // Every refusal was for `initialize` (the first request, sent while the session
+    // provisioned), re-sent by SessionBusyRetryLayer: rmcp sent `initialize` once.
+    let initialize = record_of(&records, "initialize", None).attempts();
+    assert_eq!(initialize.len() as u64, audit.busy_refusals + 1);
+    let (last, refused) = initialize.split_last().unwrap();
+    for attempt in refused {
+        assert_eq!(attempt.outcome(), &response(200, None), "{attempt}");
+        assert!(attempt.was_sent_again(), "{attempt}");
+        assert_eq!(attempt.decisions()[0].layer(), "session_busy", "{attempt}");
+    }
+    assert_eq!(last.outcome(), &response(200, None));
+    assert!(!last.was_sent_again());
+    // Nothing after it was refused.
+    assert_eq!(record_of(&records, "tools/list", None).len(), 1);
+    assert_eq!(record_of(&records, "tools/call", Some("add")).len(), 1);
+    assert_eq!(audit.executions_of("add"), 1);
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_throttled_tools_call_is_retried_below_rmcp() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let (client, records) = connect(&emulator).await?;
+
+    emulator.push_fault(Fault::Throttle {
+        retry_after: Some(RetryAfter::Seconds(0)),
+    });
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"]);
+    assert_eq!(emulator.audit().throttled, 1);
+    assert_eq!(emulator.audit().executions_of("add"), 1);
+    let attempts = record_of(&records, "tools/call", Some("add")).attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        attempts[0].outcome(),
+        &response(429, Some("ThrottlingException"))
+    );
+    assert!(attempts[0].was_sent_again());
+    assert_eq!(attempts[1].outcome(), &response(200, None));
+
+    // A 429 ran nothing, so even the non-idempotent `counter` is sent again, and runs once.
+    emulator.push_fault(Fault::Throttle {
+        retry_after: Some(RetryAfter::Seconds(0)),
+    });
+    let result = client
+        .call_tool(CallToolRequestParams::new("counter"))
+        .await?;
+    assert_eq!(text_of(&result), ["1"]);
+    assert_eq!(emulator.audit().throttled, 2);
+    assert_eq!(emulator.audit().executions_of("counter"), 1);
+    assert_eq!(emulator.counter(), 1);
+    assert_eq!(record_of(&records, "tools/call", Some("counter")).len(), 2);
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn sse_answers_reach_rmcp() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default().sse(true)).await?;
+    let (client, _records) = connect(&emulator).await?;
+    assert_eq!(client.list_all_tools().await?.len(), 3);
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"]);
+    client.cancel().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter alone, against scripted answers
+// ---------------------------------------------------------------------------------------------
+
+/// The requests a scripted service received.
+type Seen = Arc<Mutex<Vec<Request<Full<Bytes>>>>>;
+
+/// A client whose service answers every request with `status`, `headers` and `body`.
+fn scripted(
+    status: u16,
+    headers: &'static [(&'static str, &'static str)],
+    body: &'static [u8],
+) -> (impl StreamableHttpClient<Error = TowerClientError>, Seen) {
+    let seen = Seen::default();
+    let log = seen.clone();
+    let service = tower::service_fn(move |request: Request<Full<Bytes>>| {
+        log.lock().unwrap().push(request);
+        let mut response = Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(*name, *value);
+        }
+        let response = response.body(Full::new(Bytes::from_static(body)));
+        async move { response }
+    });
+    (TowerMcpClient::new(service), seen)
+}
+
+fn message(json: &str) -> ClientJsonRpcMessage {
+    serde_json::from_str(json).expect("a client JSON-RPC message")
+}
+
+fn tools_list() -> ClientJsonRpcMessage {
+    message(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#)
+}
+
+fn initialized() -> ClientJsonRpcMessage {
+    message(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+}
+
+async fn post<C: StreamableHttpClient<Error = TowerClientError>>(
+    client: &C,
+    message: ClientJsonRpcMessage,
+    session: Option<&str>,
+) -> Result<StreamableHttpPostResponse, StreamableHttpError<TowerClientError>> {
+    client
+        .post_message(
+            "http://mcp.invalid/mcp".into(),
+            message,
+            session.map(Into::into),
+            None,
+            HashMap::new(),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_post_carries_the_message_and_the_mcp_headers() {
+    let (client, seen) = scripted(
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("mcp-session-id", "s-2"),
+        ],
+        br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#,
+    );
+    let custom = HashMap::from([(
+        HeaderName::from_static("mcp-protocol-version"),
+        HeaderValue::from_static("2025-06-18"),
+    )]);
+    let answer = client
+        .post_message(
+            "http://mcp.invalid/mcp".into(),
+            tools_list(),
+            Some("s-1".into()),
+            Some("token".to_owned()),
+            custom,
+        )
+        .await
+        .unwrap();
+    let StreamableHttpPostResponse::Json(JsonRpcMessage::Response(reply), session) = answer else {
+        panic!("expected a JSON response, got {answer:?}");
+    };
+    assert_eq!(session.as_deref(), Some("s-2"));
+    assert_eq!(reply.id, rmcp::model::NumberOrString::Number(7));
+
+    let request = seen.lock().unwrap().remove(0);
+    assert_eq!(request.method(), "POST");
+    assert_eq!(request.uri(), "http://mcp.invalid/mcp");
+    let header = |name: &str| request.headers()[name].to_str().unwrap();
+    assert_eq!(header("accept"), "application/json, text/event-stream");
+    assert_eq!(header("content-type"), "application/json");
+    assert_eq!(header("mcp-session-id"), "s-1");
+    assert_eq!(header("mcp-protocol-version"), "2025-06-18");
+    assert_eq!(header("authorization"), "Bearer token");
+    let body = http_body_util::BodyExt::collect(request.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    // The message exactly as rmcp serializes it.
+    assert_eq!(body, serde_json::to_vec(&tools_list()).unwrap());
+}
+
+#[tokio::test]
+async fn a_reserved_custom_header_is_refused_before_sending() {
+    let (client, seen) = scripted(202, &[], b"");
+    let custom = HashMap::from([(
+        HeaderName::from_static("mcp-session-id"),
+        HeaderValue::from_static("smuggled"),
+    )]);
+    let result = client
+        .post_message(
+            "http://mcp.invalid/mcp".into(),
+            tools_list(),
+            None,
+            None,
+            custom,
+        )
+        .await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::ReservedHeaderConflict(name)) if name == "mcp-session-id"),
+        "{result:?}"
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn accepted_answers() {
+    for status in [202, 204] {
+        let (client, _) = scripted(status, &[], b"");
+        let answer = post(&client, initialized(), Some("s")).await.unwrap();
+        assert!(
+            matches!(answer, StreamableHttpPostResponse::Accepted),
+            "{status}: {answer:?}"
+        );
+    }
+    // An empty 200 to a notification is taken as received, too.
+    let (client, _) = scripted(200, &[("content-length", "0")], b"");
+    let answer = post(&client, initialized(), None).await.unwrap();
+    assert!(matches!(answer, StreamableHttpPostResponse::Accepted));
+}
+
+#[tokio::test]
+async fn a_404_with_a_session_is_an_expired_session_unless_aws_says_otherwise() {
+    let (client, _) = scripted(404, &[], b"");
+    let result = post(&client, tools_list(), Some("s")).await;
+    assert!(
+        matches!(result, Err(StreamableHttpError::SessionExpired)),
+        "{result:?}"
+    );
+
+    // Without a session it is just an unexpected answer.
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::UnexpectedServerResponse(m)) if m == "HTTP 404: <empty body>"),
+        "{result:?}"
+    );
+
+    // AWS's own 404 (the runtime does not exist) must not make rmcp re-initialise.
+    let (client, _) = scripted(
+        404,
+        &[
+            ("content-type", "application/json"),
+            (
+                "x-amzn-errortype",
+                "ResourceNotFoundException:http://internal.amazon.com/",
+            ),
+        ],
+        br#"{"message":"No runtime"}"#,
+    );
+    let result = post(&client, tools_list(), Some("s")).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::UnexpectedServerResponse(m))
+            if m == r#"HTTP 404 ResourceNotFoundException: {"message":"No runtime"}"#),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn throttles_and_server_failures_keep_status_and_retry_after() {
+    let (client, _) = scripted(
+        429,
+        &[
+            ("retry-after", "7"),
+            ("content-type", "application/json"),
+            ("x-amzn-errortype", "ThrottlingException"),
+        ],
+        br#"{"message":"Rate exceeded"}"#,
+    );
+    let result = post(&client, tools_list(), Some("s")).await;
+    let Err(StreamableHttpError::HttpStatus(status)) = result else {
+        panic!("expected HttpStatus, got {result:?}");
+    };
+    assert_eq!(
+        (status.status, status.retry_after.as_deref()),
+        (429, Some("7"))
+    );
+
+    let (client, _) = scripted(503, &[("content-type", "text/plain")], b"unavailable");
+    let result = post(&client, tools_list(), None).await;
+    let Err(StreamableHttpError::HttpStatus(status)) = result else {
+        panic!("expected HttpStatus, got {result:?}");
+    };
+    assert_eq!((status.status, status.retry_after), (503, None));
+
+    // A 500 whose body is a JSON-RPC error is that error.
+    let (client, _) = scripted(
+        500,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"boom"}}"#,
+    );
+    let answer = post(&client, tools_list(), None).await.unwrap();
+    let StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), _) = answer else {
+        panic!("expected a JSON-RPC error, got {answer:?}");
+    };
+    assert_eq!(error.error.message, "boom");
+}
+
+#[tokio::test]
+async fn a_refusal_names_its_status_and_aws_error_type() {
+    let (client, _) = scripted(
+        409,
+        &[
+            ("content-type", "application/json"),
+            ("x-amzn-errortype", "RetryableConflictException"),
+        ],
+        br#"{"message":"busy"}"#,
+    );
+    let result = post(&client, tools_list(), Some("s")).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::UnexpectedServerResponse(m))
+            if m == r#"HTTP 409 RetryableConflictException: {"message":"busy"}"#),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn auth_failures_keep_their_status() {
+    // SigV4 refusals carry no challenge: a diagnostic, even with a JSON-RPC-looking body.
+    let (client, _) = scripted(
+        403,
+        &[
+            ("content-type", "application/json"),
+            ("x-amzn-errortype", "InvalidSignatureException"),
+        ],
+        br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"no"}}"#,
+    );
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::UnexpectedServerResponse(m))
+            if m.starts_with("HTTP 403 InvalidSignatureException: {")),
+        "{result:?}"
+    );
+
+    let (client, _) = scripted(401, &[("www-authenticate", "Bearer realm=\"mcp\"")], b"");
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::AuthRequired(e))
+            if e.www_authenticate_header == "Bearer realm=\"mcp\""),
+        "{result:?}"
+    );
+
+    let (client, _) = scripted(
+        403,
+        &[(
+            "www-authenticate",
+            "Bearer error=\"insufficient_scope\", Scope=\"tools:call tools:list\"",
+        )],
+        b"",
+    );
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::InsufficientScope(e))
+            if e.get_required_scope() == Some("tools:call tools:list")),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_bytes_are_errors_not_panics() {
+    // Not JSON at all, and not UTF-8 either.
+    let (client, _) = scripted(
+        200,
+        &[("content-type", "application/json")],
+        b"\xff\xfe{not json",
+    );
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(&result, Err(StreamableHttpError::UnexpectedServerResponse(m))
+            if m.starts_with("HTTP 200: the JSON body is not a JSON-RPC message") && m.ends_with("\u{fffd}\u{fffd}{not json")),
+        "{result:?}"
+    );
+    // The same answer to a notification only says "received".
+    let answer = post(&client, initialized(), None).await.unwrap();
+    assert!(matches!(answer, StreamableHttpPostResponse::Accepted));
+
+    // No content type.
+    let (client, _) = scripted(200, &[], b"{}");
+    let result = post(&client, tools_list(), None).await;
+    assert!(
+        matches!(
+            result,
+            Err(StreamableHttpError::UnexpectedContentType(None))
+        ),
+        "{result:?}"
+    );
+
+    // Invalid SSE: the stream yields an error.
+    let (client, _) = scripted(
+        200,
+        &[("content-type", "text/event-stream")],
+        b"\xff\xfe\n\n",
+    );
+    let answer = post(&client, tools_list(), None).await.unwrap();
+    let StreamableHttpPostResponse::Sse(mut events, None) = answer else {
+        panic!("expected an SSE stream, got {answer:?}");
+    };
+    assert!(matches!(events.next().await, Some(Err(_))));
+}
+
+#[tokio::test]
+async fn a_json_body_past_the_limit_is_refused() {
+    let (client, _) = scripted(
+        200,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#,
+    );
+    let mut limits = StreamableHttpResponseLimits::default();
+    limits.max_json_response_size = 10;
+    let result = client
+        .post_message_with_response_limits(
+            "http://mcp.invalid/mcp".into(),
+            tools_list(),
+            None,
+            None,
+            HashMap::new(),
+            limits,
+        )
+        .await;
+    assert!(
+        matches!(
+            result,
+            Err(StreamableHttpError::ResponseBodyTooLarge { max_size: 10 })
+        ),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn sse_answers_are_parsed_and_held_to_the_event_limit() {
+    let body: &[u8] =
+        b": keep-alive\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\r\n\r\n";
+    let (client, _) = scripted(
+        200,
+        &[("content-type", "text/event-stream; charset=utf-8")],
+        body,
+    );
+    let answer = post(&client, tools_list(), None).await.unwrap();
+    let StreamableHttpPostResponse::Sse(events, None) = answer else {
+        panic!("expected an SSE stream, got {answer:?}");
+    };
+    let events: Vec<_> = events.collect().await;
+    let data: Vec<Option<String>> = events
+        .into_iter()
+        .map(|e| e.unwrap().data)
+        .filter(Option::is_some)
+        .collect();
+    assert_eq!(
+        data,
+        [Some(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#.to_owned())]
+    );
+
+    // The same stream with a 20-byte event limit: the data line alone is longer.
+    let answer = client
+        .post_message_with_max_sse_event_size(
+            "http://mcp.invalid/mcp".into(),
+            tools_list(),
+            None,
+            None,
+            HashMap::new(),
+            20,
+        )
+        .await
+        .unwrap();
+    let StreamableHttpPostResponse::Sse(events, None) = answer else {
+        panic!("expected an SSE stream, got {answer:?}");
+    };
+    let events: Vec<_> = events.collect().await;
+    let Some(Err(SseError::Body(error))) = events.last() else {
+        panic!("expected the stream to end with an error, got {events:?}");
+    };
+    assert!(
+        matches!(
+            error.downcast_ref::<TowerClientError>(),
+            Some(TowerClientError::SseEventTooLarge { max_size: 20 })
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn get_and_delete_405_tell_rmcp_to_carry_on() {
+    let (client, seen) = scripted(405, &[("allow", "POST")], b"");
+    let result = client
+        .get_stream(
+            "http://mcp.invalid/mcp".into(),
+            Some("s".into()),
+            Some("41".to_owned()),
+            None,
+            HashMap::new(),
+        )
+        .await;
+    assert!(
+        matches!(result, Err(StreamableHttpError::ServerDoesNotSupportSse)),
+        "GET: {:?}",
+        result.err()
+    );
+    let result = client
+        .delete_session(
+            "http://mcp.invalid/mcp".into(),
+            "s".into(),
+            None,
+            HashMap::new(),
+        )
+        .await;
+    assert!(
+        matches!(
+            result,
+            Err(StreamableHttpError::ServerDoesNotSupportDeleteSession)
+        ),
+        "DELETE: {result:?}"
+    );
+
+    let seen = seen.lock().unwrap();
+    let (get, delete) = (&seen[0], &seen[1]);
+    assert_eq!(get.method(), "GET");
+    assert_eq!(get.headers()["accept"], "text/event-stream");
+    assert_eq!(get.headers()["mcp-session-id"], "s");
+    assert_eq!(get.headers()["last-event-id"], "41");
+    assert_eq!(delete.method(), "DELETE");
+    assert_eq!(delete.headers()["mcp-session-id"], "s");
+    assert!(!delete.headers().contains_key("accept"));
+}
+
+#[tokio::test]
+async fn a_failing_service_is_a_client_error_with_its_cause() {
+    let client = TowerMcpClient::new(tower::service_fn(|_: Request<Full<Bytes>>| async {
+        Err::<Response<Full<Bytes>>, _>(std::io::Error::other("connection refused"))
+    }));
+    let result = post(&client, tools_list(), None).await;
+    let Err(StreamableHttpError::Client(TowerClientError::Service(cause))) = result else {
+        panic!("expected a service error, got {result:?}");
+    };
+    assert_eq!(cause.to_string(), "connection refused");
+
+    // An invalid URI is refused before anything is sent.
+    let result = client
+        .post_message("not a uri".into(), tools_list(), None, None, HashMap::new())
+        .await;
+    assert!(
+        matches!(
+            result,
+            Err(StreamableHttpError::Client(TowerClientError::Request(_)))
+        ),
+        "{result:?}"
+    );
+}
