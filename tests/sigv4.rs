@@ -625,7 +625,32 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
     })
     .await;
     let layer = layer_for(&server, creds("AKIDONE"));
-    let debug_of_layer = format!("{layer:?}");
+    // The Debug of every public type that holds or meets credentials or requests.
+    let builder = SigV4InvokeLayer::builder(InvokeTarget::arn(ARN), creds("AKIDONE"))
+        .runtime_user_id("user-1");
+    let emulator = agentcore_tower::emulator::Emulator::start(
+        agentcore_tower::emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
+    )
+    .await
+    .unwrap();
+    let gate = ClosableGate::new();
+    let mut debug_of_layer = format!(
+        "{layer:?} {builder:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {emulator:?} {gate:?} {:?}",
+        tower::Layer::layer(&layer, http_client()),
+        InvokeTarget::arn(ARN),
+        layer.target(),
+        verifier(),
+        agentcore_tower::ReplayGuardLayer::new().idempotent_tools(["a"]),
+        agentcore_tower::ThrottleRetryLayer::new(),
+        agentcore_tower::SessionBusyRetryLayer::new(),
+        agentcore_tower::emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
+        agentcore_tower::AttemptRecord::new(),
+        agentcore_tower::Backoff::default(),
+        gate.shared(),
+    );
+    let call = tower::Layer::layer(&layer, http_client()).oneshot(mcp_post(CALL));
+    debug_of_layer.push_str(&format!("{call:?}"));
+    drop(call);
     let client = ServiceBuilder::new()
         .layer(agentcore_tower::ReplayGuardLayer::new())
         .layer(ThrottleRetryLayer::new())
