@@ -273,8 +273,9 @@ async fn real_runtime(arn: &str) -> Result<(), BoxError> {
     {
         target = target.region(region);
     }
+    // Name the crypto provider: with both ring and aws-lc-rs in a build, rustls cannot pick one.
     let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_webpki_roots()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
         .https_only()
         .enable_http1()
         .build();

@@ -39,6 +39,11 @@
 //!   always wins. Without a rule, refusals the platform documents as coming before execution are
 //!   re-sent on the adapter's own policy, and nothing that may have run is.
 //!
+//! # Keeping the record past a deadline
+//! A deadline outside the stack (tower's `TimeoutLayer`) drops the call, and with it the response
+//! or error that would carry the record. To keep it, put your own [`AttemptRecord`] in the
+//! request's extensions before sending: the layers append to it, and you still hold it.
+//!
 //! # Naming the request type
 //! Every layer accepts any request body type, so where nothing else fixes it, say which one:
 //! `ServiceExt::<http::Request<Full<Bytes>>>::ready(&mut stack).await?`. (`oneshot(request)`

@@ -382,7 +382,10 @@ impl fmt::Display for DeliveryReason {
             DeliveryReason::AttemptsExhausted {
                 cause,
                 max_attempts,
-            } => write!(f, " ({cause}, but {max_attempts} attempts were sent)"),
+            } => write!(
+                f,
+                " ({cause}, but the cap of {max_attempts} attempts was reached)"
+            ),
             DeliveryReason::WaitCeiling {
                 cause,
                 wait,

@@ -44,7 +44,7 @@
 //! println!("{}", error.record().unwrap());
 //! // #1 failed: connection dropped -> replay_guard: connection dropped, sent again after 63ms (by app declaration, assumes idempotent); effect unknown
 //! // #2 failed: connection dropped -> replay_guard: connection dropped, sent again after 148ms (by app declaration, assumes idempotent); effect unknown
-//! // #3 failed: connection dropped -> replay_guard: delivered (connection dropped, but 3 attempts were sent); effect unknown
+//! // #3 failed: connection dropped -> replay_guard: delivered (connection dropped, but the cap of 3 attempts was reached); effect unknown
 //! # }
 //! ```
 //!

@@ -595,7 +595,7 @@ async fn stacked_layers_share_one_record() {
     assert_eq!(
         record,
         "#1 HTTP 429 ThrottlingException -> throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
-         #2 HTTP 429 ThrottlingException -> throttle: delivered (HTTP 429, but 2 attempts were sent); throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
+         #2 HTTP 429 ThrottlingException -> throttle: delivered (HTTP 429, but the cap of 2 attempts was reached); throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
          #3 HTTP 200 -> throttle: delivered; effect unknown"
     );
 }

@@ -61,8 +61,9 @@
 //!
 //! # Every attempt is signed afresh
 //! Put this layer innermost, under the retry layers: each attempt resolves the credentials
-//! again (providers cache; a credential rotated during a wait is never reused) and gets its own
-//! `x-amz-date` and signature.
+//! again (a credential rotated during a wait is never reused) and gets its own `x-amz-date` and
+//! signature. Resolving is cheap when the provider caches; aws-config's default chain does not
+//! (the AWS SDK caches in its own identity cache): wrap it in [`CachedCredentials`].
 //!
 //! # The runtime session
 //! One runtime session id per layer, shared by its clones and by the services it builds (one MCP
@@ -88,6 +89,7 @@
 //! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
 
 mod answer;
+mod credentials;
 mod gate;
 mod request;
 mod target;
@@ -110,6 +112,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 pub use answer::InvokeBody;
+pub use credentials::CachedCredentials;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 
@@ -265,7 +268,8 @@ pub struct SigV4InvokeLayer {
 impl SigV4InvokeLayer {
     /// Starts building a layer for `target`, signing with credentials from `credentials` (any
     /// provider: static `Credentials`, a `SharedCredentialsProvider`, aws-config's chain…),
-    /// resolved for every attempt.
+    /// resolved for every attempt. A provider that does not cache by itself — aws-config's
+    /// default chain does not — runs on every attempt: wrap it in [`CachedCredentials`].
     pub fn builder(
         target: InvokeTarget,
         credentials: impl ProvideCredentials + 'static,
