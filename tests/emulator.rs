@@ -499,3 +499,36 @@ async fn the_protocol_version_is_negotiated_down_to_one_spoken_here() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_signature_dated_more_than_5_minutes_off_is_refused() {
+    let emulator = start(EmulatorConfig::default()).await;
+    for (offset_secs, expected) in [(-400i64, 403u16), (400, 403), (-200, 200), (200, 200)] {
+        let when = if offset_secs < 0 {
+            std::time::SystemTime::now() - Duration::from_secs(offset_secs.unsigned_abs())
+        } else {
+            std::time::SystemTime::now() + Duration::from_secs(offset_secs as u64)
+        };
+        let answer = call_with(
+            &emulator,
+            guard(),
+            emulator.credentials(),
+            move |b| b.clock(move || when),
+            rpc(1, "ping", json!({})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            answer.status.as_u16(),
+            expected,
+            "signed {offset_secs} s off"
+        );
+        if expected == 403 {
+            assert_eq!(
+                answer.json["message"],
+                "Signature expired: the request date is more than 5 minutes away from the server time."
+            );
+        }
+    }
+    assert_eq!(emulator.audit().signature_failures, 2);
+}
