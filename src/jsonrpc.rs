@@ -7,6 +7,34 @@ use http::header::CONTENT_TYPE;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+/// A request body as one layer read it, left in the request's extensions so that the layers
+/// below do not parse the same bytes again (the guard reads it once per call; the signer would
+/// otherwise read it on every attempt). Used only while the body is still these bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct ParsedBody {
+    bytes: bytes::Bytes,
+    body: std::sync::Arc<Body>,
+}
+
+impl ParsedBody {
+    pub(crate) fn new(bytes: bytes::Bytes, body: Body) -> Self {
+        Self {
+            bytes,
+            body: std::sync::Arc::new(body),
+        }
+    }
+
+    /// The parsed body, if it was parsed from exactly `bytes`.
+    pub(crate) fn of(extensions: &http::Extensions, bytes: &[u8]) -> Option<std::sync::Arc<Body>> {
+        let parsed = extensions.get::<ParsedBody>()?;
+        (parsed.bytes[..] == *bytes).then(|| parsed.body.clone())
+    }
+
+    pub(crate) fn body(&self) -> &Body {
+        &self.body
+    }
+}
+
 /// What a request body holds, as far as the layers need to know: read once.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Body {

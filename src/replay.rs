@@ -124,7 +124,7 @@ use tower::{Layer, Service};
 
 use crate::body::{ObservedBody, ReadToBytes};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind};
+use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind, ParsedBody};
 use crate::record::{Assumption, By, FailureKind, Permission};
 use crate::retry::{
     Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
@@ -678,15 +678,19 @@ where
                         panic!("ResponseFuture polled after it completed")
                     };
                     let wants_arguments = declarations.predicate.is_some();
-                    let body = bytes.map_or(JsonRpcBody::Unparsable, |b| {
-                        JsonRpcBody::parse(&b, wants_arguments)
-                    });
+                    let parsed = ParsedBody::new(
+                        bytes.clone().unwrap_or_default(),
+                        bytes.map_or(JsonRpcBody::Unparsable, |b| {
+                            JsonRpcBody::parse(&b, wants_arguments)
+                        }),
+                    );
+                    let body = parsed.body();
                     if request.extensions().get::<SharedReplayRule>().is_none() {
                         let choice = request.extensions().get::<ReplayOverride>().copied();
-                        let rule = declarations.rule_for(&body, choice);
+                        let rule = declarations.rule_for(body, choice);
                         request.extensions_mut().insert(SharedReplayRule::new(rule));
                     }
-                    let learn = match (&declarations.learned, &body) {
+                    let learn = match (&declarations.learned, body) {
                         (Some(learned), JsonRpcBody::Single(m))
                             if m.method.as_deref() == Some("tools/list") =>
                         {
@@ -694,6 +698,7 @@ where
                         }
                         _ => None,
                     };
+                    request.extensions_mut().insert(parsed);
                     let retry = RetryFuture::start_ready(
                         service,
                         request,

@@ -628,6 +628,7 @@ fn sign_attempt<S>(
         Operation::Invoke => {
             let headers = request::invoke_headers(
                 &pending.parts.headers,
+                &pending.parts.extensions,
                 &body,
                 &session_id,
                 shared.user_id.as_deref(),

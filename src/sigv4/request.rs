@@ -15,7 +15,7 @@ use http_body_util::Full;
 use super::answer::Secrets;
 use super::target::ResolvedTarget;
 use crate::error::{Error, ErrorKind};
-use crate::jsonrpc::Body as JsonRpcBody;
+use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 
 /// The runtime session header.
 pub(crate) const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
@@ -55,6 +55,7 @@ fn invalid(detail: String) -> Error {
 /// when absent, the runtime session and user, `content-length` and `host`.
 pub(crate) fn invoke_headers(
     original: &HeaderMap,
+    extensions: &http::Extensions,
     body: &Bytes,
     session_id: &str,
     user_id: Option<&str>,
@@ -81,7 +82,10 @@ pub(crate) fn invoke_headers(
     }
     if !headers.contains_key("mcp-method") {
         // Filled for the methods AgentCore routes on, from the one message of the body.
-        if let JsonRpcBody::Single(message) = JsonRpcBody::parse(body, false)
+        // A layer above (the guard) may have read these very bytes already.
+        let parsed = ParsedBody::of(extensions, body)
+            .unwrap_or_else(|| std::sync::Arc::new(JsonRpcBody::parse(body, false)));
+        if let JsonRpcBody::Single(message) = &*parsed
             && let Some(method @ ("tools/call" | "resources/read" | "prompts/get")) =
                 message.method.as_deref()
         {
@@ -252,7 +256,15 @@ mod tests {
                 .unwrap(),
         );
         let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{}}}"#);
-        let h = invoke_headers(&original, &body, SESSION, Some("user-1"), &target()).unwrap();
+        let h = invoke_headers(
+            &original,
+            &http::Extensions::new(),
+            &body,
+            SESSION,
+            Some("user-1"),
+            &target(),
+        )
+        .unwrap();
         let mut names: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         names.sort_unstable();
         assert_eq!(
@@ -284,11 +296,27 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
         );
-        let h = invoke_headers(&original, &body, SESSION, None, &target()).unwrap();
+        let h = invoke_headers(
+            &original,
+            &http::Extensions::new(),
+            &body,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
         assert_eq!(h["mcp-name"], "mine");
         assert_eq!(h[RUNTIME_SESSION_ID], "s".repeat(40).as_str());
         assert_eq!(h["content-type"], "application/octet-stream");
-        let h = invoke_headers(&HeaderMap::new(), &body, SESSION, None, &target()).unwrap();
+        let h = invoke_headers(
+            &HeaderMap::new(),
+            &http::Extensions::new(),
+            &body,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
         assert_eq!(
             (
                 h["mcp-method"].to_str().unwrap(),
@@ -297,11 +325,56 @@ mod tests {
             ("resources/read", "file:///x")
         );
         let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
-        let h = invoke_headers(&HeaderMap::new(), &ping, SESSION, None, &target()).unwrap();
+        let h = invoke_headers(
+            &HeaderMap::new(),
+            &http::Extensions::new(),
+            &ping,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
         assert!(
             h.get("mcp-method").is_none(),
             "only the routed methods are filled"
         );
+    }
+
+    #[test]
+    fn a_body_parsed_above_for_the_same_bytes_is_not_parsed_again() {
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add"}}"#,
+        );
+        let other =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"from-above"}}"#;
+        let mut extensions = http::Extensions::new();
+        extensions.insert(ParsedBody::new(
+            body.clone(),
+            JsonRpcBody::parse(other, false),
+        ));
+        let h = invoke_headers(
+            &HeaderMap::new(),
+            &extensions,
+            &body,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
+        assert_eq!(h["mcp-name"], "from-above", "the parse left above was used");
+        let changed = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sub"}}"#,
+        );
+        let h = invoke_headers(
+            &HeaderMap::new(),
+            &extensions,
+            &changed,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
+        assert_eq!(h["mcp-name"], "sub", "other bytes are parsed afresh");
     }
 
     #[test]
@@ -332,7 +405,15 @@ mod tests {
         for (name, value, message) in cases {
             let mut original = HeaderMap::new();
             original.insert(HeaderName::from_static(name), value.parse().unwrap());
-            let err = invoke_headers(&original, &body, SESSION, None, &target()).unwrap_err();
+            let err = invoke_headers(
+                &original,
+                &http::Extensions::new(),
+                &body,
+                SESSION,
+                None,
+                &target(),
+            )
+            .unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert_eq!(
                 err.to_string(),
@@ -342,13 +423,31 @@ mod tests {
         let mut original = HeaderMap::new();
         original.append("accept", "a".parse().unwrap());
         original.append("accept", "b".parse().unwrap());
-        assert!(invoke_headers(&original, &body, SESSION, None, &target()).is_err());
+        assert!(
+            invoke_headers(
+                &original,
+                &http::Extensions::new(),
+                &body,
+                SESSION,
+                None,
+                &target()
+            )
+            .is_err()
+        );
         let mut original = HeaderMap::new();
         original.insert(
             "mcp-session-id",
             HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
         );
-        let err = invoke_headers(&original, &body, SESSION, None, &target()).unwrap_err();
+        let err = invoke_headers(
+            &original,
+            &http::Extensions::new(),
+            &body,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not visible ASCII"));
     }
 }
