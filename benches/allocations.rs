@@ -1,0 +1,210 @@
+//! Heap allocations per call: our full stack over an in-memory service against the official
+//! SDK's `invoke_agent_runtime()` over an in-memory HTTP client — the very setups of
+//! `benches/sdk.rs` (included below), same inputs, the answer read to bytes on both sides.
+//!
+//! A plain `main` (`harness = false`) with a counting global allocator. Each path is warmed up
+//! (lazy statics, the SDK's identity cache, the tokio runtime), then run `CALLS` times; the table
+//! gives the mean allocations and bytes per call. A `realloc` counts as one allocation of its new
+//! size. A few reference rows show where our allocations come from: the in-memory service alone,
+//! each layer alone, and a raw `aws-sigv4` signature of the same wire request.
+//!
+//! Goal (from the issue): ours fewer than half the SDK's allocations. Nothing is asserted.
+//!
+//! Run: `cargo bench --bench allocations` (criterion's arguments are ignored).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use tower::{Layer, ServiceBuilder};
+
+#[path = "sdk.rs"]
+#[allow(dead_code, unused_imports, clippy::all)]
+mod sdk;
+
+use sdk::*;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only counters are kept.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const WARM_UP: u64 = 200;
+const CALLS: u64 = 1000;
+
+/// Mean (allocations, bytes) per call of `call`, after a warm-up.
+fn measure<F, Fut>(runtime: &tokio::runtime::Runtime, mut call: F) -> (f64, f64)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Bytes>,
+{
+    runtime.block_on(async {
+        for _ in 0..WARM_UP {
+            black_box(call().await);
+        }
+        let (count, bytes) = (
+            ALLOCATIONS.load(Ordering::SeqCst),
+            BYTES.load(Ordering::SeqCst),
+        );
+        for _ in 0..CALLS {
+            black_box(call().await);
+        }
+        (
+            (ALLOCATIONS.load(Ordering::SeqCst) - count) as f64 / CALLS as f64,
+            (BYTES.load(Ordering::SeqCst) - bytes) as f64 / CALLS as f64,
+        )
+    })
+}
+
+/// The wire request our layer sends, built by hand and signed with aws-sigv4 (the identity
+/// built once, outside).
+fn raw_signed(uri: &http::Uri, body: &Bytes, identity: &Identity) -> Request<Full<Bytes>> {
+    let mut request = Request::post(uri.clone())
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("mcp-session-id", MCP_SESSION)
+        .header("mcp-protocol-version", PROTOCOL_VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "echo")
+        .header(
+            "x-amzn-bedrock-agentcore-runtime-session-id",
+            RUNTIME_SESSION,
+        )
+        .header("content-length", body.len())
+        .header("host", uri.authority().unwrap().as_str())
+        .body(Full::new(body.clone()))
+        .unwrap();
+    let uri_text = request.uri().to_string();
+    let signable = SignableRequest::new(
+        "POST",
+        &uri_text,
+        request
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap())),
+        SignableBody::Bytes(body),
+    )
+    .unwrap();
+    let params = v4::SigningParams::builder()
+        .identity(identity)
+        .region(REGION)
+        .name("bedrock-agentcore")
+        .time(fixed_time())
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let (instructions, _signature) = sign(signable, &params).unwrap().into_parts();
+    instructions.apply_to_request_http1x(&mut request);
+    request
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let body = tools_call();
+    let answer = answer();
+    let client = sdk_client(answer.clone());
+    let stack = our_stack(answer.clone());
+    let bare = inner(answer.clone());
+    let guard = ReplayGuardLayer::new().layer(inner(answer.clone()));
+    let throttle = ThrottleRetryLayer::new().layer(inner(answer.clone()));
+    let session_busy = SessionBusyRetryLayer::new().layer(inner(answer.clone()));
+    let sigv4 = signer().layer(inner(answer.clone()));
+    let unsigned_stack = ServiceBuilder::new()
+        .layer(ReplayGuardLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner(answer.clone()));
+    let identity: Identity = credentials().into();
+    let uri = signer().target().invocation_uri();
+
+    let sdk_row = measure(&runtime, || sdk_call(&client, &body));
+    let ours_row = measure(&runtime, || our_call(&stack, &body));
+    let rows = [
+        ("SDK invoke_agent_runtime()", sdk_row),
+        ("ours: guard > throttle > busy > sigv4", ours_row),
+        (
+            "  in-memory service alone",
+            measure(&runtime, || our_call(&bare, &body)),
+        ),
+        (
+            "  guard alone",
+            measure(&runtime, || our_call(&guard, &body)),
+        ),
+        (
+            "  throttle alone",
+            measure(&runtime, || our_call(&throttle, &body)),
+        ),
+        (
+            "  session busy alone",
+            measure(&runtime, || our_call(&session_busy, &body)),
+        ),
+        (
+            "  sigv4 alone",
+            measure(&runtime, || our_call(&sigv4, &body)),
+        ),
+        (
+            "  guard > throttle > busy (unsigned)",
+            measure(&runtime, || our_call(&unsigned_stack, &body)),
+        ),
+        (
+            "  raw aws-sigv4 sign of the wire request",
+            measure(&runtime, || {
+                let request = raw_signed(&uri, &body, &identity);
+                async move {
+                    black_box(request);
+                    Bytes::new()
+                }
+            }),
+        ),
+    ];
+
+    println!(
+        "allocations per call (mean of {CALLS} calls after {WARM_UP} warm-up; 1 KiB tools/call, 300-byte JSON answer)"
+    );
+    println!("{:<42} {:>12} {:>12}", "path", "allocations", "bytes");
+    for (name, (count, bytes)) in rows {
+        println!("{name:<42} {count:>12.1} {bytes:>12.0}");
+    }
+    println!(
+        "ratio ours / SDK: allocations {:.3}, bytes {:.3}",
+        ours_row.0 / sdk_row.0,
+        ours_row.1 / sdk_row.1
+    );
+}
