@@ -41,27 +41,27 @@ pub(crate) const RESPONSE_HEADERS: [&str; 15] = [
     "allow",
 ];
 
-/// The secrets of one attempt, to be kept out of what the app reads.
+/// The secrets of one attempt, to be kept out of what the app reads. The searchers are built
+/// once per attempt, not per frame.
 #[derive(Clone, Default)]
 pub(crate) struct Secrets {
-    needles: Vec<Bytes>,
+    needles: Vec<memchr::memmem::Finder<'static>>,
+    shortest: usize,
 }
 
 impl Secrets {
     pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Self {
-        Self {
-            needles: values
-                .into_iter()
-                .filter(|v| !v.is_empty())
-                .map(Bytes::from)
-                .collect(),
-        }
+        let needles: Vec<_> = values
+            .into_iter()
+            .filter(|v| !v.is_empty())
+            .map(|v| memchr::memmem::Finder::new(v.as_bytes()).into_owned())
+            .collect();
+        let shortest = needles.iter().map(|n| n.needle().len()).min().unwrap_or(0);
+        Self { needles, shortest }
     }
 
     fn occurs_in(&self, bytes: &[u8]) -> bool {
-        self.needles
-            .iter()
-            .any(|n| memchr::memmem::find(bytes, n).is_some())
+        bytes.len() >= self.shortest && self.needles.iter().any(|n| n.find(bytes).is_some())
     }
 }
 
@@ -71,30 +71,21 @@ impl fmt::Debug for Secrets {
     }
 }
 
-/// Keeps the headers the app may read, redacting any that carries a secret.
+/// Keeps the headers the app may read (in place), redacting any that carries a secret.
 pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
-    let kept: HeaderMap = RESPONSE_HEADERS
-        .iter()
-        .flat_map(|name| {
-            let name = HeaderName::from_static(name);
-            headers
-                .get_all(&name)
-                .iter()
-                .map(|value| {
-                    let value = if secrets.occurs_in(value.as_bytes()) {
-                        HeaderValue::from_static(REDACTED)
-                    } else {
-                        value.clone()
-                    };
-                    (name.clone(), value)
-                })
-                .collect::<Vec<_>>()
-        })
-        .fold(HeaderMap::new(), |mut map, (name, value)| {
-            map.append(name, value);
-            map
-        });
-    *headers = kept;
+    let unwanted: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| !RESPONSE_HEADERS.contains(&name.as_str()))
+        .cloned()
+        .collect();
+    for name in unwanted {
+        headers.remove(&name);
+    }
+    for value in headers.values_mut() {
+        if secrets.occurs_in(value.as_bytes()) {
+            *value = HeaderValue::from_static(REDACTED);
+        }
+    }
 }
 
 /// A response answered here, without calling the service (405 for what the operation cannot
@@ -331,7 +322,7 @@ impl Redactor {
                 .secrets
                 .needles
                 .iter()
-                .filter_map(|n| memchr::memmem::find(rest, n).map(|at| (at, n.len())))
+                .filter_map(|n| n.find(rest).map(|at| (at, n.needle().len())))
                 .min_by_key(|(at, len)| (*at, usize::MAX - len));
             match first {
                 Some((at, len)) => {
@@ -351,7 +342,7 @@ impl Redactor {
     /// (`bytes.len()` when there is none).
     fn partial_at_end(&self, bytes: &[u8]) -> usize {
         let mut cut = bytes.len();
-        for needle in &self.secrets.needles {
+        for needle in self.secrets.needles.iter().map(|n| n.needle()) {
             let window = needle.len().saturating_sub(1).min(bytes.len());
             let start = bytes.len() - window;
             for at in memchr::memchr_iter(needle[0], &bytes[start..]).map(|i| start + i) {

@@ -24,21 +24,27 @@ pub(crate) const RUNTIME_USER_ID: &str = "x-amzn-bedrock-agentcore-runtime-user-
 /// The service name requests are signed for.
 pub(crate) const SIGNING_NAME: &str = "bedrock-agentcore";
 
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const SESSION_HEADER: HeaderName = HeaderName::from_static(RUNTIME_SESSION_ID);
+const USER_HEADER: HeaderName = HeaderName::from_static(RUNTIME_USER_ID);
+
 /// The request headers `InvokeAgentRuntime` models, with the lengths the service accepts
-/// (agentcore-wire.md §2.1). Every other header is dropped before signing.
-const CARRIED: [(&str, usize, usize); 12] = [
-    ("content-type", 1, 256),
-    ("accept", 1, 256),
-    ("mcp-session-id", 1, 1024),
-    (RUNTIME_SESSION_ID, 33, 256),
-    ("mcp-protocol-version", 1, 1024),
-    ("mcp-method", 1, 1024),
-    ("mcp-name", 1, 1024),
-    (RUNTIME_USER_ID, 1, 1024),
-    ("x-amzn-trace-id", 0, 128),
-    ("traceparent", 0, 128),
-    ("tracestate", 0, 512),
-    ("baggage", 0, 8192),
+/// (agentcore-wire.md §2.1). Every other header is dropped before signing. Static names: a
+/// lookup by `&str` would parse the name again on every call.
+static CARRIED: [(HeaderName, usize, usize); 12] = [
+    (CONTENT_TYPE, 1, 256),
+    (http::header::ACCEPT, 1, 256),
+    (HeaderName::from_static("mcp-session-id"), 1, 1024),
+    (SESSION_HEADER, 33, 256),
+    (HeaderName::from_static("mcp-protocol-version"), 1, 1024),
+    (MCP_METHOD, 1, 1024),
+    (MCP_NAME, 1, 1024),
+    (USER_HEADER, 1, 1024),
+    (HeaderName::from_static("x-amzn-trace-id"), 0, 128),
+    (HeaderName::from_static("traceparent"), 0, 128),
+    (HeaderName::from_static("tracestate"), 0, 512),
+    (HeaderName::from_static("baggage"), 0, 8192),
 ];
 
 /// Whether `value` is 33..=256 visible ASCII characters: a runtime session id the service takes.
@@ -62,7 +68,7 @@ pub(crate) fn invoke_headers(
     target: &ResolvedTarget,
 ) -> Result<HeaderMap, Error> {
     let mut headers = HeaderMap::with_capacity(CARRIED.len() + 2);
-    for (name, _, _) in CARRIED {
+    for (name, _, _) in &CARRIED {
         let mut values = original.get_all(name).iter();
         if let Some(value) = values.next() {
             if values.next().is_some() {
@@ -70,7 +76,7 @@ pub(crate) fn invoke_headers(
                     "the header `{name}` has several values; the operation carries one"
                 )));
             }
-            headers.insert(HeaderName::from_static(name), value.clone());
+            headers.insert(name.clone(), value.clone());
         }
     }
     if !headers.contains_key(CONTENT_TYPE) {
@@ -80,7 +86,7 @@ pub(crate) fn invoke_headers(
             HeaderValue::from_static("application/octet-stream"),
         );
     }
-    if !headers.contains_key("mcp-method") {
+    if !headers.contains_key(&MCP_METHOD) {
         // Filled for the methods AgentCore routes on, from the one message of the body.
         // A layer above (the guard) may have read these very bytes already.
         let parsed = ParsedBody::of(extensions, body)
@@ -91,26 +97,26 @@ pub(crate) fn invoke_headers(
         {
             let value = HeaderValue::from_str(method)
                 .map_err(|_| invalid("the JSON-RPC method is not a header value".into()))?;
-            headers.insert(HeaderName::from_static("mcp-method"), value);
-            if let (false, Some(name)) = (headers.contains_key("mcp-name"), message.name.as_deref())
+            headers.insert(MCP_METHOD, value);
+            if let (false, Some(name)) = (headers.contains_key(&MCP_NAME), message.name.as_deref())
             {
                 let value = HeaderValue::from_str(name).map_err(|_| {
                     invalid("the tool, prompt or resource name is not a valid header value".into())
                 })?;
-                headers.insert(HeaderName::from_static("mcp-name"), value);
+                headers.insert(MCP_NAME, value);
             }
         }
     }
-    if !headers.contains_key(RUNTIME_SESSION_ID) {
+    if !headers.contains_key(&SESSION_HEADER) {
         headers.insert(
-            HeaderName::from_static(RUNTIME_SESSION_ID),
+            SESSION_HEADER,
             HeaderValue::from_str(session_id)
                 .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
         );
     }
-    if let (false, Some(user)) = (headers.contains_key(RUNTIME_USER_ID), user_id) {
+    if let (false, Some(user)) = (headers.contains_key(&USER_HEADER), user_id) {
         headers.insert(
-            HeaderName::from_static(RUNTIME_USER_ID),
+            USER_HEADER,
             HeaderValue::from_str(user)
                 .map_err(|_| invalid("the runtime user id is not a header value".into()))?,
         );
@@ -127,7 +133,8 @@ fn host_value(target: &ResolvedTarget) -> Result<HeaderValue, Error> {
 }
 
 fn check_lengths(headers: &HeaderMap) -> Result<(), Error> {
-    for (name, min, max) in CARRIED {
+    for (name, min, max) in &CARRIED {
+        let (min, max) = (*min, *max);
         if let Some(value) = headers.get(name) {
             let text = value
                 .to_str()
