@@ -525,7 +525,7 @@ where
                     prepared,
                 } => {
                     let resolved = std::task::ready!(credentials.as_mut().poll(cx));
-                    let Prepared { pending, body } = prepared
+                    let Prepared { mut pending, body } = prepared
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
                     let sent = resolved
@@ -538,7 +538,7 @@ where
                             };
                             Error::new(ErrorKind::Credentials, detail, Some(Box::new(e)))
                         })
-                        .and_then(|credentials| sign_attempt(&pending, body, &credentials));
+                        .and_then(|credentials| sign_attempt(&mut pending, body, &credentials));
                     let (request, secrets) = match sent {
                         Ok(signed) => signed,
                         Err(error) => {
@@ -617,38 +617,53 @@ where
 
 /// Maps and signs one attempt.
 fn sign_attempt<S>(
-    pending: &Pending<S>,
+    pending: &mut Pending<S>,
     body: Bytes,
     credentials: &Credentials,
 ) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
     let shared = &pending.shared;
     let target = &shared.target;
-    let session_id = shared.session_id();
-    let (uri, headers, body) = match pending.operation {
-        Operation::Invoke => {
-            let headers = request::invoke_headers(
-                &pending.parts.headers,
-                &pending.parts.extensions,
-                &body,
-                &session_id,
-                shared.user_id.as_deref(),
-                target,
-            )?;
-            (target.invocation_uri(), headers, body)
-        }
-        Operation::StopSession => {
-            let (headers, body) = request::stop_request(&session_id, target)?;
-            (target.stop_session_uri(), headers, body)
+    let (uri, uri_text, headers, body) = {
+        // Read in place: the id is not copied for every attempt.
+        let session_id = shared.session_id.read().unwrap_or_else(|p| p.into_inner());
+        match pending.operation {
+            Operation::Invoke => {
+                let headers = request::invoke_headers(
+                    &pending.parts.headers,
+                    &pending.parts.extensions,
+                    &body,
+                    &session_id,
+                    shared.user_id.as_deref(),
+                    target,
+                )?;
+                (
+                    target.invocation_uri(),
+                    target.invocation_text(),
+                    headers,
+                    body,
+                )
+            }
+            Operation::StopSession => {
+                let (headers, body) = request::stop_request(&session_id, target)?;
+                (
+                    target.stop_session_uri(),
+                    target.stop_session_text(),
+                    headers,
+                    body,
+                )
+            }
         }
     };
     request::signed_post(
         uri,
+        uri_text,
         headers,
         body,
         credentials,
         target.region(),
         (shared.clock)(),
-        pending.parts.extensions.clone(),
+        // Each attempt is a call of its own here: the extensions move to the signed request.
+        std::mem::take(&mut pending.parts.extensions),
     )
 }
 

@@ -174,6 +174,7 @@ pub(crate) fn stop_request(
 /// token signed). Returns the request ready to send and the secrets the answer must not show.
 pub(crate) fn signed_post(
     uri: http::Uri,
+    uri_text: &str,
     mut headers: HeaderMap,
     body: Bytes,
     credentials: &Credentials,
@@ -181,7 +182,6 @@ pub(crate) fn signed_post(
     time: SystemTime,
     extensions: http::Extensions,
 ) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
-    let uri_text = uri.to_string();
     let mut pairs = Vec::with_capacity(headers.len());
     for (name, value) in &headers {
         let value = value
@@ -193,7 +193,7 @@ pub(crate) fn signed_post(
         |e: &dyn std::fmt::Display| Error::new(ErrorKind::Signing, e.to_string(), None);
     let signable = SignableRequest::new(
         "POST",
-        uri_text.as_str(),
+        uri_text,
         pairs.into_iter(),
         SignableBody::Bytes(&body),
     )

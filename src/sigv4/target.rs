@@ -253,18 +253,32 @@ impl InvokeTarget {
                 format!("{path}?{}", query.join("&"))
             }
         };
+        let uri = |path_and_query: String| {
+            Uri::builder()
+                .scheme(scheme.clone())
+                .authority(authority.clone())
+                .path_and_query(path_and_query)
+                .build()
+                .map_err(|e| ConfigError::InvalidEndpoint {
+                    endpoint: self.endpoint.clone().unwrap_or_default(),
+                    reason: e.to_string(),
+                })
+        };
+        let invoke = uri(join(
+            format!("{base_path}/runtimes/{arn}/invocations"),
+            &invoke_query,
+        ))?;
+        let stop = uri(join(
+            format!("{base_path}/runtimes/{arn}/stopruntimesession"),
+            &stop_query,
+        ))?;
         Ok(ResolvedTarget {
             region,
-            scheme,
             authority,
-            invoke_path: join(
-                format!("{base_path}/runtimes/{arn}/invocations"),
-                &invoke_query,
-            ),
-            stop_path: join(
-                format!("{base_path}/runtimes/{arn}/stopruntimesession"),
-                &stop_query,
-            ),
+            invoke_text: invoke.to_string(),
+            invoke,
+            stop_text: stop.to_string(),
+            stop,
         })
     }
 }
@@ -324,14 +338,15 @@ fn parse_endpoint(endpoint: &str) -> Result<(Scheme, Authority, String), ConfigE
     Ok((scheme, authority, base_path))
 }
 
-/// A checked target: the region to sign for, and the URLs of the two operations.
+/// A checked target: the region to sign for, and the URLs of the two operations (built once).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedTarget {
     region: String,
-    scheme: Scheme,
     authority: Authority,
-    invoke_path: String,
-    stop_path: String,
+    invoke: Uri,
+    invoke_text: String,
+    stop: Uri,
+    stop_text: String,
 }
 
 impl ResolvedTarget {
@@ -347,21 +362,22 @@ impl ResolvedTarget {
 
     /// The URL of `InvokeAgentRuntime`: `POST /runtimes/{ARN}/invocations[?qualifier=…][&accountId=…]`.
     pub fn invocation_uri(&self) -> Uri {
-        self.uri(&self.invoke_path)
+        self.invoke.clone()
     }
 
     /// The URL of `StopRuntimeSession`: `POST /runtimes/{ARN}/stopruntimesession[?qualifier=…]`.
     pub fn stop_session_uri(&self) -> Uri {
-        self.uri(&self.stop_path)
+        self.stop.clone()
     }
 
-    fn uri(&self, path_and_query: &str) -> Uri {
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .unwrap_or_else(|_| unreachable!("built from a checked endpoint and encoded parts"))
+    /// The URL of `InvokeAgentRuntime` as text (what is signed).
+    pub(crate) fn invocation_text(&self) -> &str {
+        &self.invoke_text
+    }
+
+    /// The URL of `StopRuntimeSession` as text.
+    pub(crate) fn stop_session_text(&self) -> &str {
+        &self.stop_text
     }
 }
 
