@@ -655,8 +655,7 @@ fn sign_attempt<S>(
         }
     };
     request::signed_post(
-        uri,
-        uri_text,
+        (uri, uri_text),
         headers,
         body,
         credentials,

@@ -173,8 +173,7 @@ pub(crate) fn stop_request(
 /// `x-amz-content-sha256` header but the real payload hash, path normalisation, the session
 /// token signed). Returns the request ready to send and the secrets the answer must not show.
 pub(crate) fn signed_post(
-    uri: http::Uri,
-    uri_text: &str,
+    (uri, uri_text): (http::Uri, &str),
     mut headers: HeaderMap,
     body: Bytes,
     credentials: &Credentials,
