@@ -1,6 +1,7 @@
 //! Heap allocations per call: our full stack over an in-memory service against the official
 //! SDK's `invoke_agent_runtime()` over an in-memory HTTP client — the very setups of
-//! `benches/sdk.rs` (included below), same inputs, the answer read to bytes on both sides.
+//! `benches/sdk.rs` (both from `benches/support/mod.rs`), same inputs, the answer read to bytes
+//! on both sides.
 //!
 //! A plain `main` (`harness = false`) with a counting global allocator. Each path is warmed up
 //! (lazy statics, the SDK's identity cache, the tokio runtime), then run `CALLS` times; the table
@@ -18,19 +19,17 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
-use http::Request;
-use http_body_util::Full;
-use tower::{Layer, ServiceBuilder};
+use tower::Layer;
 
-#[path = "sdk.rs"]
-#[allow(dead_code, unused_imports, clippy::all)]
-mod sdk;
+#[path = "support/mod.rs"]
+mod support;
 
-use sdk::*;
+use support::{
+    REGION, answer, call, credentials, current_thread_runtime, fixed_time, inner, our_stack,
+    raw_signed, retry_layers, sdk_call, sdk_client, signer, tools_call,
+};
 
 struct Counting;
 
@@ -89,56 +88,10 @@ where
     })
 }
 
-/// The wire request our layer sends, built by hand and signed with aws-sigv4 (the identity
-/// built once, outside).
-fn raw_signed(uri: &http::Uri, body: &Bytes, identity: &Identity) -> Request<Full<Bytes>> {
-    let mut request = Request::post(uri.clone())
-        .header("content-type", "application/json")
-        .header("accept", ACCEPT)
-        .header("mcp-session-id", MCP_SESSION)
-        .header("mcp-protocol-version", PROTOCOL_VERSION)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "echo")
-        .header(
-            "x-amzn-bedrock-agentcore-runtime-session-id",
-            RUNTIME_SESSION,
-        )
-        .header("content-length", body.len())
-        .header("host", uri.authority().unwrap().as_str())
-        .body(Full::new(body.clone()))
-        .unwrap();
-    let uri_text = request.uri().to_string();
-    let signable = SignableRequest::new(
-        "POST",
-        &uri_text,
-        request
-            .headers()
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.to_str().unwrap())),
-        SignableBody::Bytes(body),
-    )
-    .unwrap();
-    let params = v4::SigningParams::builder()
-        .identity(identity)
-        .region(REGION)
-        .name("bedrock-agentcore")
-        .time(fixed_time())
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let (instructions, _signature) = sign(signable, &params).unwrap().into_parts();
-    instructions.apply_to_request_http1x(&mut request);
-    request
-}
-
 fn main() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let body = tools_call();
-    let answer = answer();
+    let runtime = current_thread_runtime();
+    let body = tools_call(1024);
+    let answer = answer(300);
     let client = sdk_client(answer.clone());
     let stack = our_stack(answer.clone());
     let bare = inner(answer.clone());
@@ -146,47 +99,38 @@ fn main() {
     let throttle = ThrottleRetryLayer::new().layer(inner(answer.clone()));
     let session_busy = SessionBusyRetryLayer::new().layer(inner(answer.clone()));
     let sigv4 = signer().layer(inner(answer.clone()));
-    let unsigned_stack = ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .service(inner(answer.clone()));
+    let unsigned_stack = retry_layers().service(inner(answer.clone()));
     let identity: Identity = credentials().into();
     let uri = signer().target().invocation_uri();
 
     let sdk_row = measure(&runtime, || sdk_call(&client, &body));
-    let ours_row = measure(&runtime, || our_call(&stack, &body));
+    let ours_row = measure(&runtime, || call(&stack, &body));
     let rows = [
         ("SDK invoke_agent_runtime()", sdk_row),
         ("ours: guard > throttle > busy > sigv4", ours_row),
         (
             "  in-memory service alone",
-            measure(&runtime, || our_call(&bare, &body)),
+            measure(&runtime, || call(&bare, &body)),
         ),
-        (
-            "  guard alone",
-            measure(&runtime, || our_call(&guard, &body)),
-        ),
+        ("  guard alone", measure(&runtime, || call(&guard, &body))),
         (
             "  throttle alone",
-            measure(&runtime, || our_call(&throttle, &body)),
+            measure(&runtime, || call(&throttle, &body)),
         ),
         (
             "  session busy alone",
-            measure(&runtime, || our_call(&session_busy, &body)),
+            measure(&runtime, || call(&session_busy, &body)),
         ),
-        (
-            "  sigv4 alone",
-            measure(&runtime, || our_call(&sigv4, &body)),
-        ),
+        ("  sigv4 alone", measure(&runtime, || call(&sigv4, &body))),
         (
             "  guard > throttle > busy (unsigned)",
-            measure(&runtime, || our_call(&unsigned_stack, &body)),
+            measure(&runtime, || call(&unsigned_stack, &body)),
         ),
         (
             "  raw aws-sigv4 sign of the wire request",
             measure(&runtime, || {
-                let request = raw_signed(&uri, &body, &identity);
+                let host = uri.authority().unwrap().as_str();
+                let request = raw_signed(&uri, host, REGION, fixed_time(), &body, &identity);
                 async move {
                     black_box(request);
                     Bytes::new()

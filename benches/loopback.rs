@@ -39,14 +39,11 @@ use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
 use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -54,50 +51,22 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceExt};
 
-const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/bench_agent-AbCdEf1234";
-const REGION: &str = "us-east-1";
-const RUNTIME_SESSION: &str = "bench-runtime-session-000000000000000001";
-const MCP_SESSION: &str = "mcp-session-3f1c2a9e-5b7d-4e21-9c0f-1a2b3c4d5e6f";
-const PROTOCOL_VERSION: &str = "2025-06-18";
-const ACCEPT: &str = "application/json, text/event-stream";
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{
+    ARN, REGION, RUNTIME_SESSION, answer, credentials, current_thread_runtime, interleaved,
+    interleaving_wanted, mcp_request_owned, print_median, raw_signed, retry_layers, time_ratio,
+    timed, tools_call,
+};
+
 const IN_FLIGHT: usize = 64;
 
-fn credentials() -> Credentials {
-    Credentials::new(
-        "AKIDEXAMPLE",
-        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-        Some("IQoJb3JpZ2luX2VjEXAMPLE//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+test/token=".to_owned()),
-        None,
-        "bench",
-    )
-}
-
-fn padded_json(prefix: &str, suffix: &str, size: usize) -> Bytes {
-    let mut text = String::with_capacity(size);
-    text.push_str(prefix);
-    text.extend(std::iter::repeat_n('x', size - prefix.len() - suffix.len()));
-    text.push_str(suffix);
-    assert_eq!(text.len(), size);
-    serde_json::from_str::<serde_json::Value>(&text).expect("valid JSON");
-    Bytes::from(text)
-}
-
-fn tools_call() -> Bytes {
-    padded_json(
-        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":""#,
-        r#""}}}"#,
-        1024,
-    )
-}
-
-fn answer() -> Bytes {
-    padded_json(
-        r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":""#,
-        r#""}],"isError":false}}"#,
-        300,
-    )
+/// Ours' throughput over bare's, from their times: bare's time / ours' time.
+fn throughput_ratio(ours: Duration, bare: Duration) -> f64 {
+    time_ratio(bare, ours)
 }
 
 /// Connections the plain servers accepted, all in all: printed after each benchmark, to show
@@ -173,6 +142,29 @@ struct Endpoint {
     credentials: Credentials,
 }
 
+impl Endpoint {
+    /// The plain server at `addr`, as [`ARN`] in [`REGION`] with the static credentials.
+    fn plain(addr: SocketAddr) -> Self {
+        Self {
+            base: format!("http://{addr}"),
+            arn: ARN.to_owned(),
+            region: REGION.to_owned(),
+            credentials: credentials(),
+        }
+    }
+
+    /// The signer for this endpoint (the system clock).
+    fn signer(&self) -> SigV4InvokeLayer {
+        SigV4InvokeLayer::builder(
+            InvokeTarget::arn(&self.arn).endpoint(&self.base),
+            self.credentials.clone(),
+        )
+        .runtime_session_id(RUNTIME_SESSION)
+        .build()
+        .unwrap()
+    }
+}
+
 /// Our full stack over hyper-util's legacy client.
 fn our_stack(
     endpoint: &Endpoint,
@@ -184,18 +176,8 @@ fn our_stack(
 > + Clone
 + Send
 + 'static {
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(&endpoint.arn).endpoint(&endpoint.base),
-        endpoint.credentials.clone(),
-    )
-    .runtime_session_id(RUNTIME_SESSION)
-    .build()
-    .unwrap();
-    ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+    retry_layers()
+        .layer(endpoint.signer())
         .service(http_client())
 }
 
@@ -206,18 +188,7 @@ where
     B: http_body::Body,
     B::Error: std::fmt::Debug,
 {
-    let request = Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", ACCEPT)
-        .header("mcp-session-id", MCP_SESSION)
-        .header("mcp-protocol-version", PROTOCOL_VERSION)
-        .header(
-            "x-amzn-bedrock-agentcore-runtime-session-id",
-            RUNTIME_SESSION,
-        )
-        .body(Full::new(body))
-        .unwrap();
-    let response = stack.oneshot(request).await.unwrap();
+    let response = stack.oneshot(mcp_request_owned(body)).await.unwrap();
     assert_eq!(response.status(), 200);
     response.into_body().collect().await.unwrap().to_bytes()
 }
@@ -248,43 +219,14 @@ impl Bare {
     }
 
     async fn call(&self, body: Bytes) -> Bytes {
-        let mut request = Request::post(self.uri.clone())
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", MCP_SESSION)
-            .header("mcp-protocol-version", PROTOCOL_VERSION)
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "echo")
-            .header(
-                "x-amzn-bedrock-agentcore-runtime-session-id",
-                RUNTIME_SESSION,
-            )
-            .header("content-length", body.len())
-            .header("host", self.host.as_str())
-            .body(Full::new(body.clone()))
-            .unwrap();
-        let uri_text = request.uri().to_string();
-        let signable = SignableRequest::new(
-            "POST",
-            &uri_text,
-            request
-                .headers()
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.to_str().unwrap())),
-            SignableBody::Bytes(&body),
-        )
-        .unwrap();
-        let params = v4::SigningParams::builder()
-            .identity(&self.identity)
-            .region(&self.region)
-            .name("bedrock-agentcore")
-            .time(std::time::SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .unwrap()
-            .into();
-        let (instructions, _signature) = sign(signable, &params).unwrap().into_parts();
-        instructions.apply_to_request_http1x(&mut request);
+        let request = raw_signed(
+            &self.uri,
+            &self.host,
+            &self.region,
+            SystemTime::now(),
+            &body,
+            &self.identity,
+        );
         let response = self.client.request(request).await.unwrap();
         assert_eq!(response.status(), 200);
         response.into_body().collect().await.unwrap().to_bytes()
@@ -293,10 +235,7 @@ impl Bare {
 
 /// Both clients against the emulator, which verifies SigV4: each must get a JSON-RPC result.
 fn check_against_emulator(body: &Bytes) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread_runtime();
     runtime.block_on(async {
         let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
         let endpoint = Endpoint {
@@ -348,8 +287,8 @@ where
 }
 
 fn loopback(c: &mut Criterion) {
-    let body = tools_call();
-    let answer = answer();
+    let body = tools_call(1024);
+    let answer = answer(300);
     check_against_emulator(&body);
 
     let mut group = c.benchmark_group("loopback");
@@ -357,17 +296,9 @@ fn loopback(c: &mut Criterion) {
 
     // One request in flight: server and clients on one current-thread runtime.
     {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = current_thread_runtime();
         let addr = runtime.block_on(serve(answer.clone()));
-        let endpoint = Endpoint {
-            base: format!("http://{addr}"),
-            arn: ARN.to_owned(),
-            region: REGION.to_owned(),
-            credentials: credentials(),
-        };
+        let endpoint = Endpoint::plain(addr);
         let stack = our_stack(&endpoint);
         let bare = Bare::new(&endpoint);
         runtime.block_on(async {
@@ -391,26 +322,11 @@ fn loopback(c: &mut Criterion) {
         if interleaving_wanted() {
             let ratios = interleaved(
                 21,
-                || {
-                    runtime.block_on(async {
-                        let start = Instant::now();
-                        for _ in 0..500 {
-                            black_box(our_call(stack.clone(), body.clone()).await);
-                        }
-                        start.elapsed()
-                    })
-                },
-                || {
-                    runtime.block_on(async {
-                        let start = Instant::now();
-                        for _ in 0..500 {
-                            black_box(bare.call(body.clone()).await);
-                        }
-                        start.elapsed()
-                    })
-                },
+                || timed(&runtime, 500, || our_call(stack.clone(), body.clone())),
+                || timed(&runtime, 500, || bare.call(body.clone())),
+                throughput_ratio,
             );
-            print_ratios(
+            print_median(
                 "loopback 1_in_flight: interleaved A/B, throughput ours / bare",
                 &ratios,
             );
@@ -425,12 +341,7 @@ fn loopback(c: &mut Criterion) {
             .build()
             .unwrap();
         let addr = runtime.block_on(serve(answer.clone()));
-        let endpoint = Endpoint {
-            base: format!("http://{addr}"),
-            arn: ARN.to_owned(),
-            region: REGION.to_owned(),
-            credentials: credentials(),
-        };
+        let endpoint = Endpoint::plain(addr);
         let stack = our_stack(&endpoint);
         let bare = Bare::new(&endpoint);
         counting_connections("ours/64_in_flight", || {
@@ -472,8 +383,8 @@ fn loopback(c: &mut Criterion) {
                     async move { bare.call(body).await }
                 }))
             };
-            let ratios = interleaved(21, ours_block, bare_block);
-            print_ratios(
+            let ratios = interleaved(21, ours_block, bare_block, throughput_ratio);
+            print_median(
                 "loopback 64_in_flight: interleaved A/B, throughput ours / bare",
                 &ratios,
             );
@@ -495,14 +406,7 @@ fn decompose<S, B>(
 ) where
     S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
 {
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(&endpoint.arn).endpoint(&endpoint.base),
-        endpoint.credentials.clone(),
-    )
-    .runtime_session_id(RUNTIME_SESSION)
-    .build()
-    .unwrap();
-    let sigv4_only = tower::Layer::layer(&signer, http_client());
+    let sigv4_only = tower::Layer::layer(&endpoint.signer(), http_client());
     let bare_inner = {
         let bare = bare.clone();
         tower::service_fn(move |_request: Request<Full<Bytes>>| {
@@ -519,11 +423,7 @@ fn decompose<S, B>(
             }
         })
     };
-    let unsigned = ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .service(bare_inner.clone());
+    let unsigned = retry_layers().service(bare_inner.clone());
 
     let request = || {
         Request::post("http://agentcore.invalid/mcp")
@@ -536,90 +436,29 @@ fn decompose<S, B>(
         std::mem::size_of_val(&sigv4_only.clone().oneshot(request())),
         std::mem::size_of_val(&bare.call(body.clone())),
     );
-    const CALLS: usize = 500;
-    let bare_block = || {
-        runtime.block_on(async {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                black_box(bare.call(body.clone()).await);
-            }
-            start.elapsed()
-        })
-    };
-    let block = |service: &dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Bytes>>>| {
-        runtime.block_on(async {
-            let start = Instant::now();
-            for _ in 0..CALLS {
-                black_box(service().await);
-            }
-            start.elapsed()
-        })
-    };
-    let ratios = interleaved(
-        11,
-        || block(&|| Box::pin(our_call(sigv4_only.clone(), body.clone()))),
-        bare_block,
-    );
-    print_ratios("decompose: throughput SigV4 layer alone / bare", &ratios);
-    let ratios = interleaved(
-        11,
-        || block(&|| Box::pin(our_call(unsigned.clone(), body.clone()))),
-        bare_block,
-    );
-    print_ratios(
-        "decompose: throughput guard > throttle > busy over (bare, empty body) / bare",
-        &ratios,
-    );
-    let ratios = interleaved(
-        11,
-        || block(&|| Box::pin(our_call(bare_inner.clone(), body.clone()))),
-        bare_block,
-    );
-    print_ratios("decompose: throughput (bare, empty body) / bare", &ratios);
-}
-
-/// Whether to run the interleaved A/B checks: under `cargo bench` only (not `cargo test`,
-/// not `--profile-time`, not `--list`).
-fn interleaving_wanted() -> bool {
-    if std::env::var_os("NO_AB").is_some() {
-        return false;
+    const CALLS: u32 = 500;
+    let bare_block = || timed(runtime, CALLS, || bare.call(body.clone()));
+    type Call<'a> = &'a dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Bytes>>>;
+    let cases: [(&str, Call); 3] = [
+        ("SigV4 layer alone", &|| {
+            Box::pin(our_call(sigv4_only.clone(), body.clone()))
+        }),
+        ("guard > throttle > busy over (bare, empty body)", &|| {
+            Box::pin(our_call(unsigned.clone(), body.clone()))
+        }),
+        ("(bare, empty body)", &|| {
+            Box::pin(our_call(bare_inner.clone(), body.clone()))
+        }),
+    ];
+    for (label, service) in cases {
+        let ratios = interleaved(
+            11,
+            || timed(runtime, CALLS, service),
+            bare_block,
+            throughput_ratio,
+        );
+        print_median(&format!("decompose: throughput {label} / bare"), &ratios);
     }
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().any(|a| a == "--bench")
-        && !args
-            .iter()
-            .any(|a| a == "--profile-time" || a == "--test" || a == "--list")
-}
-
-/// Runs `ours` then `bare`, `rounds` times (after one round of warm-up); returns the sorted
-/// ratios of ours' throughput to bare's (bare's time / ours' time), one per round: drift in the
-/// machine's speed hits both sides of a round alike.
-fn interleaved(
-    rounds: usize,
-    mut ours: impl FnMut() -> Duration,
-    mut bare: impl FnMut() -> Duration,
-) -> Vec<f64> {
-    ours();
-    bare();
-    let mut ratios: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let ours = ours().as_secs_f64();
-            bare().as_secs_f64() / ours
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios
-}
-
-/// Prints the median and the range of sorted ratios.
-fn print_ratios(label: &str, ratios: &[f64]) {
-    println!(
-        "{label}: median {:.3} (min {:.3}, max {:.3}, {} rounds)",
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1],
-        ratios.len()
-    );
 }
 
 criterion_group! {
