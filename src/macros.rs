@@ -107,6 +107,23 @@ macro_rules! retry_response_future {
     };
 }
 
+/// `new`, `layer`, `get_ref`, `get_mut`, `into_inner` for a retry service built by `$layer`.
+macro_rules! retry_service_methods {
+    ($layer:ident) => {
+        /// Wraps `inner` with the layer's default settings.
+        pub fn new(inner: S) -> Self {
+            tower::Layer::layer(&$layer::new(), inner)
+        }
+
+        /// The layer, to change settings: `Self::layer().max_attempts(5)`.
+        pub fn layer() -> $layer {
+            $layer::new()
+        }
+
+        inner_service_accessors!();
+    };
+}
+
 /// `get_ref`, `get_mut`, `into_inner` for a service wrapping `inner`.
 macro_rules! inner_service_accessors {
     () => {

@@ -565,17 +565,7 @@ pub struct ReplayGuard<S> {
 }
 
 impl<S> ReplayGuard<S> {
-    /// Wraps `inner` with the default declarations.
-    pub fn new(inner: S) -> Self {
-        ReplayGuardLayer::new().layer(inner)
-    }
-
-    /// The layer, to declare what is replayable.
-    pub fn layer() -> ReplayGuardLayer {
-        ReplayGuardLayer::new()
-    }
-
-    inner_service_accessors!();
+    retry_service_methods!(ReplayGuardLayer);
 }
 
 const LAYER: &str = "replay_guard";

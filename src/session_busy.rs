@@ -287,17 +287,7 @@ pub struct SessionBusyRetry<S> {
 }
 
 impl<S> SessionBusyRetry<S> {
-    /// Wraps `inner` with the default settings.
-    pub fn new(inner: S) -> Self {
-        SessionBusyRetryLayer::new().layer(inner)
-    }
-
-    /// The layer, to change settings.
-    pub fn layer() -> SessionBusyRetryLayer {
-        SessionBusyRetryLayer::new()
-    }
-
-    inner_service_accessors!();
+    retry_service_methods!(SessionBusyRetryLayer);
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for SessionBusyRetry<S>

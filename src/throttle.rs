@@ -152,17 +152,7 @@ pub struct ThrottleRetry<S> {
 }
 
 impl<S> ThrottleRetry<S> {
-    /// Wraps `inner` with the default settings.
-    pub fn new(inner: S) -> Self {
-        ThrottleRetryLayer::new().layer(inner)
-    }
-
-    /// The layer, to change settings: `ThrottleRetry::layer().max_attempts(5)`.
-    pub fn layer() -> ThrottleRetryLayer {
-        ThrottleRetryLayer::new()
-    }
-
-    inner_service_accessors!();
+    retry_service_methods!(ThrottleRetryLayer);
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for ThrottleRetry<S>
