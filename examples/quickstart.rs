@@ -18,10 +18,9 @@
 use std::time::Duration;
 
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{
-    AttemptRecord, BoxError, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
-};
+use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -57,14 +56,11 @@ where
 {
     let signer = SigV4InvokeLayer::builder(target, credentials).build()?;
     let service = ServiceBuilder::new()
-        .layer(
-            ReplayGuardLayer::new()
-                // `add` is idempotent: a call that may have run can be sent again.
-                .idempotent_tools(["add", "echo"]),
-        )
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(
+            // `add` is idempotent: a call that may have run can be sent again.
+            ReplayGuardLayer::new().idempotent_tools(["add", "echo"]),
+            signer,
+        ))
         .service(client);
     let service = ServiceExt::<Request<Full<Bytes>>>::map_response(service, boxed::<StackBody<B>>);
     Ok(BoxCloneService::new(service))

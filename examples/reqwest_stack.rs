@@ -21,8 +21,7 @@ mod reqwest_adapter;
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use reqwest_adapter::ReqwestService;
@@ -40,19 +39,15 @@ async fn main() -> Result<(), BoxError> {
         emulator.endpoint()
     );
 
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()?;
+    let signer = emulator.signer().build()?;
     // reqwest's own retries and redirects off (the stack decides re-sends); no proxy from the
     // environment between us and the emulator on 127.0.0.1.
     let client = ReqwestService::client_builder().no_proxy().build()?;
     let mut stack = tower::ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new().idempotent_tools(["add"]))
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
         .service(ReqwestService::new(client));
 
     let mut session: Option<String> = None;

@@ -21,9 +21,9 @@ mod rmcp_adapter;
 
 use std::time::Duration;
 
+use agentcore_tower::ReplayGuardLayer;
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use agentcore_tower::recommended_layers;
 use bytes::Bytes;
 use http_body_util::Full;
 use rmcp::ServiceExt;
@@ -44,18 +44,14 @@ async fn main() -> Result<(), BoxError> {
         emulator.endpoint()
     );
 
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()?;
+    let signer = emulator.signer().build()?;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
     let stack = tower::ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new().idempotent_tools(["add"]))
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
         .service(http);
     // Print the attempt record of every HTTP exchange rmcp makes.
     let stack = RecordTap::new(stack, |exchange, record| match record {

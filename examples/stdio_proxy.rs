@@ -37,10 +37,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::body::ObservedBody;
+use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{CachedCredentials, InvokeBody, InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{
-    BoxError, PeekedBody, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
-};
+use agentcore_tower::{BoxError, PeekedBody, ReplayGuardLayer};
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -403,10 +402,7 @@ where
     BoxCloneSyncService::new(
         ServiceBuilder::new()
             .layer(TimeoutLayer::new(CALL_TIMEOUT))
-            .layer(guard)
-            .layer(ThrottleRetryLayer::new())
-            .layer(SessionBusyRetryLayer::new())
-            .layer(signer)
+            .layer(recommended_layers(guard, signer))
             .service(client),
     )
 }

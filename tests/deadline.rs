@@ -10,6 +10,22 @@ use common::*;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt};
 
+/// The three retry layers under a 1 s deadline for the whole call.
+fn stack_with_a_1s_deadline(
+    inner: Scripted,
+) -> impl tower::Service<
+    http::Request<http_body_util::Full<bytes::Bytes>>,
+    Response: std::fmt::Debug,
+    Error = BoxError,
+> {
+    ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(ReplayGuardLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deadline_mid_wait_ends_the_call_and_no_attempt_follows() {
     let inner = Scripted::with_fallback(
@@ -17,12 +33,7 @@ async fn a_deadline_mid_wait_ends_the_call_and_no_attempt_follows() {
         || Step::Respond(response(200, &[], b"{}")),
     );
     let shared = inner.shared();
-    let stack = ServiceBuilder::new()
-        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
-        .layer(ReplayGuardLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .service(inner);
+    let stack = stack_with_a_1s_deadline(inner);
     let start = Instant::now();
     let error = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap_err();
     assert!(error.is::<tower::timeout::error::Elapsed>());
@@ -45,12 +56,7 @@ async fn a_deadline_mid_peek_ends_the_call_and_releases_the_body() {
         body,
     ))]);
     let shared = inner.shared();
-    let stack = ServiceBuilder::new()
-        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
-        .layer(ReplayGuardLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .service(inner);
+    let stack = stack_with_a_1s_deadline(inner);
     let start = Instant::now();
     let error = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap_err();
     assert!(error.is::<tower::timeout::error::Elapsed>());

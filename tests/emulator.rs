@@ -6,10 +6,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     Assumption, AttemptRecord, By, DeliveryReason, Error, FailureKind, Outcome, ReplayGuardLayer,
-    SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+    Verdict,
 };
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -52,10 +53,7 @@ async fn call_with(
     .build()
     .unwrap();
     let stack = ServiceBuilder::new()
-        .layer(guard)
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(guard, signer))
         .service(http_client());
     let response = stack.oneshot(request).await?;
     let record = AttemptRecord::of_response(&response).unwrap().clone();
@@ -349,20 +347,12 @@ async fn a_slow_answer_arrives_and_a_deadline_outside_the_stack_ends_the_call() 
     assert_eq!(text_of(&answer), "hi");
 
     emulator.push_fault(Fault::Slow(Duration::from_secs(5)));
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()
-    .unwrap();
+    let signer = emulator.signer().build().unwrap();
     let stack = ServiceBuilder::new()
         .layer(tower::timeout::TimeoutLayer::new(Duration::from_millis(
             500,
         )))
-        .layer(guard())
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(guard(), signer))
         .service(http_client());
     let started = Instant::now();
     let error = stack

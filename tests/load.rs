@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, FaultRates};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
 use bytes::Bytes;
 use common::*;
@@ -49,12 +48,7 @@ async fn ten_thousand_calls_under_faults() {
     }))
     .await
     .unwrap();
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()
-    .unwrap();
+    let signer = emulator.signer().build().unwrap();
     // Short waits keep the run brief; larger caps make "every declared call is delivered" hold
     // with overwhelming probability at these fault rates (see the module docs of each layer).
     let stack = ServiceBuilder::new()

@@ -9,7 +9,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
 use bytes::Bytes;
 use common::*;
@@ -68,12 +67,7 @@ async fn stream_blob(sse: bool) -> (u64, usize) {
     let emulator = Emulator::start(EmulatorConfig::default().sse(sse))
         .await
         .unwrap();
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()
-    .unwrap();
+    let signer = emulator.signer().build().unwrap();
     let stack = ServiceBuilder::new()
         .layer(ReplayGuardLayer::new())
         .layer(ThrottleRetryLayer::new())

@@ -9,10 +9,10 @@ use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
-    AttemptRecord, DeliveryReason, ErrorKind, FailureKind, Outcome, ReplayGuardLayer,
-    SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+    AttemptRecord, DeliveryReason, ErrorKind, FailureKind, Outcome, ReplayGuardLayer, Verdict,
 };
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -57,17 +57,12 @@ fn stack_with(
     Response = Response<impl Body<Data = Bytes, Error: Into<BoxError>>>,
     Error = agentcore_tower::Error,
 > {
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()
-    .expect("a valid target");
+    let signer = emulator.signer().build().expect("a valid target");
     tower::ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new().idempotent_tools(["add"]))
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
         .service(ReqwestService::new(client))
 }
 

@@ -9,10 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{
-    AttemptRecord, Outcome, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
-};
+use agentcore_tower::{AttemptRecord, Outcome, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -42,18 +39,14 @@ type Records = Arc<Mutex<Vec<(Exchange, Option<AttemptRecord>)>>>;
 /// rmcp's client over `RecordTap` → ReplayGuard → Throttle → SessionBusy → SigV4 → hyper-util,
 /// initialised against `emulator`.
 async fn connect(emulator: &Emulator) -> Result<(Client, Records), BoxError> {
-    let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .build()?;
+    let signer = emulator.signer().build()?;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
     let stack = tower::ServiceBuilder::new()
-        .layer(ReplayGuardLayer::new().idempotent_tools(["add"]))
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
         .service(http);
     let records = Records::default();
     let sink = records.clone();

@@ -381,6 +381,15 @@ impl Emulator {
         &self.state.config.region
     }
 
+    /// A [`SigV4InvokeLayer`](crate::sigv4::SigV4InvokeLayer) builder aimed at this emulator:
+    /// its runtime ARN, its endpoint, its first test credentials. Add settings, then `build()`.
+    pub fn signer(&self) -> crate::sigv4::SigV4InvokeLayerBuilder {
+        crate::sigv4::SigV4InvokeLayer::builder(
+            crate::sigv4::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
+            self.credentials(),
+        )
+    }
+
     /// The first accepted test credentials.
     pub fn credentials(&self) -> Credentials {
         self.state
