@@ -3,7 +3,8 @@
 use std::error::Error as StdError;
 use std::fmt;
 
-use crate::record::{AttemptRecord, FailureKind};
+use crate::record::AttemptRecord;
+use crate::rule::FailureKind;
 
 /// A boxed error, as tower passes them around.
 pub type BoxError = Box<dyn StdError + Send + Sync>;

@@ -7,9 +7,10 @@ use http::header::CONTENT_TYPE;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-/// A request body as one layer read it, left in the request's extensions so that the layers
-/// below do not parse the same bytes again (the guard reads it once per call; the signer would
-/// otherwise read it on every attempt). Used only while the body is still these bytes.
+/// A request body as one layer read it, kept in the call's context so that the layers below and
+/// the attempts after do not parse the same bytes again (the guard reads it once per call; the
+/// signer would otherwise read it on every attempt). Used only while the body is still these
+/// bytes.
 #[derive(Clone, Debug)]
 pub(crate) struct ParsedBody {
     bytes: bytes::Bytes,
@@ -25,13 +26,13 @@ impl ParsedBody {
     }
 
     /// The parsed body, if it was parsed from exactly `bytes`.
-    pub(crate) fn of(extensions: &http::Extensions, bytes: &[u8]) -> Option<std::sync::Arc<Body>> {
-        let parsed = extensions.get::<ParsedBody>()?;
-        (parsed.bytes[..] == *bytes).then(|| parsed.body.clone())
+    pub(crate) fn of(&self, bytes: &[u8]) -> Option<std::sync::Arc<Body>> {
+        (self.bytes[..] == *bytes).then(|| self.body.clone())
     }
 
-    pub(crate) fn body(&self) -> &Body {
-        &self.body
+    /// The parsed body.
+    pub(crate) fn body(&self) -> std::sync::Arc<Body> {
+        self.body.clone()
     }
 }
 

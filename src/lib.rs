@@ -83,32 +83,33 @@
 #[macro_use]
 mod macros;
 pub mod body;
+mod context;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
 mod jsonrpc;
 pub mod record;
 pub mod replay;
-mod retry;
+pub mod retry;
+pub mod rule;
 pub mod session_busy;
 pub mod sigv4;
 pub mod throttle;
 
 pub use body::PeekedBody;
+pub use context::{CallBudget, replay_permission};
 pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
-pub use record::{
-    Assumption, Attempt, AttemptRecord, By, Decision, DeliveryReason, Effect, FailureKind, Outcome,
-    Permission, Verdict, aws_error_type,
-};
-pub use replay::{
-    Failure, MayHaveRun, Refusal, ReplayCandidate, ReplayGuard, ReplayGuardLayer, ReplayOverride,
-    ReplayRule, RuleVerdict, SharedReplayRule,
-};
+pub use record::{Attempt, AttemptRecord, Decision, Effect, Outcome, Verdict, aws_error_type};
+pub use replay::{ReplayCandidate, ReplayGuard, ReplayGuardLayer, ReplayOverride, Replayable};
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
-pub use retry::{Backoff, RetryAction, RetryInfo, RetryReason};
-pub use session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
+pub use retry::{Backoff, Retry, RetryInfo, RetryLayer, RetryPolicy};
+pub use rule::{
+    Assumption, By, Failure, FailureKind, MayHaveRun, Permission, Refusal, ReplayRule,
+    SharedReplayRule,
+};
+pub use session_busy::{SessionBusy, SessionBusyRetry, SessionBusyRetryLayer};
 pub use sigv4::{InvokeTarget, SigV4Invoke, SigV4InvokeLayer};
-pub use throttle::{ThrottleRetry, ThrottleRetryLayer};
+pub use throttle::{ThrottleRetry, ThrottleRetryLayer, Throttled};
 
 /// The four layers in the recommended order, as one [`Layer`](tower::Layer): see
 /// [`recommended_layers`].

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use http::{Extensions, HeaderMap, StatusCode};
 
+use crate::rule::{FailureKind, Permission};
+
 /// The record of every attempt one call made. Shared: clones see the same attempts.
 ///
 /// Its [`Display`](fmt::Display) prints one line per attempt, for logs.
@@ -51,17 +53,6 @@ impl AttemptRecord {
         extensions.get::<AttemptRecord>()
     }
 
-    /// The request's record, creating and inserting one when there is none. The `bool` says
-    /// whether this call created it (and so owns it: hands it back when the call ends).
-    pub(crate) fn attach<B>(request: &mut http::Request<B>) -> (AttemptRecord, bool) {
-        if let Some(record) = request.extensions().get::<AttemptRecord>() {
-            return (record.clone(), false);
-        }
-        let record = AttemptRecord::new();
-        request.extensions_mut().insert(record.clone());
-        (record, true)
-    }
-
     /// A copy of the attempts recorded so far, in the order they were sent.
     pub fn attempts(&self) -> Vec<Attempt> {
         self.lock().clone()
@@ -77,18 +68,39 @@ impl AttemptRecord {
         self.lock().is_empty()
     }
 
-    /// Records the outcome of an attempt that a layer below did not record itself: appends a
-    /// new attempt when the record has no more than `seen` attempts (nothing below this layer
-    /// recorded the one that just came back).
-    pub(crate) fn note_outcome(&self, seen: usize, outcome: impl FnOnce() -> Outcome) {
+    /// Records a new attempt as sent, with no answer yet; returns its index.
+    pub(crate) fn open(&self) -> usize {
         let mut attempts = self.lock();
-        if attempts.len() <= seen {
-            let number = u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX);
-            attempts.push(Attempt {
-                number,
-                outcome: outcome(),
-                decisions: Vec::new(),
-            });
+        Self::push_pending(&mut attempts)
+    }
+
+    /// The attempt a layer's first dispatch belongs to: the latest one when it is still
+    /// waiting for its answer (a layer above handed it down, and this is it on its way), else
+    /// a new one.
+    pub(crate) fn join_or_open(&self) -> usize {
+        let mut attempts = self.lock();
+        match attempts.last() {
+            Some(last) if last.outcome == Outcome::Pending => attempts.len() - 1,
+            _ => Self::push_pending(&mut attempts),
+        }
+    }
+
+    fn push_pending(attempts: &mut Vec<Attempt>) -> usize {
+        let number = u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX);
+        attempts.push(Attempt {
+            number,
+            outcome: Outcome::Pending,
+            decisions: Vec::new(),
+        });
+        attempts.len() - 1
+    }
+
+    /// Completes the attempt at `index` with what came back, unless a layer below already did.
+    pub(crate) fn complete(&self, index: usize, outcome: impl FnOnce() -> Outcome) {
+        if let Some(attempt) = self.lock().get_mut(index)
+            && attempt.outcome == Outcome::Pending
+        {
+            attempt.outcome = outcome();
         }
     }
 
@@ -102,13 +114,10 @@ impl AttemptRecord {
     /// Marks the latest attempt delivered by `layer` unless a layer already said why it was.
     pub(crate) fn deliver_if_undecided(&self, layer: &'static str) {
         if let Some(last) = self.lock().last_mut()
-            && !last.decisions.iter().any(|d| d.is_delivered())
+            && !last.decisions.iter().any(|d| d.verdict.is_delivered())
         {
-            last.decisions.push(Decision {
-                layer,
-                verdict: Verdict::Delivered(DeliveryReason::NotRetryable),
-                permission: None,
-            });
+            last.decisions
+                .push(Decision::new(layer, Verdict::Delivered, None));
         }
     }
 
@@ -154,7 +163,7 @@ impl Attempt {
         self.number
     }
 
-    /// What came back.
+    /// What came back ([`Outcome::Pending`] while nothing has).
     pub fn outcome(&self) -> &Outcome {
         &self.outcome
     }
@@ -194,6 +203,10 @@ impl fmt::Display for Attempt {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Outcome {
+    /// The attempt was handed to the service below and nothing has come back (yet). A call
+    /// that ends this way — a deadline outside the stack, a cancellation — may still be running
+    /// on the server.
+    Pending,
     /// A response with this status.
     Response {
         /// The HTTP status.
@@ -220,6 +233,7 @@ impl Outcome {
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Outcome::Pending => f.write_str("sent, no answer yet"),
             Outcome::Response {
                 status,
                 error_type: Some(t),
@@ -228,32 +242,6 @@ impl fmt::Display for Outcome {
             Outcome::Failure(kind) => write!(f, "failed: {kind}"),
             Outcome::NotSent(why) => write!(f, "not sent: {why}"),
         }
-    }
-}
-
-/// How an attempt failed without a response, as far as the error tells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FailureKind {
-    /// The transport proves the request was never written (e.g. a pooled connection that
-    /// closed before the request was sent on it): the server cannot have seen it.
-    NeverSent,
-    /// The connection broke (reset, closed early) after the request may have been written.
-    ConnectionDropped,
-    /// A timeout fired while the request may have been in flight.
-    TimedOut,
-    /// Any other error: nothing is known about whether the request reached the server.
-    Other,
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureKind::NeverSent => "never sent",
-            FailureKind::ConnectionDropped => "connection dropped",
-            FailureKind::TimedOut => "timed out",
-            FailureKind::Other => "error",
-        })
     }
 }
 
@@ -288,13 +276,10 @@ impl Decision {
         &self.verdict
     }
 
-    /// On whose permission and assumption a re-send went ahead, or who forbade it.
+    /// On whose permission and assumption a re-send went ahead (or would have, when the budget
+    /// stopped it).
     pub fn permission(&self) -> Option<&Permission> {
         self.permission.as_ref()
-    }
-
-    fn is_delivered(&self) -> bool {
-        matches!(self.verdict, Verdict::Delivered(_))
     }
 }
 
@@ -308,7 +293,8 @@ impl fmt::Display for Decision {
     }
 }
 
-/// A layer's verdict on an attempt.
+/// What a layer decided about an attempt: sent again, or delivered — and when delivered although
+/// a layer wanted to send again, what stopped it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Verdict {
@@ -321,8 +307,42 @@ pub enum Verdict {
         /// What the server asked for in `Retry-After`, when it did and was honoured.
         retry_after: Option<Duration>,
     },
-    /// The answer (or error) was handed up as it came.
-    Delivered(DeliveryReason),
+    /// The answer (or error) was handed up as it came: no layer wanted to send it again.
+    Delivered,
+    /// A layer wanted to send again, but the call had sent its maximum number of attempts.
+    AttemptsExhausted {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// The attempt cap that was reached.
+        max_attempts: u32,
+    },
+    /// A layer wanted to send again, but the wait would have passed the call's ceiling (or its
+    /// deadline).
+    WaitCeiling {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// The wait it would have needed.
+        wait: Duration,
+        /// What was left of the ceiling.
+        remaining: Duration,
+    },
+    /// A layer wanted to send again, but the replay rule refused it.
+    Forbidden {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// Why the rule refused it.
+        reason: String,
+    },
+    /// The call was dropped before it ended — a deadline or a cancellation outside the
+    /// stack — while this attempt was in flight, or while a re-send was waited for.
+    CallDropped,
+}
+
+impl Verdict {
+    /// Whether the answer was handed up (every verdict but `SentAgain` and `CallDropped`).
+    pub fn is_delivered(&self) -> bool {
+        !matches!(self, Verdict::SentAgain { .. } | Verdict::CallDropped)
+    }
 }
 
 impl fmt::Display for Verdict {
@@ -339,151 +359,34 @@ impl fmt::Display for Verdict {
                 }
                 Ok(())
             }
-            Verdict::Delivered(reason) => write!(f, "delivered{reason}"),
-        }
-    }
-}
-
-/// Why an answer was delivered rather than sent again.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DeliveryReason {
-    /// No layer wanted to send it again.
-    NotRetryable,
-    /// A layer wanted to send again, but the call had sent its maximum number of attempts.
-    AttemptsExhausted {
-        /// Why the layer wanted to send again.
-        cause: &'static str,
-        /// The attempt cap that was reached.
-        max_attempts: u32,
-    },
-    /// A layer wanted to send again, but the wait would have passed the call's ceiling.
-    WaitCeiling {
-        /// Why the layer wanted to send again.
-        cause: &'static str,
-        /// The wait it would have needed.
-        wait: Duration,
-        /// What was left of the ceiling.
-        remaining: Duration,
-    },
-    /// A layer wanted to send again, but the replay rule forbade it.
-    Forbidden {
-        /// Why the layer wanted to send again.
-        cause: &'static str,
-        /// Why the rule forbade it.
-        reason: String,
-    },
-}
-
-impl fmt::Display for DeliveryReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeliveryReason::NotRetryable => Ok(()),
-            DeliveryReason::AttemptsExhausted {
+            Verdict::Delivered => f.write_str("delivered"),
+            Verdict::AttemptsExhausted {
                 cause,
                 max_attempts,
             } => write!(
                 f,
-                " ({cause}, but the cap of {max_attempts} attempts was reached)"
+                "delivered ({cause}, but the cap of {max_attempts} attempts was reached)"
             ),
-            DeliveryReason::WaitCeiling {
+            Verdict::WaitCeiling {
                 cause,
                 wait,
                 remaining,
             } => write!(
                 f,
-                " ({cause}, but a wait of {} passes the ceiling ({} left))",
+                "delivered ({cause}, but a wait of {} passes the ceiling ({} left))",
                 Millis(*wait),
                 Millis(*remaining)
             ),
-            DeliveryReason::Forbidden { cause, reason } => {
-                write!(f, " ({cause}, but a re-send is forbidden: {reason})")
+            Verdict::Forbidden { cause, reason } => {
+                write!(
+                    f,
+                    "delivered ({cause}, but a re-send is forbidden: {reason})"
+                )
+            }
+            Verdict::CallDropped => {
+                f.write_str("call dropped before it ended (a deadline or cancellation outside)")
             }
         }
-    }
-}
-
-/// On whose word a request was sent again, and what that word assumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Permission {
-    /// Who granted it.
-    pub by: By,
-    /// What it assumes about the attempt that failed.
-    pub assumes: Assumption,
-}
-
-impl Permission {
-    /// A permission granted by `by`, assuming `assumes`.
-    pub const fn new(by: By, assumes: Assumption) -> Self {
-        Self { by, assumes }
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "by {}, assumes {}", self.by, self.assumes)
-    }
-}
-
-/// Who granted a re-send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum By {
-    /// This crate's own policy for a refusal the platform documents (429, session busy).
-    Adapter,
-    /// The application declared the request replayable (a tool name, a predicate, an override).
-    AppDeclaration,
-    /// The request is a protocol read (ping, tools/list, …), replayable by default.
-    ProtocolRead,
-    /// The server's own annotation (`idempotentHint`) declared the tool replayable, and the
-    /// app chose to trust it.
-    ServerAnnotation,
-    /// The transport proved the request was never written.
-    Transport,
-}
-
-impl fmt::Display for By {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            By::Adapter => "adapter",
-            By::AppDeclaration => "app declaration",
-            By::ProtocolRead => "protocol read",
-            By::ServerAnnotation => "server annotation",
-            By::Transport => "transport",
-        })
-    }
-}
-
-/// What a re-send assumes about the attempt before it. An assumption with a basis, never
-/// evidence: the record keeps every attempt's effect [`Effect::Unknown`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Assumption {
-    /// A 429: the service rejected the request before running it.
-    RejectedBeforeExecution,
-    /// AgentCore's session-busy refusal: the platform refused before running it.
-    RefusedBeforeExecution,
-    /// Running the request twice does no more than running it once.
-    Idempotent,
-    /// The request never reached the server.
-    NotDelivered,
-}
-
-impl Assumption {
-    /// The assumption as a short kebab-case word (`"rejected-before-execution"`, …).
-    pub const fn as_str(&self) -> &'static str {
-        match self {
-            Assumption::RejectedBeforeExecution => "rejected-before-execution",
-            Assumption::RefusedBeforeExecution => "refused-before-execution",
-            Assumption::Idempotent => "idempotent",
-            Assumption::NotDelivered => "not-delivered",
-        }
-    }
-}
-
-impl fmt::Display for Assumption {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -548,6 +451,7 @@ mod tests {
 
     #[test]
     fn display_is_one_line_per_attempt() {
+        use crate::rule::{Assumption, By};
         let record = AttemptRecord::new();
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -556,9 +460,13 @@ mod tests {
                 .parse()
                 .unwrap(),
         );
-        record.note_outcome(0, || {
+        let first = record.join_or_open();
+        assert_eq!(record.join_or_open(), first, "a pending attempt is joined");
+        assert_eq!(record.to_string(), "#1 sent, no answer yet; effect unknown");
+        record.complete(first, || {
             Outcome::of_response(StatusCode::TOO_MANY_REQUESTS, &headers)
         });
+        record.complete(first, || unreachable!("completed once, by the innermost"));
         record.decide(Decision::new(
             "throttle",
             Verdict::SentAgain {
@@ -571,10 +479,11 @@ mod tests {
                 Assumption::RejectedBeforeExecution,
             )),
         ));
-        record.note_outcome(1, || {
+        let second = record.join_or_open();
+        assert_eq!(second, 1, "an answered attempt is never joined");
+        record.complete(second, || {
             Outcome::of_response(StatusCode::OK, &HeaderMap::new())
         });
-        record.note_outcome(1, || unreachable!("already recorded by a layer below"));
         record.deliver_if_undecided("throttle");
         record.deliver_if_undecided("replay_guard");
         assert_eq!(

@@ -51,13 +51,14 @@
 //! # The rule
 //! Blind retries run a `tools/call` twice: the official AWS SDK re-sends `InvokeAgentRuntime`
 //! after any 5xx, reset or timeout, and generic retry middleware does the same. The rule, in one
-//! place, consulted by every retry layer of this crate before every re-send:
+//! place, consulted by every retry layer of this crate before every re-send — wherever it is
+//! stacked, above the guard or below it:
 //!
 //! | what failed | re-sent? | permission recorded |
 //! |---|---|---|
 //! | a refusal documented as coming before execution: HTTP 429, AgentCore's session-busy reply | yes, unless the tool is [strict](ReplayGuardLayer::strict_tools) | by adapter, assumes rejected/refused-before-execution |
 //! | a failure that proves the request was never written ([`FailureKind::NeverSent`]) | yes, for any request | by transport, assumes not-delivered |
-//! | a failure after which it may have run: a connection dropped after the request may have been written, a timeout, any 5xx | only a replayable request | by app declaration / protocol read / server annotation, assumes idempotent |
+//! | a failure after which it may have run: a connection dropped after the request may have been written, a timeout, any 5xx | only a replayable request | by app declaration / protocol read / idempotent method / server annotation, assumes idempotent |
 //! | anything else | delivered as is | — |
 //!
 //! **What is replayable**: the protocol reads (`ping`, `tools/list`, `resources/list`,
@@ -66,48 +67,47 @@
 //! ([`idempotent_tools`](ReplayGuardLayer::idempotent_tools)), whatever the app's predicate
 //! accepts ([`replayable_if`](ReplayGuardLayer::replayable_if)), and — only when the app opts in
 //! with [`learn_idempotent_hints`](ReplayGuardLayer::learn_idempotent_hints) — the tools a
-//! `tools/list` answer annotated `idempotentHint: true` (trusting the server's word). Never
-//! `initialize`, never an undeclared `tools/call`, never a body that is not JSON-RPC. A batch
-//! is replayable only when every member is. A [`ReplayOverride`] in the request's extensions
-//! decides for that one request.
+//! `tools/list` answer annotated `idempotentHint: true` (trusting the server's word); and the
+//! requests whose HTTP method is idempotent — the DELETE that ends an MCP session (carried as
+//! `StopRuntimeSession` with one client token for all its attempts) and the GET of the server's
+//! stream. Never `initialize`, never an undeclared `tools/call`, never a POST whose body is not
+//! JSON-RPC. A batch is replayable only when every member is. A [`ReplayOverride`] in the
+//! request's extensions decides for that one request.
 //!
 //! **How never-sent is recognised**: see [`FailureKind::of_error`] — hyper-util's connect
 //! errors, `ConnectionRefused`, and [`RequestNotSent`](crate::RequestNotSent), which any
 //! transport can use to state it.
 //!
+//! # One rule for the whole call, in any order
+//! The guard puts its rule in force for the whole call, in the call's context (see
+//! [`CallBudget`](crate::CallBudget) for what else the context holds): every retry layer of this
+//! crate asks it — the ones below the guard, and the ones stacked *above* it, which re-send a
+//! request that has already passed the guard. So `ThrottleRetryLayer` above
+//! `ReplayGuardLayer::new().strict_tools(["charge"])` never re-sends `charge` after a 429. An
+//! app's own [`SharedReplayRule`] in the request's extensions wins over
+//! the guard's; the first guard a call meets wins over a second one.
+//!
+//! A retry layer of yours asks the same rule with [`replay_permission`](crate::replay_permission).
+//! Without any rule, [`Failure::default_permission`](crate::Failure::default_permission)
+//! applies: refusals re-sent on the adapter's own policy, a never-delivered request re-sent on
+//! the transport's evidence, nothing that may have run.
+//!
 //! # What the guard re-sends itself
 //! The failures that may have run, for replayable requests only, on the shared retry loop:
-//! 3 attempts, 100 ms base backoff (equal jitter), 2 s per wait, 5 s waited in all; a
-//! `Retry-After` on a 5xx is honoured within that ceiling. Refusals are the business of the
-//! layers below ([`ThrottleRetryLayer`](crate::ThrottleRetryLayer),
-//! [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer)), which ask this rule first.
+//! 3 attempts (the call's, over every layer), 100 ms base backoff (equal jitter), 2 s per wait,
+//! 5 s waited in all; a `Retry-After` on a 5xx is honoured within that ceiling. Refusals are the
+//! business of [`ThrottleRetryLayer`](crate::ThrottleRetryLayer) and
+//! [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer), which ask this rule first.
 //!
 //! # The record
-//! The guard creates the call's [`AttemptRecord`](crate::AttemptRecord) (put it outermost,
-//! under only a timeout), so every layer below appends to it. The finished record is in the
-//! response's extensions and in every [`Error`] (whose `source` is the failure
-//! below). Printed, it shows per attempt what came back, who decided what, on whose
-//! permission and assumption — and that the effect is unknown.
+//! Every layer of the call appends to the call's [`AttemptRecord`](crate::AttemptRecord); the
+//! first of this crate's layers the call meets hands it back in the response's extensions and
+//! in every [`Error`] (whose `source` is the failure below). Printed, it shows per attempt what
+//! came back, who decided what, on whose permission and assumption — and that the effect is
+//! unknown.
 //!
-//! # Asking the rule from another retry layer
-//! The rule travels in the request's extensions as a [`SharedReplayRule`]:
-//!
-//! ```
-//! use agentcore_tower::{Failure, Refusal, RuleVerdict, SharedReplayRule};
-//! # fn may_resend<B>(request: &http::Request<B>) -> bool {
-//! let failure = Failure::Refused(Refusal::Throttled);
-//! // The request's rule, or the crate's default when no guard put one there.
-//! let verdict = SharedReplayRule::verdict_for(request.extensions(), &failure);
-//! matches!(verdict, RuleVerdict::Permit(_))
-//! # }
-//! ```
-//!
-//! Without a rule on the request, the layers apply [`Failure::default_verdict`]: refusals
-//! re-sent on the adapter's own policy, a never-delivered request re-sent on the transport's
-//! evidence, nothing that may have run.
-//!
-//! A request body is read once, before the first attempt, from a clone (MCP bodies are small
-//! and buffered); the guard needs `ReqBody: Body + Clone`.
+//! A request body is read once per call, before the first attempt, from a clone (MCP bodies
+//! are small and buffered); the guard needs `ReqBody: Body + Clone`.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -117,127 +117,19 @@ use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use pin_project_lite::pin_project;
-use tower::{Layer, Service};
 
 use crate::body::{ObservedBody, ReadToBytes};
-use crate::error::{BoxError, Error, ErrorKind};
+use crate::context::CallContext;
+use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind, ParsedBody};
-use crate::record::{Assumption, By, FailureKind, Permission};
-use crate::retry::{
-    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
+use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::rule::{
+    Assumption, By, Failure, FailureKind, MayHaveRun, Permission, ReplayRule, SharedReplayRule,
 };
-
-/// A failed attempt, as the replay rule sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Failure {
-    /// The platform refused the request, by a contract that says it refuses before running it.
-    Refused(Refusal),
-    /// The request may have run: a connection dropped after it may have been written, a
-    /// timeout, a 5xx.
-    MayHaveRun(MayHaveRun),
-    /// The transport proves the request was never written.
-    NeverDelivered,
-}
-
-/// A documented refusal before execution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Refusal {
-    /// HTTP 429: throttled.
-    Throttled,
-    /// AgentCore Runtime's "session operation in progress" (JSON-RPC -32005 in an HTTP 200, or
-    /// HTTP 409 `RetryableConflictException`).
-    SessionBusy,
-}
-
-impl Refusal {
-    /// What re-sending after this refusal assumes.
-    pub const fn assumption(self) -> Assumption {
-        match self {
-            Refusal::Throttled => Assumption::RejectedBeforeExecution,
-            Refusal::SessionBusy => Assumption::RefusedBeforeExecution,
-        }
-    }
-}
-
-/// A failure after which the request may have run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum MayHaveRun {
-    /// The service below failed without a response (see the kind).
-    Transport(FailureKind),
-    /// A 5xx answer.
-    ServerError(http::StatusCode),
-}
-
-impl Failure {
-    /// The verdict when no rule is on the request: refusals are re-sent by the adapter's own
-    /// policy, a never-delivered request on the transport's evidence, and a failure that may
-    /// have run is forbidden.
-    pub fn default_verdict(&self) -> RuleVerdict {
-        match self {
-            Failure::Refused(refusal) => {
-                RuleVerdict::Permit(Permission::new(By::Adapter, refusal.assumption()))
-            }
-            Failure::NeverDelivered => {
-                RuleVerdict::Permit(Permission::new(By::Transport, Assumption::NotDelivered))
-            }
-            Failure::MayHaveRun(_) => RuleVerdict::Forbid(
-                "the request may have run and nothing declares it replayable".into(),
-            ),
-        }
-    }
-}
-
-/// What the replay rule says of a re-send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RuleVerdict {
-    /// It may go ahead, on this permission.
-    Permit(Permission),
-    /// It must not: deliver what came back. Forbidding always wins over any layer's wish.
-    Forbid(String),
-}
-
-/// The replay rule: whether a request that failed may be sent again.
-///
-/// A rule is asked about one request (the one in whose extensions it travels), so it can
-/// know that request's method, tool and declarations without being handed the request.
-pub trait ReplayRule: fmt::Debug + Send + Sync + 'static {
-    /// Whether the request may be sent again after `failure`.
-    fn permission(&self, failure: &Failure) -> RuleVerdict;
-}
-
-/// The replay rule as it travels in a request's extensions. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct SharedReplayRule(Arc<dyn ReplayRule>);
-
-impl SharedReplayRule {
-    /// Shares `rule`.
-    pub fn new(rule: impl ReplayRule) -> Self {
-        Self(Arc::new(rule))
-    }
-
-    /// Whether the request may be sent again after `failure`.
-    pub fn permission(&self, failure: &Failure) -> RuleVerdict {
-        self.0.permission(failure)
-    }
-
-    /// The verdict for a request: its rule's, or [`Failure::default_verdict`] without one.
-    pub fn verdict_for(extensions: &http::Extensions, failure: &Failure) -> RuleVerdict {
-        match extensions.get::<SharedReplayRule>() {
-            Some(rule) => rule.permission(failure),
-            None => failure.default_verdict(),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The guard.
 
 /// A per-request decision that travels in the request's extensions and wins over the guard's
 /// declarations for that request.
@@ -366,8 +258,26 @@ impl Declarations {
             .then(|| format!("tools/call `{tool}` is strict: never sent again"))
     }
 
-    /// The rule for one request body.
-    fn rule_for(&self, body: &JsonRpcBody, choice: Option<ReplayOverride>) -> GuardRule {
+    /// The classifier of a call with this body: it learns from the answer of a `tools/list`.
+    fn classifier_for(&self, body: &JsonRpcBody) -> MayHaveRunOrNeverSent {
+        let learn = match (&self.learned, body) {
+            (Some(learned), JsonRpcBody::Single(m))
+                if m.method.as_deref() == Some("tools/list") =>
+            {
+                Some(learned.clone())
+            }
+            _ => None,
+        };
+        MayHaveRunOrNeverSent { learn }
+    }
+
+    /// The rule for one request: its HTTP method, its body, the app's override.
+    fn rule_for(
+        &self,
+        method: &Method,
+        body: &JsonRpcBody,
+        choice: Option<ReplayOverride>,
+    ) -> GuardRule {
         let (replayable, strict) = match choice {
             Some(ReplayOverride::Replayable) => (Ok(By::AppDeclaration), None),
             Some(ReplayOverride::NotReplayable) => (
@@ -377,6 +287,11 @@ impl Declarations {
             Some(ReplayOverride::Strict) => {
                 let why = "the request's ReplayOverride says strict: never sent again".to_string();
                 (Err(why.clone()), Some(why))
+            }
+            // An MCP DELETE ends the session (StopRuntimeSession, one client token for all its
+            // attempts); a GET opens the server's stream. Both are idempotent methods.
+            None if *method != Method::POST && method.is_idempotent() => {
+                (Ok(By::IdempotentMethod), None)
             }
             None => match body {
                 JsonRpcBody::Unparsable => (Err("the request body is not JSON-RPC".into()), None),
@@ -417,33 +332,31 @@ struct GuardRule {
 }
 
 impl ReplayRule for GuardRule {
-    fn permission(&self, failure: &Failure) -> RuleVerdict {
+    fn permission(&self, failure: &Failure) -> Result<Permission, String> {
         match failure {
-            Failure::NeverDelivered => failure.default_verdict(),
+            Failure::NeverDelivered => failure.default_permission(),
             Failure::Refused(refusal) => match &self.strict {
-                Some(why) => RuleVerdict::Forbid(why.clone()),
-                None => RuleVerdict::Permit(Permission::new(By::Adapter, refusal.assumption())),
+                Some(why) => Err(why.clone()),
+                None => Ok(Permission::new(By::Adapter, refusal.assumption())),
             },
             Failure::MayHaveRun(_) => match &self.replayable {
-                Ok(by) => RuleVerdict::Permit(Permission::new(*by, Assumption::Idempotent)),
-                Err(why) => RuleVerdict::Forbid(why.clone()),
+                Ok(by) => Ok(Permission::new(*by, Assumption::Idempotent)),
+                Err(why) => Err(why.clone()),
             },
         }
     }
 }
 
-/// Decides which failed attempt may be sent again, re-sends the replayable ones after a failure
-/// that may have run, and owns the call's attempt record. See the [module docs](self).
+/// The policy of [`ReplayGuardLayer`]: the app's declarations of what is replayable, from which
+/// the guard makes each call's replay rule; a failure that may have run (or was never sent) is
+/// worth sending again, which that rule then permits or refuses.
 #[derive(Clone, Debug)]
-pub struct ReplayGuardLayer {
+pub struct Replayable {
     declarations: Arc<Declarations>,
-    config: RetryConfig,
 }
 
-impl ReplayGuardLayer {
-    /// The guard with its defaults: the protocol reads are replayable, no tool is; 3 attempts,
-    /// 100 ms base backoff, 2 s per wait, 5 s waited in all.
-    pub fn new() -> Self {
+impl Default for Replayable {
+    fn default() -> Self {
         Self {
             declarations: Arc::new(Declarations {
                 idempotent_tools: HashSet::new(),
@@ -455,17 +368,39 @@ impl ReplayGuardLayer {
                 predicate: None,
                 learned: None,
             }),
-            config: RetryConfig::new(
-                Backoff::new(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_secs(2))
-                    .with_max_attempts(3)
-                    .with_max_total_wait(Duration::from_secs(5)),
-            ),
         }
+    }
+}
+
+/// Decides which failed attempt may be sent again, re-sends the replayable ones after a failure
+/// that may have run, and puts the call's replay rule in force for every layer of the call. See
+/// the [module docs](self).
+pub type ReplayGuardLayer = RetryLayer<Replayable>;
+
+/// The service [`ReplayGuardLayer`] builds.
+pub type ReplayGuard<S> = Retry<S, Replayable>;
+
+/// The response future of [`ReplayGuard`].
+pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, Replayable>;
+
+const LAYER: &str = "replay_guard";
+
+impl ReplayGuardLayer {
+    /// The guard with its defaults: the protocol reads are replayable, no tool is; 3 attempts,
+    /// 100 ms base backoff, 2 s per wait, 5 s waited in all.
+    pub fn new() -> Self {
+        RetryLayer::with_policy(
+            LAYER,
+            Replayable::default(),
+            Backoff::new(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(2))
+                .with_max_attempts(3)
+                .with_max_total_wait(Duration::from_secs(5)),
+        )
     }
 
     fn declare(mut self, f: impl FnOnce(&mut Declarations)) -> Self {
-        f(Arc::make_mut(&mut self.declarations));
+        f(Arc::make_mut(&mut self.policy_mut().declarations));
         self
     }
 
@@ -480,7 +415,8 @@ impl ReplayGuardLayer {
     }
 
     /// Declares tools that are never sent again, not even after a refusal the platform documents
-    /// as coming before execution (429, session busy). Forbidding wins over every declaration.
+    /// as coming before execution (429, session busy). Forbidding wins over every declaration,
+    /// and over every layer of the call, wherever they are stacked.
     pub fn strict_tools<I, T>(self, tools: I) -> Self
     where
         I: IntoIterator<Item = T>,
@@ -522,7 +458,7 @@ impl ReplayGuardLayer {
 
     /// The tools learned from annotations so far, sorted.
     pub fn learned_tools(&self) -> Vec<String> {
-        let Some(learned) = &self.declarations.learned else {
+        let Some(learned) = &self.policy().declarations.learned else {
             return Vec::new();
         };
         let mut tools: Vec<_> = learned
@@ -534,8 +470,6 @@ impl ReplayGuardLayer {
         tools.sort();
         tools
     }
-
-    retry_builder_methods!();
 }
 
 impl Default for ReplayGuardLayer {
@@ -544,129 +478,86 @@ impl Default for ReplayGuardLayer {
     }
 }
 
-impl<S> Layer<S> for ReplayGuardLayer {
-    type Service = ReplayGuard<S>;
+impl<ReqB, ResB> Decide<ReqB, ResB> for Replayable
+where
+    ReqB: HttpBody + Clone,
+    ResB: HttpBody,
+{
+    type Body = ObservedBody<ResB>;
+    type Classifier = MayHaveRunOrNeverSent;
+    type Prepare = Prepare<ReqB>;
 
-    fn layer(&self, inner: S) -> Self::Service {
-        ReplayGuard {
-            inner,
-            declarations: self.declarations.clone(),
-            config: self.config.clone(),
+    fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
+        let declarations = self.declarations.clone();
+        // Once per call: a guard met again (below a layer that re-sends) reuses the first read.
+        if context.has_rule()
+            && let Some(body) = context.first_parse()
+        {
+            return Prepare::Done {
+                classifier: Some(declarations.classifier_for(&body)),
+            };
+        }
+        Prepare::Reading {
+            reading: ReadToBytes::new(request.body().clone(), crate::sigv4::MAX_PAYLOAD_BYTES),
+            job: Some(Job {
+                declarations,
+                choice: request.extensions().get::<ReplayOverride>().copied(),
+                method: request.method().clone(),
+                context: context.clone(),
+            }),
         }
     }
 }
 
-/// The service [`ReplayGuardLayer`] builds.
-#[derive(Clone, Debug)]
-pub struct ReplayGuard<S> {
-    inner: S,
-    declarations: Arc<Declarations>,
-    config: RetryConfig,
-}
+/// The guard's per-call machinery: public in a private module, so the sealed policy can name it
+/// while no user can.
+mod imp {
+    use super::*;
 
-impl<S> ReplayGuard<S> {
-    retry_service_methods!(ReplayGuardLayer);
-}
-
-const LAYER: &str = "replay_guard";
-
-impl<S, ReqB, ResB> Service<Request<ReqB>> for ReplayGuard<S>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: HttpBody + Clone,
-    ResB: HttpBody,
-{
-    type Response = Response<ObservedBody<ResB>>;
-    type Error = Error;
-    type Future = ResponseFuture<S, ReqB, ResB>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Error::from_service)
+    /// What the guard needs to make a call's rule once its body is read.
+    pub struct Job {
+        pub(super) declarations: Arc<Declarations>,
+        pub(super) choice: Option<ReplayOverride>,
+        pub(super) method: Method,
+        pub(super) context: CallContext,
     }
 
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        let reading = ReadToBytes::new(request.body().clone(), crate::sigv4::MAX_PAYLOAD_BYTES);
-        ResponseFuture {
-            state: GuardState::Reading {
-                reading,
-                pending: Some(Pending {
-                    request,
-                    service: ready,
-                    declarations: self.declarations.clone(),
-                    config: self.config.clone(),
-                }),
+    pin_project! {
+        /// Reads a call's body (a clone) once, puts the call's rule in force and keeps the parse.
+        #[project = PrepareProj]
+        pub enum Prepare<B> {
+            Done { classifier: Option<MayHaveRunOrNeverSent> },
+            Reading {
+                #[pin]
+                reading: ReadToBytes<B>,
+                job: Option<Job>,
             },
         }
     }
-}
 
-struct Pending<S, ReqB> {
-    request: Request<ReqB>,
-    service: S,
-    declarations: Arc<Declarations>,
-    config: RetryConfig,
-}
-
-pin_project! {
-    /// The response future of [`ReplayGuard`].
-    pub struct ResponseFuture<S, ReqB, ResB>
+    impl<B> Future for Prepare<B>
     where
-        S: Service<Request<ReqB>, Response = Response<ResB>>,
-        ReqB: HttpBody,
+        B: HttpBody,
     {
-        #[pin]
-        state: GuardState<S, ReqB, ResB>,
-    }
-}
+        type Output = MayHaveRunOrNeverSent;
 
-pin_project! {
-    #[project = GuardStateProj]
-    enum GuardState<S, ReqB, ResB>
-    where
-        S: Service<Request<ReqB>, Response = Response<ResB>>,
-        ReqB: HttpBody,
-    {
-        Reading {
-            #[pin]
-            reading: ReadToBytes<ReqB>,
-            pending: Option<Pending<S, ReqB>>,
-        },
-        Running {
-            #[pin]
-            retry: RetryFuture<S, ReqB, ResB, MayHaveRunOrNeverSent>,
-        },
-    }
-}
-
-impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: HttpBody + Clone,
-    ResB: HttpBody,
-{
-    type Output = Result<Response<ObservedBody<ResB>>, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                GuardStateProj::Reading { reading, pending } => {
-                    // A body that fails to read is not JSON-RPC: not replayable (the attempt
-                    // below meets the same failure and reports it).
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            match self.project() {
+                PrepareProj::Done { classifier } => Poll::Ready(
+                    classifier
+                        .take()
+                        .expect("Prepare polled after it completed"),
+                ),
+                PrepareProj::Reading { reading, job } => {
+                    // A body that fails to read is not JSON-RPC: not replayable (the attempt below
+                    // meets the same failure and reports it).
                     let bytes = std::task::ready!(reading.poll(cx)).ok();
-                    let Some(Pending {
-                        mut request,
-                        service,
+                    let Job {
                         declarations,
-                        config,
-                    }) = pending.take()
-                    else {
-                        panic!("ResponseFuture polled after it completed")
-                    };
+                        choice,
+                        method,
+                        context,
+                    } = job.take().expect("Prepare polled after it completed");
                     let wants_arguments = declarations.predicate.is_some();
                     let parsed = ParsedBody::new(
                         bytes.clone().unwrap_or_default(),
@@ -675,104 +566,78 @@ where
                         }),
                     );
                     let body = parsed.body();
-                    if request.extensions().get::<SharedReplayRule>().is_none() {
-                        let choice = request.extensions().get::<ReplayOverride>().copied();
-                        let rule = declarations.rule_for(body, choice);
-                        request.extensions_mut().insert(SharedReplayRule::new(rule));
-                    }
-                    let learn = match (&declarations.learned, body) {
-                        (Some(learned), JsonRpcBody::Single(m))
-                            if m.method.as_deref() == Some("tools/list") =>
-                        {
-                            Some(learned.clone())
-                        }
-                        _ => None,
-                    };
-                    request.extensions_mut().insert(parsed);
-                    let retry = RetryFuture::start_ready(
-                        service,
-                        request,
-                        MayHaveRunOrNeverSent { learn },
-                        config,
-                        LAYER,
-                    );
-                    this.state.set(GuardState::Running { retry });
+                    context.set_rule_if_none(|| {
+                        SharedReplayRule::new(declarations.rule_for(&method, &body, choice))
+                    });
+                    context.set_parsed(parsed);
+                    Poll::Ready(declarations.classifier_for(&body))
                 }
-                GuardStateProj::Running { retry } => return retry.poll(cx),
             }
+        }
+    }
+
+    /// The guard's decision: a failure that may have run (or was never sent) is worth a re-send,
+    /// which the rule then permits or forbids.
+    #[derive(Clone, Debug)]
+    pub struct MayHaveRunOrNeverSent {
+        pub(super) learn: Option<Arc<RwLock<HashSet<String>>>>,
+    }
+
+    impl<B> Classify<B> for MayHaveRunOrNeverSent {
+        type Body = ObservedBody<B>;
+        type Future = Ready<Classified<ObservedBody<B>>>;
+
+        fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
+            let action = match &result {
+                Err(error) if error.kind() == ErrorKind::Service => {
+                    let (failure, cause) = match error.failure_kind() {
+                        FailureKind::NeverSent => (Failure::NeverDelivered, "never sent"),
+                        kind @ FailureKind::ConnectionDropped => (
+                            Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                            "connection dropped",
+                        ),
+                        kind @ FailureKind::TimedOut => (
+                            Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                            "timed out",
+                        ),
+                        kind => (
+                            Failure::MayHaveRun(MayHaveRun::Transport(kind)),
+                            "transport error",
+                        ),
+                    };
+                    RetryAction::Retry(RetryReason {
+                        failure,
+                        cause,
+                        retry_after: None,
+                    })
+                }
+                Ok(response) if response.status().is_server_error() => {
+                    RetryAction::Retry(RetryReason {
+                        failure: Failure::MayHaveRun(MayHaveRun::ServerError(response.status())),
+                        cause: "HTTP 5xx",
+                        retry_after: crate::retry_after(response.headers()),
+                    })
+                }
+                _ => RetryAction::NoOpinion,
+            };
+            let result = result.map(|response| match &self.learn {
+                Some(learned) if response.status().is_success() => {
+                    let sse = !crate::jsonrpc::is_json_content_type(response.headers());
+                    let learned = learned.clone();
+                    response.map(|body| {
+                        ObservedBody::observed(body, HINT_LIMIT, move |bytes| {
+                            learn_hints(bytes, sse, &learned)
+                        })
+                    })
+                }
+                _ => response.map(ObservedBody::new),
+            });
+            ready(Classified { result, action })
         }
     }
 }
 
-impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    ReqB: HttpBody,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
-    }
-}
-
-/// The guard's decision: a failure that may have run (or was never sent) is worth a re-send,
-/// which the rule then permits or forbids.
-#[derive(Clone, Debug)]
-pub(crate) struct MayHaveRunOrNeverSent {
-    learn: Option<Arc<RwLock<HashSet<String>>>>,
-}
-
-impl<B> Classify<B> for MayHaveRunOrNeverSent {
-    type Body = ObservedBody<B>;
-    type Future = Ready<Classified<ObservedBody<B>>>;
-
-    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
-        let action = match &result {
-            Err(error) if error.kind() == ErrorKind::Service => {
-                let (failure, cause) = match error.failure_kind() {
-                    FailureKind::NeverSent => (Failure::NeverDelivered, "never sent"),
-                    kind @ FailureKind::ConnectionDropped => (
-                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
-                        "connection dropped",
-                    ),
-                    kind @ FailureKind::TimedOut => (
-                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
-                        "timed out",
-                    ),
-                    kind => (
-                        Failure::MayHaveRun(MayHaveRun::Transport(kind)),
-                        "transport error",
-                    ),
-                };
-                RetryAction::Retry(RetryReason {
-                    failure,
-                    cause,
-                    retry_after: None,
-                })
-            }
-            Ok(response) if response.status().is_server_error() => {
-                RetryAction::Retry(RetryReason {
-                    failure: Failure::MayHaveRun(MayHaveRun::ServerError(response.status())),
-                    cause: "HTTP 5xx",
-                    retry_after: crate::retry_after(response.headers()),
-                })
-            }
-            _ => RetryAction::NoOpinion,
-        };
-        let result = result.map(|response| match &self.learn {
-            Some(learned) if response.status().is_success() => {
-                let sse = !crate::jsonrpc::is_json_content_type(response.headers());
-                let learned = learned.clone();
-                response.map(|body| {
-                    ObservedBody::observed(body, HINT_LIMIT, move |bytes| {
-                        learn_hints(bytes, sse, &learned)
-                    })
-                })
-            }
-            _ => response.map(ObservedBody::new),
-        });
-        ready(Classified { result, action })
-    }
-}
+use imp::{Job, MayHaveRunOrNeverSent, Prepare};
 
 /// Learns `idempotentHint`/`readOnlyHint` from a `tools/list` answer (JSON, or SSE events whose
 /// data is JSON).

@@ -117,7 +117,7 @@
 //! `serde_json::Value`, [`is_session_busy_json`] over bytes, and [`is_session_busy_head`] for
 //! the 409 form.
 
-use std::future::Future;
+use std::future::{Future, Ready, ready};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -126,16 +126,15 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::Value;
-use tower::{Layer, Service};
 
 use crate::body::PeekedBody;
-use crate::error::{BoxError, Error};
+use crate::context::CallContext;
+use crate::error::Error;
 use crate::jsonrpc::{content_length, first_significant_byte, is_json_content_type};
 use crate::record::aws_error_type;
-use crate::replay::{Failure, Refusal};
-use crate::retry::{
-    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
-};
+use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::rule::{Failure, Refusal};
 
 /// The JSON-RPC error code AgentCore's MCP contract gives the session-busy refusal.
 pub const SESSION_BUSY_CODE: i64 = -32005;
@@ -227,35 +226,58 @@ pub fn is_session_busy_head(status: StatusCode, headers: &HeaderMap) -> bool {
     status == StatusCode::CONFLICT && aws_error_type(headers) == Some(RETRYABLE_CONFLICT_EXCEPTION)
 }
 
-/// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
-/// of its two forms, after a short backoff. See the [module docs](self).
-#[derive(Clone, Debug)]
-pub struct SessionBusyRetryLayer {
-    config: RetryConfig,
+/// The policy of [`SessionBusyRetryLayer`]: the session-busy refusal, in either of its two
+/// forms, is worth sending again; anything else is not this layer's business.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionBusy {
     peek_limit: usize,
 }
+
+impl Default for SessionBusy {
+    fn default() -> Self {
+        Self {
+            peek_limit: DEFAULT_PEEK_LIMIT,
+        }
+    }
+}
+
+impl SessionBusy {
+    /// How many bytes of an HTTP 200 `application/json` answer may be read ahead.
+    pub fn peek_limit(&self) -> usize {
+        self.peek_limit
+    }
+}
+
+/// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
+/// of its two forms, after a short backoff. See the [module docs](self).
+pub type SessionBusyRetryLayer = RetryLayer<SessionBusy>;
+
+/// The service [`SessionBusyRetryLayer`] builds.
+pub type SessionBusyRetry<S> = Retry<S, SessionBusy>;
+
+/// The response future of [`SessionBusyRetry`].
+pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy>;
 
 impl SessionBusyRetryLayer {
     /// The layer with its defaults: 6 attempts, 100 ms base backoff, 2 s per wait, 15 s of
     /// waiting in all, a 4 KiB read-ahead.
-    pub fn new() -> Self {
-        Self {
-            config: RetryConfig::new(
-                Backoff::new(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_secs(2))
-                    .with_max_attempts(6)
-                    .with_max_total_wait(Duration::from_secs(15)),
-            ),
-            peek_limit: DEFAULT_PEEK_LIMIT,
-        }
+    pub const fn new() -> Self {
+        RetryLayer::with_policy(
+            LAYER,
+            SessionBusy {
+                peek_limit: DEFAULT_PEEK_LIMIT,
+            },
+            Backoff::new(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(2))
+                .with_max_attempts(6)
+                .with_max_total_wait(Duration::from_secs(15)),
+        )
     }
-
-    retry_builder_methods!();
 
     /// Sets how many bytes of an HTTP 200 `application/json` answer may be read ahead to look
     /// for the refusal (default 4096). A larger answer is passed on without being matched.
     pub fn peek_limit(mut self, bytes: usize) -> Self {
-        self.peek_limit = bytes;
+        self.policy_mut().peek_limit = bytes;
         self
     }
 }
@@ -266,72 +288,17 @@ impl Default for SessionBusyRetryLayer {
     }
 }
 
-impl<S> Layer<S> for SessionBusyRetryLayer {
-    type Service = SessionBusyRetry<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        SessionBusyRetry {
-            inner,
-            config: self.config.clone(),
-            peek_limit: self.peek_limit,
-        }
-    }
-}
-
-/// The service [`SessionBusyRetryLayer`] builds.
-#[derive(Clone, Debug)]
-pub struct SessionBusyRetry<S> {
-    inner: S,
-    config: RetryConfig,
-    peek_limit: usize,
-}
-
-impl<S> SessionBusyRetry<S> {
-    retry_service_methods!(SessionBusyRetryLayer);
-}
-
-impl<S, ReqB, ResB> Service<Request<ReqB>> for SessionBusyRetry<S>
+impl<ReqB, ResB> Decide<ReqB, ResB> for SessionBusy
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Clone,
     ResB: Body<Data = Bytes> + Unpin,
 {
-    type Response = Response<PeekedBody<ResB>>;
-    type Error = Error;
-    type Future = ResponseFuture<S, ReqB, ResB>;
+    type Body = PeekedBody<ResB>;
+    type Classifier = SessionBusy;
+    type Prepare = Ready<SessionBusy>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Error::from_service)
+    fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
+        ready(*self)
     }
-
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        ResponseFuture {
-            inner: RetryFuture::start(
-                &mut self.inner,
-                request,
-                IsSessionBusy {
-                    peek_limit: self.peek_limit,
-                },
-                self.config.clone(),
-                LAYER,
-            ),
-        }
-    }
-}
-
-retry_response_future!(
-    /// The response future of [`SessionBusyRetry`].
-    ResponseFuture,
-    IsSessionBusy,
-    PeekedBody<ResB>,
-    where ResB: Body<Data = Bytes>, ResB: Unpin
-);
-
-/// The decision: the 409 form from the head; the 200 form after a bounded read-ahead.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct IsSessionBusy {
-    peek_limit: usize,
 }
 
 const BUSY_200: &str = "session busy (JSON-RPC -32005)";
@@ -345,7 +312,8 @@ fn busy(cause: &'static str) -> RetryAction {
     })
 }
 
-impl<B> Classify<B> for IsSessionBusy
+/// The decision: the 409 form from the head; the 200 form after a bounded read-ahead.
+impl<B> Classify<B> for SessionBusy
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -376,58 +344,69 @@ where
     }
 }
 
-/// Reads the start of an answer, then decides.
-pub(crate) struct ReadAhead<B: Body> {
-    state: Option<(http::response::Parts, PeekedBody<B>)>,
-    done: Option<Classified<PeekedBody<B>>>,
-    peek_limit: usize,
-}
+/// The read-ahead future: public in a private module, so the sealed policy can name it while
+/// no user can.
+mod imp {
+    use super::*;
 
-impl<B: Body> ReadAhead<B> {
-    fn done(result: Result<Response<PeekedBody<B>>, Error>, action: RetryAction) -> Self {
-        Self {
-            state: None,
-            done: Some(Classified { result, action }),
-            peek_limit: 0,
+    /// Reads the start of an answer, then decides.
+    pub struct ReadAhead<B: Body> {
+        pub(super) state: Option<(http::response::Parts, PeekedBody<B>)>,
+        pub(super) done: Option<Classified<PeekedBody<B>>>,
+        pub(super) peek_limit: usize,
+    }
+
+    impl<B: Body> ReadAhead<B> {
+        pub(super) fn done(
+            result: Result<Response<PeekedBody<B>>, Error>,
+            action: RetryAction,
+        ) -> Self {
+            Self {
+                state: None,
+                done: Some(Classified { result, action }),
+                peek_limit: 0,
+            }
+        }
+    }
+
+    impl<B> Future for ReadAhead<B>
+    where
+        B: Body<Data = Bytes> + Unpin,
+    {
+        type Output = Classified<PeekedBody<B>>;
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = self.get_mut();
+            if let Some(done) = this.done.take() {
+                return Poll::Ready(done);
+            }
+            let Some((_, body)) = this.state.as_mut() else {
+                panic!("ReadAhead polled after it completed")
+            };
+            // Stop as soon as the body cannot be one JSON object.
+            let could_be_an_object =
+                |held: &[u8]| first_significant_byte(held).is_none_or(|b| b == b'{');
+            std::task::ready!(body.poll_read_ahead(cx, this.peek_limit, could_be_an_object));
+            let Some((parts, body)) = this.state.take() else {
+                unreachable!("checked above")
+            };
+            let matched = body.is_complete()
+                && body.held_len() <= this.peek_limit
+                && is_session_busy_json(&body.held_bytes());
+            let action = if matched {
+                busy(BUSY_200)
+            } else {
+                RetryAction::NoOpinion
+            };
+            Poll::Ready(Classified {
+                result: Ok(Response::from_parts(parts, body)),
+                action,
+            })
         }
     }
 }
 
-impl<B> Future for ReadAhead<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    type Output = Classified<PeekedBody<B>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if let Some(done) = this.done.take() {
-            return Poll::Ready(done);
-        }
-        let Some((_, body)) = this.state.as_mut() else {
-            panic!("ReadAhead polled after it completed")
-        };
-        // Stop as soon as the body cannot be one JSON object.
-        let could_be_an_object =
-            |held: &[u8]| first_significant_byte(held).is_none_or(|b| b == b'{');
-        std::task::ready!(body.poll_read_ahead(cx, this.peek_limit, could_be_an_object));
-        let Some((parts, body)) = this.state.take() else {
-            unreachable!("checked above")
-        };
-        let matched = body.is_complete()
-            && body.held_len() <= this.peek_limit
-            && is_session_busy_json(&body.held_bytes());
-        let action = if matched {
-            busy(BUSY_200)
-        } else {
-            RetryAction::NoOpinion
-        };
-        Poll::Ready(Classified {
-            result: Ok(Response::from_parts(parts, body)),
-            action,
-        })
-    }
-}
+use imp::ReadAhead;
 
 #[cfg(test)]
 mod tests {

@@ -88,43 +88,46 @@
 //! every attempt.
 
 use std::future::{Ready, ready};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use tower::{Layer, Service};
 
-use crate::error::{BoxError, Error};
-use crate::replay::{Failure, Refusal};
+use crate::context::CallContext;
+use crate::error::Error;
 use crate::retry::retry_after;
-use crate::retry::{
-    Backoff, Classified, Classify, RetryAction, RetryConfig, RetryFuture, RetryReason,
-};
+use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::rule::{Failure, Refusal};
 
-const LAYER: &str = "throttle";
+/// The policy of [`ThrottleRetryLayer`]: an HTTP 429 is a refusal worth sending again; anything
+/// else is not this layer's business.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct Throttled;
 
 /// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
 /// total-wait ceiling. See the [module docs](self).
-#[derive(Clone, Debug)]
-pub struct ThrottleRetryLayer {
-    config: RetryConfig,
-}
+pub type ThrottleRetryLayer = RetryLayer<Throttled>;
+
+/// The service [`ThrottleRetryLayer`] builds.
+pub type ThrottleRetry<S> = Retry<S, Throttled>;
+
+/// The response future of [`ThrottleRetry`].
+pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, Throttled>;
 
 impl ThrottleRetryLayer {
     /// The layer with its defaults: 3 attempts, 10 s of waiting in all, 200 ms base backoff,
     /// 5 s per backoff wait.
-    pub fn new() -> Self {
-        Self {
-            config: RetryConfig::new(
-                Backoff::new(Duration::from_millis(200))
-                    .with_max_delay(Duration::from_secs(5))
-                    .with_max_attempts(3)
-                    .with_max_total_wait(Duration::from_secs(10)),
-            ),
-        }
+    pub const fn new() -> Self {
+        RetryLayer::with_policy(
+            "throttle",
+            Throttled,
+            Backoff::new(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(5))
+                .with_max_attempts(3)
+                .with_max_total_wait(Duration::from_secs(10)),
+        )
     }
-
-    retry_builder_methods!();
 }
 
 impl Default for ThrottleRetryLayer {
@@ -133,67 +136,17 @@ impl Default for ThrottleRetryLayer {
     }
 }
 
-impl<S> Layer<S> for ThrottleRetryLayer {
-    type Service = ThrottleRetry<S>;
+impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled {
+    type Body = ResB;
+    type Classifier = Throttled;
+    type Prepare = Ready<Throttled>;
 
-    fn layer(&self, inner: S) -> Self::Service {
-        ThrottleRetry {
-            inner,
-            config: self.config.clone(),
-        }
+    fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
+        ready(Throttled)
     }
 }
 
-/// The service [`ThrottleRetryLayer`] builds.
-#[derive(Clone, Debug)]
-pub struct ThrottleRetry<S> {
-    inner: S,
-    config: RetryConfig,
-}
-
-impl<S> ThrottleRetry<S> {
-    retry_service_methods!(ThrottleRetryLayer);
-}
-
-impl<S, ReqB, ResB> Service<Request<ReqB>> for ThrottleRetry<S>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Clone,
-{
-    type Response = Response<ResB>;
-    type Error = Error;
-    type Future = ResponseFuture<S, ReqB, ResB>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Error::from_service)
-    }
-
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        ResponseFuture {
-            inner: RetryFuture::start(
-                &mut self.inner,
-                request,
-                IsThrottled,
-                self.config.clone(),
-                LAYER,
-            ),
-        }
-    }
-}
-
-retry_response_future!(
-    /// The response future of [`ThrottleRetry`].
-    ResponseFuture,
-    IsThrottled,
-    ResB
-);
-
-/// The decision: a 429 is a refusal to send again; anything else is not this layer's.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct IsThrottled;
-
-impl<B> Classify<B> for IsThrottled {
+impl<B> Classify<B> for Throttled {
     type Body = B;
     type Future = Ready<Classified<B>>;
 

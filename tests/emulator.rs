@@ -9,8 +9,7 @@ use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, Retry
 use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, DeliveryReason, Error, FailureKind, Outcome, ReplayGuardLayer,
-    Verdict,
+    Assumption, AttemptRecord, By, Error, FailureKind, Outcome, ReplayGuardLayer, Verdict,
 };
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -259,7 +258,7 @@ async fn a_500_is_re_sent_only_for_what_was_declared() {
     assert_eq!(answer.record.len(), 1);
     assert!(matches!(
         first_decision(&answer.record, 0).1,
-        Verdict::Delivered(DeliveryReason::Forbidden { .. })
+        Verdict::Forbidden { .. }
     ));
     assert_eq!(emulator.counter(), 1);
 

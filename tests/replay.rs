@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, DeliveryReason, Error, FailureKind, Outcome, ReplayGuardLayer,
-    ReplayOverride, RequestNotSent, SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+    Assumption, AttemptRecord, By, Error, FailureKind, Outcome, ReplayGuardLayer, ReplayOverride,
+    RequestNotSent, SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
 };
 use bytes::Bytes;
 use common::*;
@@ -137,10 +137,10 @@ async fn an_undeclared_tool_call_is_not_re_sent_after_a_drop() {
     );
     assert_eq!(
         attempt.decisions().last().unwrap().verdict(),
-        &Verdict::Delivered(DeliveryReason::Forbidden {
+        &Verdict::Forbidden {
             cause: "connection dropped",
             reason: "tools/call `charge` is not declared replayable".into()
-        })
+        }
     );
     assert_eq!(
         record.to_string(),
@@ -197,7 +197,7 @@ async fn a_strict_tool_is_not_re_sent_even_after_a_refusal() {
         assert!(
             matches!(
                 record[0].decisions()[0].verdict(),
-                Verdict::Delivered(DeliveryReason::Forbidden { reason, .. }) if reason == "tools/call `charge` is strict: never sent again"
+                Verdict::Forbidden { reason, .. } if reason == "tools/call `charge` is strict: never sent again"
             ),
             "{refusal:?}: {:?}",
             record[0]
@@ -274,7 +274,7 @@ async fn a_batch_with_one_undeclared_member_is_not_re_sent() {
     let record = record_of(&outcome).attempts();
     assert!(matches!(
         record[0].decisions()[0].verdict(),
-        Verdict::Delivered(DeliveryReason::Forbidden { reason, .. })
+        Verdict::Forbidden { reason, .. }
             if reason == "a batch member is not replayable: tools/call `charge` is not declared replayable"
     ));
     // Every member replayable: re-sent.
@@ -427,7 +427,7 @@ async fn the_guard_honours_retry_after_on_a_5xx_within_its_ceiling() {
     let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
     assert!(matches!(
         attempts[1].decisions()[0].verdict(),
-        Verdict::Delivered(DeliveryReason::WaitCeiling { .. })
+        Verdict::WaitCeiling { .. }
     ));
 }
 

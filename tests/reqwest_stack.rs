@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{
-    AttemptRecord, DeliveryReason, ErrorKind, FailureKind, Outcome, ReplayGuardLayer, Verdict,
-};
+use agentcore_tower::{AttemptRecord, ErrorKind, FailureKind, Outcome, ReplayGuardLayer, Verdict};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
@@ -335,10 +333,10 @@ async fn a_dropped_counter_call_is_not_sent_again() {
         decisions,
         [(
             "replay_guard",
-            &Verdict::Delivered(DeliveryReason::Forbidden {
+            &Verdict::Forbidden {
                 cause: "connection dropped",
                 reason: "tools/call `counter` is not declared replayable".to_owned(),
-            })
+            }
         )],
         "{record}"
     );

@@ -6,9 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentcore_tower::{
-    Assumption, AttemptRecord, By, DeliveryReason, RetryInfo, SessionBusyRetryLayer, Verdict,
-};
+use agentcore_tower::{Assumption, AttemptRecord, By, RetryInfo, SessionBusyRetryLayer, Verdict};
 use bytes::Bytes;
 use common::*;
 use http_body::{Body, Frame};
@@ -165,10 +163,10 @@ async fn busy_forever_delivers_the_last_refusal_intact_after_the_cap() {
     assert_eq!(attempts.len(), 6);
     assert_eq!(
         attempts[5].decisions()[0].verdict(),
-        &Verdict::Delivered(DeliveryReason::AttemptsExhausted {
+        &Verdict::AttemptsExhausted {
             cause: "session busy (JSON-RPC -32005)",
             max_attempts: 6
-        })
+        }
     );
     let (body, _) = read_all(response.into_body()).await;
     assert_eq!(&body[..], BUSY);
@@ -223,7 +221,7 @@ async fn the_total_wait_ceiling_stops_re_sending() {
     let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
     assert!(matches!(
         attempts.last().unwrap().decisions()[0].verdict(),
-        Verdict::Delivered(DeliveryReason::WaitCeiling { .. })
+        Verdict::WaitCeiling { .. }
     ));
     let (body, _) = read_all(response.into_body()).await;
     assert_eq!(&body[..], BUSY);

@@ -2,14 +2,14 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, DeliveryReason, Failure, Outcome, ReplayRule, RetryInfo,
-    RuleVerdict, SharedReplayRule, ThrottleRetryLayer, Verdict,
+    Assumption, AttemptRecord, By, Failure, Outcome, Permission, ReplayRule, RetryInfo,
+    SharedReplayRule, ThrottleRetryLayer, Verdict,
 };
 use bytes::Bytes;
 use common::*;
@@ -81,10 +81,7 @@ async fn throttled_twice_then_ok_delivers_the_ok_with_three_attempts() {
             (By::Adapter, Assumption::RejectedBeforeExecution)
         );
     }
-    assert_eq!(
-        attempts[2].decisions()[0].verdict(),
-        &Verdict::Delivered(DeliveryReason::NotRetryable)
-    );
+    assert_eq!(attempts[2].decisions()[0].verdict(), &Verdict::Delivered);
     let (body, _) = read_all(response.into_body()).await;
     assert_eq!(&body[..], b"{\"result\":1}");
     // Every attempt carried the same request.
@@ -256,11 +253,11 @@ async fn the_ceiling_cuts_a_long_retry_after_at_once() {
     let record = AttemptRecord::of_response(&response).unwrap().attempts();
     assert_eq!(
         record[0].decisions()[0].verdict(),
-        &Verdict::Delivered(DeliveryReason::WaitCeiling {
+        &Verdict::WaitCeiling {
             cause: "HTTP 429",
             wait: Duration::from_secs(86400),
             remaining: Duration::from_secs(10),
-        })
+        }
     );
     let (body, _) = read_all(response.into_body()).await;
     assert_eq!(&body[..], b"{\"message\":\"Rate exceeded\"}");
@@ -294,10 +291,10 @@ async fn the_attempt_cap_is_exact() {
         assert_eq!(attempts.len(), cap as usize);
         assert_eq!(
             attempts.last().unwrap().decisions()[0].verdict(),
-            &Verdict::Delivered(DeliveryReason::AttemptsExhausted {
+            &Verdict::AttemptsExhausted {
                 cause: "HTTP 429",
                 max_attempts: cap
-            })
+            }
         );
         assert_eq!(shared.unready_calls.load(Ordering::SeqCst), 0);
     }
@@ -531,12 +528,12 @@ async fn dropping_the_future_cancels_the_attempt_in_flight() {
 #[derive(Debug)]
 struct ForbidAll;
 impl ReplayRule for ForbidAll {
-    fn permission(&self, failure: &Failure) -> RuleVerdict {
+    fn permission(&self, failure: &Failure) -> Result<Permission, String> {
         assert_eq!(
             failure,
             &Failure::Refused(agentcore_tower::Refusal::Throttled)
         );
-        RuleVerdict::Forbid("strict tool".into())
+        Err("strict tool".into())
     }
 }
 
@@ -555,33 +552,44 @@ async fn a_replay_rule_on_the_request_can_forbid() {
     let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
     assert_eq!(
         attempts[0].decisions()[0].verdict(),
-        &Verdict::Delivered(DeliveryReason::Forbidden {
+        &Verdict::Forbidden {
             cause: "HTTP 429",
             reason: "strict tool".into()
-        })
+        }
     );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_record_already_on_the_request_is_appended_to_not_replaced() {
+async fn an_app_record_gets_the_same_decisions_as_a_crate_record() {
     let inner = Scripted::new([throttled(Some("0")), ok(b"{}")]);
-    let svc = ThrottleRetryLayer::new().layer(inner);
+    let hooked = Arc::new(AtomicU32::new(0));
+    let svc = ThrottleRetryLayer::new()
+        .on_record({
+            let hooked = hooked.clone();
+            move |_| {
+                hooked.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .layer(inner);
     let record = AttemptRecord::new();
     let mut request = json_request(TOOLS_CALL);
     request.extensions_mut().insert(record.clone());
     let response = svc.oneshot(request).await.unwrap();
-    // Not the owner: the response does not get a (second) record; the caller's has both.
-    assert!(AttemptRecord::of_response(&response).is_none());
-    assert_eq!(record.len(), 2);
-    assert!(record.attempts()[0].was_sent_again());
-    assert!(
-        record.attempts()[1].decisions().is_empty(),
-        "the owner marks delivery, not us"
+    // The app's record is the call's: appended to, handed back, decided and hooked as ours is.
+    assert_eq!(
+        AttemptRecord::of_response(&response).unwrap().to_string(),
+        record.to_string()
     );
+    assert_eq!(
+        record.to_string(),
+        "#1 HTTP 429 ThrottlingException -> throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
+         #2 HTTP 200 -> throttle: delivered; effect unknown"
+    );
+    assert_eq!(hooked.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
-async fn stacked_layers_share_one_record() {
+async fn stacked_layers_share_one_record_and_one_cap() {
     let inner = Scripted::new([throttled(Some("0")), throttled(Some("0")), ok(b"{}")]);
     let shared = inner.shared();
     let svc = tower::ServiceBuilder::new()
@@ -589,14 +597,14 @@ async fn stacked_layers_share_one_record() {
         .layer(ThrottleRetryLayer::new().max_attempts(2))
         .service(inner);
     let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(shared.calls(), 3);
+    // The cap is the call's: the outer layer does not start the inner one's count again.
+    assert_eq!(response.status(), 429);
+    assert_eq!(shared.calls(), 2);
     let record = AttemptRecord::of_response(&response).unwrap().to_string();
     assert_eq!(
         record,
         "#1 HTTP 429 ThrottlingException -> throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
-         #2 HTTP 429 ThrottlingException -> throttle: delivered (HTTP 429, but the cap of 2 attempts was reached); throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
-         #3 HTTP 200 -> throttle: delivered; effect unknown"
+         #2 HTTP 429 ThrottlingException -> throttle: delivered (HTTP 429, but the cap of 2 attempts was reached); throttle: delivered (HTTP 429, but the cap of 2 attempts was reached); effect unknown"
     );
 }
 
@@ -615,6 +623,9 @@ async fn tracing_tells_each_resend_without_the_query() {
             .with_filter(tracing_subscriber::filter::LevelFilter::DEBUG),
     );
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Other tests of this binary, on other threads, may have met the callsites first, with no
+    // subscriber: have their interest asked again, now that this thread has one.
+    tracing::callsite::rebuild_interest_cache();
     let inner = Scripted::new([throttled(Some("1")), ok(b"{}")]);
     let svc = ThrottleRetryLayer::new().layer(inner);
     let mut request = json_request(TOOLS_CALL);

@@ -5,7 +5,7 @@
 mod common;
 
 use agentcore_tower::session_busy::is_session_busy_json;
-use agentcore_tower::{AttemptRecord, DeliveryReason, SessionBusyRetryLayer, Verdict};
+use agentcore_tower::{AttemptRecord, SessionBusyRetryLayer, Verdict};
 use arbitrary::Arbitrary;
 use common::*;
 use libfuzzer_sys::fuzz_target;
@@ -58,7 +58,7 @@ fuzz_target!(|input: Input| {
         let matched = record[0]
             .decisions()
             .iter()
-            .any(|d| matches!(d.verdict(), Verdict::Delivered(DeliveryReason::AttemptsExhausted { .. })));
+            .any(|d| matches!(d.verdict(), Verdict::AttemptsExhausted { .. }));
         assert_eq!(matched, oracle, "{record:?}");
         let (read, error_at, _) = read(response.into_body()).await;
         assert_eq!(read, sent);

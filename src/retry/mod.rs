@@ -1,27 +1,58 @@
-//! The one retry loop every retry layer of this crate runs, and what it is made of.
+//! The one retry layer of this crate, generic over what it re-sends: [`RetryLayer<P>`], its
+//! service [`Retry<S, P>`] and their [`ResponseFuture`]. The three retry layers are its
+//! policies: [`ThrottleRetryLayer`](crate::ThrottleRetryLayer) is `RetryLayer<Throttled>`,
+//! [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer) is `RetryLayer<SessionBusy>`,
+//! [`ReplayGuardLayer`](crate::ReplayGuardLayer) is `RetryLayer<Replayable>` — as tower's
+//! `RetryLayer<P>` is generic over its `Policy`.
 //!
-//! A layer differs from another only in its *decision*: what it makes of one attempt's result
-//! ([`RetryAction`]). The loop does the rest, the same way for every layer:
+//! ```
+//! use std::convert::Infallible;
+//! use agentcore_tower::{RetryLayer, Throttled, ThrottleRetryLayer};
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // The alias and the generic name are one type.
+//! let layer: RetryLayer<Throttled> = ThrottleRetryLayer::new().max_attempts(4);
+//! let client = ServiceBuilder::new().layer(layer).service(service_fn(|_: Request<Full<Bytes>>| async {
+//!     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+//! }));
+//! let response = client.oneshot(Request::new(Full::new(Bytes::new()))).await.unwrap();
+//! assert_eq!(response.status(), 200);
+//! # }
+//! ```
+//!
+//! A policy decides only what it makes of one attempt's result. The loop does the rest, the
+//! same way for every layer:
 //!
 //! 1. Send the request through the service that was polled ready (tower's rule: a clone of a
-//!    ready service is not ready; the ready one is taken, a clone left in its place).
-//! 2. Hand the result to the layer's decision. `NoOpinion` delivers it.
-//! 3. `Retry`: ask the replay rule ([`SharedReplayRule`](crate::SharedReplayRule) in the
-//!    request's extensions, or the crate's default). Forbidding always wins.
-//! 4. Stop if the attempt cap is reached, or if the wait — `Retry-After` when the server sent a
-//!    valid one, otherwise the [`Backoff`] — would pass the call's total-wait ceiling. The last
-//!    answer is then delivered as it came.
-//! 5. Otherwise record the decision, release the refused answer (its body is dropped, so no
+//!    ready service is not ready; the ready one is taken, a clone left in its place). The
+//!    attempt is recorded as sent, with no answer yet, as it is handed down.
+//! 2. Hand the result to the policy. No opinion: deliver it.
+//! 3. A reason to send again: stop if the *call* has made as many attempts as this layer's cap
+//!    allows (attempts are counted over every layer, so stacked layers never multiply their
+//!    caps); ask the call's replay rule (refusing always wins); stop if the wait — `Retry-After`
+//!    when the server sent a valid one, otherwise this layer's [`Backoff`] — does not fit in
+//!    what the call may still wait (this layer's ceiling minus every layer's waits so far, the
+//!    app's [`CallBudget`](crate::CallBudget), its deadline). The last answer is then delivered
+//!    as it came.
+//! 4. Otherwise record the decision, release the refused answer (its body is dropped, so no
 //!    keep-alive connection stays pinned by it), wait, poll the service ready again, and send a
-//!    clone of the original request (method, URI, version, headers, extensions, body).
+//!    clone of the request this layer received (method, URI, version, headers, extensions,
+//!    body).
 //!
 //! Dropping the response future cancels whatever is under way: the wait, or the attempt in
-//! flight.
+//! flight. The call's record keeps the evidence: an attempt in flight stays "sent, no answer
+//! yet", followed by [`Verdict::CallDropped`](crate::Verdict::CallDropped), and the `on_record`
+//! hooks are called.
 //!
 //! Request bodies are cloned for every re-send, so the layers require `ReqBody: Clone`: a body
 //! that cannot be cloned cannot be retried, and that is a compile-time fact rather than a
 //! half-sent stream at run time. MCP requests are small JSON documents: send them as
-//! `http_body_util::Full<Bytes>`, `String` or `Bytes`.
+//! `http_body_util::Full<Bytes>` or `String`.
 
 pub(crate) mod backoff;
 pub(crate) mod retry_after;
@@ -35,49 +66,79 @@ use std::time::Duration;
 
 use http::{Request, Response, Uri};
 use pin_project_lite::pin_project;
-use tower::Service;
+use tower::{Layer, Service};
 
+use crate::context::{CallContext, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
-use crate::record::{AttemptRecord, Decision, DeliveryReason, Outcome, Verdict};
-use crate::replay::{Failure, RuleVerdict, SharedReplayRule};
+use crate::record::{Decision, Outcome, Verdict};
 pub use backoff::Backoff;
+use sealed::{Classified, Classify, Decide, RetryAction};
 
-/// What one layer's decision makes of one attempt's result.
-///
-/// Combine several with [`RetryAction::or`]: `Forbidden` always wins.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RetryAction {
-    /// The layer has nothing to say: deliver the result as it is.
-    NoOpinion,
-    /// The layer would send the request again, for this reason.
-    Retry(RetryReason),
-    /// The request must not be sent again; the reason is recorded.
-    Forbidden(String),
-}
+/// What a policy's decision is made of. Sealed: the crate's three policies implement it.
+pub(crate) mod sealed {
+    use std::future::Future;
+    use std::time::Duration;
 
-impl RetryAction {
-    /// Combines two opinions: `Forbidden` wins over anything, then `Retry` (the first one),
-    /// then `NoOpinion`.
-    pub fn or(self, other: RetryAction) -> RetryAction {
-        match (self, other) {
-            (f @ RetryAction::Forbidden(_), _) | (_, f @ RetryAction::Forbidden(_)) => f,
-            (r @ RetryAction::Retry(_), _) | (_, r @ RetryAction::Retry(_)) => r,
-            _ => RetryAction::NoOpinion,
-        }
+    use http::{Request, Response};
+
+    use crate::context::CallContext;
+    use crate::error::Error;
+    use crate::rule::Failure;
+
+    /// A policy over requests with bodies `ReqB` and responses with bodies `ResB`.
+    pub trait Decide<ReqB, ResB>: Clone {
+        /// The body of the responses the layer hands up.
+        type Body;
+        /// What decides about each attempt of one call.
+        type Classifier: Classify<ResB, Body = Self::Body>;
+        /// Looks at a call before its first attempt (the guard reads the body).
+        type Prepare: Future<Output = Self::Classifier>;
+        /// Starts a call.
+        fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare;
+    }
+
+    /// A decision over one attempt's result. It may need to read (part of) the body first, so
+    /// it answers with a future.
+    pub trait Classify<B> {
+        /// The body of the responses it hands back.
+        type Body;
+        /// Its answer.
+        type Future: Future<Output = Classified<Self::Body>>;
+        /// Decides about one attempt's result.
+        fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future;
+    }
+
+    /// What a decision hands back: the result (possibly with a rewrapped body) and its opinion.
+    pub struct Classified<B> {
+        pub result: Result<Response<B>, Error>,
+        pub action: RetryAction,
+    }
+
+    /// What a decision makes of one attempt's result.
+    pub enum RetryAction {
+        /// Nothing to say: deliver the result as it is.
+        NoOpinion,
+        /// Worth sending again, for this reason — if the call's rule and budget allow.
+        Retry(RetryReason),
+    }
+
+    /// Why a layer would send a request again.
+    pub struct RetryReason {
+        /// The failure, as the replay rule sees it.
+        pub failure: Failure,
+        /// A short description for the record and logs (e.g. `"HTTP 429"`).
+        pub cause: &'static str,
+        /// The wait the server asked for, when it did (a valid `Retry-After`).
+        pub retry_after: Option<Duration>,
     }
 }
 
-/// Why a layer would send a request again.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryReason {
-    /// The failure, as the replay rule sees it.
-    pub failure: Failure,
-    /// A short description for the record and logs (e.g. `"HTTP 429"`).
-    pub cause: &'static str,
-    /// The wait the server asked for, when it did (a valid `Retry-After`).
-    pub retry_after: Option<Duration>,
-}
+/// What a [`RetryLayer`] re-sends: one of the crate's three policies —
+/// [`Throttled`](crate::Throttled), [`SessionBusy`](crate::SessionBusy),
+/// [`Replayable`](crate::Replayable). Sealed: it cannot be implemented outside this crate.
+pub trait RetryPolicy<ReqB, ResB>: Decide<ReqB, ResB> {}
+
+impl<P: Decide<ReqB, ResB>, ReqB, ResB> RetryPolicy<ReqB, ResB> for P {}
 
 /// What an `on_retry` hook is told before a re-send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,9 +146,10 @@ pub struct RetryReason {
 pub struct RetryInfo {
     /// The layer re-sending (`"throttle"`, `"session_busy"`, `"replay_guard"`).
     pub layer: &'static str,
-    /// The number of the attempt about to start (2 for the first re-send), in this layer.
+    /// The number of the attempt about to start in the call (2 for the first re-send),
+    /// counted over every layer.
     pub attempt: u32,
-    /// The layer's attempt cap.
+    /// The most attempts this layer lets the call make.
     pub max_attempts: u32,
     /// How long the layer waits before sending it.
     pub wait: Duration,
@@ -99,13 +161,7 @@ pub struct RetryInfo {
 
 /// A hook called before every re-send.
 #[derive(Clone)]
-pub(crate) struct OnRetry(Arc<dyn Fn(&RetryInfo) + Send + Sync>);
-
-impl OnRetry {
-    pub(crate) fn new(f: impl Fn(&RetryInfo) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-}
+struct OnRetry(Arc<dyn Fn(&RetryInfo) + Send + Sync>);
 
 impl fmt::Debug for OnRetry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -113,53 +169,196 @@ impl fmt::Debug for OnRetry {
     }
 }
 
-/// A hook called with the finished record of a call.
-#[derive(Clone)]
-pub(crate) struct OnRecord(pub(crate) Arc<dyn Fn(&AttemptRecord) + Send + Sync>);
+/// A retry layer's settings: its name, its schedule and its hooks.
+#[derive(Clone, Debug)]
+struct RetryConfig {
+    layer: &'static str,
+    backoff: Backoff,
+    on_retry: Option<OnRetry>,
+    on_record: Option<OnRecord>,
+}
 
-impl fmt::Debug for OnRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OnRecord(..)")
+/// Re-sends what its policy `P` says is worth sending again, within the call's budget and rule.
+/// Use it by its policy's name: [`ThrottleRetryLayer`](crate::ThrottleRetryLayer),
+/// [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer),
+/// [`ReplayGuardLayer`](crate::ReplayGuardLayer). See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct RetryLayer<P> {
+    policy: P,
+    config: RetryConfig,
+}
+
+impl<P> RetryLayer<P> {
+    /// A layer named `layer` (in records and logs) with `policy` and `backoff`.
+    pub(crate) const fn with_policy(layer: &'static str, policy: P, backoff: Backoff) -> Self {
+        Self {
+            policy,
+            config: RetryConfig {
+                layer,
+                backoff,
+                on_retry: None,
+                on_record: None,
+            },
+        }
+    }
+
+    pub(crate) fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// Sets the most attempts this layer lets a call make, the first one included, counted over
+    /// every layer of the call (`0` is taken as 1). A layer stacked inside another does not
+    /// start counting again when the outer one re-sends.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.config.backoff = self.config.backoff.with_max_attempts(max_attempts);
+        self
+    }
+
+    /// Sets the ceiling on the time a call may have waited in all, over every layer, when this
+    /// layer starts a wait. A wait that would pass it is not started: the last answer is
+    /// delivered at once.
+    pub fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
+        self.config.backoff = self.config.backoff.with_max_total_wait(max_total_wait);
+        self
+    }
+
+    /// Sets the delay the first re-send's backoff is computed from (before jitter).
+    pub fn base_delay(mut self, base: Duration) -> Self {
+        self.config.backoff = self.config.backoff.with_base(base);
+        self
+    }
+
+    /// Sets the cap on one backoff wait (before jitter). A server's `Retry-After` is not
+    /// capped by it, only by [`max_total_wait`](Self::max_total_wait).
+    pub fn max_delay(mut self, max_delay: Duration) -> Self {
+        self.config.backoff = self.config.backoff.with_max_delay(max_delay);
+        self
+    }
+
+    /// Replaces the whole schedule at once.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
+        self
+    }
+
+    /// Calls `hook` before every re-send by this layer, with the attempt about to start, the
+    /// cap, the wait and the `Retry-After` if any. It runs inside the call: keep it short.
+    pub fn on_retry(mut self, hook: impl Fn(&RetryInfo) + Send + Sync + 'static) -> Self {
+        self.config.on_retry = Some(OnRetry(Arc::new(hook)));
+        self
+    }
+
+    /// Calls `hook` once with the finished attempt record of every call that passes this layer
+    /// — when the call ends, or when it is dropped before (a deadline outside the stack): for
+    /// MCP clients that never hand the HTTP response to the app, so the record would otherwise
+    /// be out of reach. Wherever the layer sits in the stack. It runs inside the call (or the
+    /// drop): keep it short, and do not panic in it.
+    pub fn on_record(
+        mut self,
+        hook: impl Fn(&crate::AttemptRecord) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.on_record = Some(OnRecord(Arc::new(hook)));
+        self
+    }
+
+    /// The schedule in use.
+    pub fn schedule(&self) -> Backoff {
+        self.config.backoff
     }
 }
 
-/// A retry layer's settings: its schedule and its hooks.
-#[derive(Clone, Debug)]
-pub(crate) struct RetryConfig {
-    pub(crate) backoff: Backoff,
-    pub(crate) on_retry: Option<OnRetry>,
-    pub(crate) on_record: Option<OnRecord>,
-}
+impl<S, P: Clone> Layer<S> for RetryLayer<P> {
+    type Service = Retry<S, P>;
 
-impl RetryConfig {
-    pub(crate) const fn new(backoff: Backoff) -> Self {
-        Self {
-            backoff,
-            on_retry: None,
-            on_record: None,
+    fn layer(&self, inner: S) -> Self::Service {
+        Retry {
+            inner,
+            policy: self.policy.clone(),
+            config: self.config.clone(),
         }
     }
 }
 
-/// What a decision hands back: the result (possibly with a rewrapped body) and its opinion.
-pub(crate) struct Classified<B> {
-    pub(crate) result: Result<Response<B>, Error>,
-    pub(crate) action: RetryAction,
+/// The service a [`RetryLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct Retry<S, P> {
+    inner: S,
+    policy: P,
+    config: RetryConfig,
 }
 
-/// A layer's decision over one attempt's result. It may need to read (part of) the body first,
-/// so it answers with a future.
-pub(crate) trait Classify<B>: Clone {
-    /// The body of the responses it hands back.
-    type Body;
-    /// Its answer.
-    type Future: Future<Output = Classified<Self::Body>>;
-    /// Decides about one attempt's result.
-    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future;
+impl<S, P> Retry<S, P>
+where
+    RetryLayer<P>: Default,
+    P: Clone,
+{
+    /// Wraps `inner` with the layer's default settings.
+    pub fn new(inner: S) -> Self {
+        RetryLayer::<P>::default().layer(inner)
+    }
+
+    /// The layer, to change settings: `ThrottleRetry::<S>::layer().max_attempts(5)`.
+    pub fn layer() -> RetryLayer<P> {
+        RetryLayer::default()
+    }
+}
+
+impl<S, P> Retry<S, P> {
+    inner_service_accessors!();
+}
+
+impl<S, P, ReqB, ResB> Service<Request<ReqB>> for Retry<S, P>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Clone,
+    P: RetryPolicy<ReqB, ResB>,
+{
+    type Response = Response<P::Body>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB, P>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
+        let config = &self.config;
+        let (context, ownership) =
+            CallContext::enter(&mut request, config.layer, config.on_record.as_ref());
+        let clone = self.inner.clone();
+        let service = std::mem::replace(&mut self.inner, clone);
+        let span = tracing::debug_span!(
+            "agentcore_tower::call",
+            layer = config.layer,
+            method = %request.method(),
+            uri = %UriWithoutQuery(request.uri()),
+        );
+        let template = (context.max_attempts(config.backoff.max_attempts()) > 1)
+            .then(|| clone_request(&request));
+        let prepare = self.policy.prepare(&request, &context);
+        ResponseFuture {
+            state: State::Preparing { future: prepare },
+            first: Some(request),
+            service,
+            template,
+            classifier: None,
+            config: self.config.clone(),
+            context,
+            ownership,
+            index: 0,
+            span,
+        }
+    }
 }
 
 /// Copies a request for a re-send: method, URI, version, headers, extensions and body.
-pub(crate) fn clone_request<B: Clone>(request: &Request<B>) -> Request<B> {
+fn clone_request<B: Clone>(request: &Request<B>) -> Request<B> {
     let mut copy = Request::new(request.body().clone());
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = request.uri().clone();
@@ -169,117 +368,53 @@ pub(crate) fn clone_request<B: Clone>(request: &Request<B>) -> Request<B> {
     copy
 }
 
-/// Displays a URI without its query (which may carry anything): scheme, authority and path.
+/// Displays a URI for logs: scheme, host, port and path — never its user information (which
+/// may hold a password) nor its query (which may carry anything).
 pub(crate) struct UriWithoutQuery<'a>(pub(crate) &'a Uri);
 
 impl fmt::Display for UriWithoutQuery<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let (Some(scheme), Some(authority)) = (self.0.scheme(), self.0.authority()) {
-            write!(f, "{scheme}://{authority}")?;
+            write!(f, "{scheme}://{}", authority.host())?;
+            if let Some(port) = authority.port() {
+                write!(f, ":{port}")?;
+            }
         }
         f.write_str(self.0.path())
     }
 }
 
 pin_project! {
-    /// The retry state machine. Each layer's public `ResponseFuture` wraps one.
-    pub(crate) struct RetryFuture<S, ReqB, ResB, C>
+    /// The response future of a [`Retry`] service: the retry state machine.
+    pub struct ResponseFuture<S, ReqB, ResB, P>
     where
         S: Service<Request<ReqB>, Response = Response<ResB>>,
-        C: Classify<ResB>,
+        P: RetryPolicy<ReqB, ResB>,
     {
         #[pin]
-        state: State<S::Future, C::Future>,
+        state: State<S::Future, P::Prepare, <P::Classifier as Classify<ResB>>::Future>,
+        first: Option<Request<ReqB>>,
         service: S,
         template: Option<Request<ReqB>>,
-        classify: C,
+        classifier: Option<P::Classifier>,
         config: RetryConfig,
-        layer: &'static str,
-        attempt: u32,
-        waited: Duration,
-        record: AttemptRecord,
-        owner: bool,
-        seen: usize,
+        context: CallContext,
+        ownership: Option<Ownership>,
+        // The record's index of the attempt in flight.
+        index: usize,
         span: tracing::Span,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, CF> {
+    enum State<F, PF, CF> {
+        Preparing { #[pin] future: PF },
         Calling { #[pin] future: F },
         Classifying { #[pin] future: CF },
         Waiting { #[pin] sleep: tokio::time::Sleep },
         Readying,
         Done,
-    }
-}
-
-impl<S, ReqB, ResB, C> RetryFuture<S, ReqB, ResB, C>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Clone,
-    C: Classify<ResB>,
-{
-    /// Starts a call: attaches the attempt record, keeps a copy of the request for re-sends,
-    /// and sends the first attempt through `ready` — the service the caller polled ready (a
-    /// clone takes its place in the layer).
-    pub(crate) fn start(
-        service: &mut S,
-        request: Request<ReqB>,
-        classify: C,
-        config: RetryConfig,
-        layer: &'static str,
-    ) -> Self {
-        let clone = service.clone();
-        let ready = std::mem::replace(service, clone);
-        Self::start_ready(ready, request, classify, config, layer)
-    }
-}
-
-impl<S, ReqB, ResB, C> RetryFuture<S, ReqB, ResB, C>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    ReqB: Clone,
-    C: Classify<ResB>,
-{
-    /// [`start`](Self::start) with the service already taken from the layer: `ready` must be
-    /// the one that was polled ready.
-    pub(crate) fn start_ready(
-        mut ready: S,
-        mut request: Request<ReqB>,
-        classify: C,
-        config: RetryConfig,
-        layer: &'static str,
-    ) -> Self {
-        let (record, owner) = AttemptRecord::attach(&mut request);
-        let span = tracing::debug_span!(
-            "agentcore_tower::call",
-            layer,
-            method = %request.method(),
-            uri = %UriWithoutQuery(request.uri()),
-        );
-        let template = (config.backoff.max_attempts() > 1).then(|| clone_request(&request));
-        let seen = record.len();
-        let future = {
-            let _entered = span.enter();
-            ready.call(request)
-        };
-        Self {
-            state: State::Calling { future },
-            service: ready,
-            template,
-            classify,
-            config,
-            layer,
-            attempt: 1,
-            waited: Duration::ZERO,
-            record,
-            owner,
-            seen,
-            span,
-        }
     }
 }
 
@@ -289,66 +424,75 @@ enum Next {
     Wait(Duration),
 }
 
-impl<S, ReqB, ResB, C> Future for RetryFuture<S, ReqB, ResB, C>
+impl<S, ReqB, ResB, P> Future for ResponseFuture<S, ReqB, ResB, P>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: Clone,
-    C: Classify<ResB>,
+    P: RetryPolicy<ReqB, ResB>,
 {
-    type Output = Result<Response<C::Body>, Error>;
+    type Output = Result<Response<P::Body>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let _entered = this.span.enter();
         loop {
             match this.state.as_mut().project() {
+                StateProj::Preparing { future } => {
+                    let classifier = ready!(future.poll(cx));
+                    *this.classifier = Some(classifier);
+                    let Some(request) = this.first.take() else {
+                        unreachable!("the first request is sent once")
+                    };
+                    // The first attempt of this layer is the one a layer above handed down,
+                    // when there is one on its way.
+                    *this.index = this.context.record().join_or_open();
+                    let future = this.service.call(request);
+                    this.state.set(State::Calling { future });
+                }
                 StateProj::Calling { future } => {
                     let result = ready!(future.poll(cx)).map_err(Error::from_service);
-                    this.record.note_outcome(*this.seen, || match &result {
-                        Ok(response) => Outcome::of_response(response.status(), response.headers()),
-                        Err(error) => Outcome::Failure(error.failure_kind()),
-                    });
-                    let future = this.classify.classify(result);
+                    this.context
+                        .record()
+                        .complete(*this.index, || match &result {
+                            Ok(response) => {
+                                Outcome::of_response(response.status(), response.headers())
+                            }
+                            Err(error) => Outcome::Failure(error.failure_kind()),
+                        });
+                    let Some(classifier) = this.classifier.as_ref() else {
+                        unreachable!("prepared before the first attempt")
+                    };
+                    let future = classifier.classify(result);
                     this.state.set(State::Classifying { future });
                 }
                 StateProj::Classifying { future } => {
                     let Classified { result, action } = ready!(future.poll(cx));
-                    let next = decide(
-                        action,
-                        this.template.as_ref(),
-                        this.config,
-                        this.layer,
-                        *this.attempt,
-                        *this.waited,
-                        this.record,
-                    );
-                    match next {
+                    match decide(action, this.template.as_ref(), this.config, this.context) {
                         Next::Wait(wait) => {
                             // Release the refused answer now: its body is not read further,
                             // and a pooled connection is not held while we wait.
                             drop(result);
-                            *this.waited += wait;
                             this.state.set(State::Waiting {
                                 sleep: tokio::time::sleep(wait),
                             });
                         }
                         Next::Deliver => {
                             this.state.set(State::Done);
-                            if *this.owner {
-                                this.record.deliver_if_undecided(this.layer);
-                                if let Some(hook) = &this.config.on_record {
-                                    (hook.0)(this.record);
-                                }
+                            let record = this.context.record();
+                            let owner = this.ownership.take();
+                            let owns = owner.is_some();
+                            if let Some(owner) = owner {
+                                owner.finish();
                             }
                             return Poll::Ready(match result {
                                 Ok(mut response) => {
-                                    if *this.owner {
-                                        response.extensions_mut().insert(this.record.clone());
+                                    if owns {
+                                        response.extensions_mut().insert(record.clone());
                                     }
                                     Ok(response)
                                 }
-                                Err(error) => Err(error.with_record(this.record)),
+                                Err(error) => Err(error.with_record(record)),
                             });
                         }
                     }
@@ -360,8 +504,11 @@ where
                 StateProj::Readying => {
                     if let Err(error) = ready!(this.service.poll_ready(cx)) {
                         this.state.set(State::Done);
+                        if let Some(owner) = this.ownership.take() {
+                            owner.finish();
+                        }
                         return Poll::Ready(Err(
-                            Error::from_service(error).with_record(this.record)
+                            Error::from_service(error).with_record(this.context.record())
                         ));
                     }
                     let Some(template) = this.template.as_ref() else {
@@ -369,66 +516,73 @@ where
                             "a re-send is only scheduled when a copy of the request was kept"
                         )
                     };
-                    *this.attempt += 1;
-                    *this.seen = this.record.len();
+                    *this.index = this.context.record().open();
                     let future = this.service.call(clone_request(template));
                     this.state.set(State::Calling { future });
                 }
-                StateProj::Done => panic!("RetryFuture polled after it completed"),
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
             }
         }
     }
 }
 
-/// The loop's decision after a layer's: deliver, or wait and send again. Records it.
+impl<S, ReqB, ResB, P> fmt::Debug for ResponseFuture<S, ReqB, ResB, P>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    P: RetryPolicy<ReqB, ResB>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("layer", &self.config.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The loop's decision after a policy's: deliver, or wait and send again. Records it.
 fn decide<ReqB>(
     action: RetryAction,
     template: Option<&Request<ReqB>>,
     config: &RetryConfig,
-    layer: &'static str,
-    attempt: u32,
-    waited: Duration,
-    record: &AttemptRecord,
+    context: &CallContext,
 ) -> Next {
-    let deliver = |reason: DeliveryReason, permission| {
-        record.decide(Decision::new(layer, Verdict::Delivered(reason), permission));
-        Next::Deliver
-    };
     let reason = match action {
         RetryAction::NoOpinion => return Next::Deliver,
-        RetryAction::Forbidden(reason) => {
-            return deliver(DeliveryReason::Forbidden { cause: "", reason }, None);
-        }
         RetryAction::Retry(reason) => reason,
     };
-    let cause = reason.cause;
-    let max_attempts = config.backoff.max_attempts();
-    let Some(template) = template.filter(|_| attempt < max_attempts) else {
+    let (layer, cause) = (config.layer, reason.cause);
+    let record = context.record();
+    let deliver = |verdict, permission| {
+        record.decide(Decision::new(layer, verdict, permission));
+        Next::Deliver
+    };
+    let max_attempts = context.max_attempts(config.backoff.max_attempts());
+    let attempts = context.attempts();
+    let Some(template) = template.filter(|_| attempts < max_attempts) else {
         return deliver(
-            DeliveryReason::AttemptsExhausted {
+            Verdict::AttemptsExhausted {
                 cause,
                 max_attempts,
             },
             None,
         );
     };
-    let permission = match SharedReplayRule::verdict_for(template.extensions(), &reason.failure) {
-        RuleVerdict::Permit(permission) => permission,
-        RuleVerdict::Forbid(why) => {
-            return deliver(DeliveryReason::Forbidden { cause, reason: why }, None);
+    let permission = match context.permission(&reason.failure) {
+        Ok(permission) => permission,
+        Err(why) => {
+            return deliver(Verdict::Forbidden { cause, reason: why }, None);
         }
     };
+    // Each layer keeps its own schedule: its backoff grows with its own re-sends of the call.
     // Waits are whole milliseconds, the resolution of tokio's timer: what is recorded is what
     // is waited.
     let wait = round_up_to_millis(
         reason
             .retry_after
-            .unwrap_or_else(|| config.backoff.delay(attempt)),
+            .unwrap_or_else(|| config.backoff.delay(context.resends(layer) + 1)),
     );
-    let remaining = config.backoff.max_total_wait().saturating_sub(waited);
-    if wait > remaining {
+    if let Err(remaining) = context.reserve_wait(layer, config.backoff.max_total_wait(), wait) {
         return deliver(
-            DeliveryReason::WaitCeiling {
+            Verdict::WaitCeiling {
                 cause,
                 wait,
                 remaining,
@@ -446,7 +600,7 @@ fn decide<ReqB>(
         Some(permission),
     ));
     tracing::debug!(
-        attempt = attempt + 1,
+        attempt = attempts + 1,
         max_attempts,
         wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         retry_after_s = reason.retry_after.map(|d| d.as_secs()),
@@ -457,7 +611,7 @@ fn decide<ReqB>(
     if let Some(hook) = &config.on_retry {
         (hook.0)(&RetryInfo {
             layer,
-            attempt: attempt + 1,
+            attempt: attempts + 1,
             max_attempts,
             wait,
             retry_after: reason.retry_after,
@@ -473,5 +627,21 @@ fn round_up_to_millis(d: Duration) -> Duration {
         whole.saturating_add(Duration::from_millis(1))
     } else {
         whole
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_uri_has_no_password_and_no_query() {
+        let uri: Uri = "http://user:password@mcp.invalid:8443/mcp?token=secret"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            UriWithoutQuery(&uri).to_string(),
+            "http://mcp.invalid:8443/mcp"
+        );
     }
 }

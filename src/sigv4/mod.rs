@@ -92,12 +92,13 @@ mod answer;
 mod credentials;
 mod gate;
 mod request;
+mod session;
 mod target;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -114,13 +115,16 @@ use tower::{Layer, Service};
 pub use answer::InvokeBody;
 pub use credentials::CachedCredentials;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
+pub use session::RuntimeSessions;
 pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 
 use crate::body::{ReadError, ReadToBytes};
+use crate::context::{CallContext, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::record::{AttemptRecord, Outcome};
+use crate::record::Outcome;
 use answer::Secrets;
 use request::{RUNTIME_SESSION_ID, is_valid_session_id};
+use session::{Chosen, Sessions, mcp_session_of};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
@@ -132,34 +136,10 @@ type CredentialsFuture =
 struct Shared {
     target: ResolvedTarget,
     credentials: SharedCredentialsProvider,
-    session_id: RwLock<String>,
+    sessions: Sessions,
     user_id: Option<String>,
     stop_on_delete: bool,
     clock: Clock,
-}
-
-impl Shared {
-    fn session_id(&self) -> String {
-        self.session_id
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn adopt_session_id(&self, response: &http::HeaderMap) {
-        let Some(id) = response
-            .get(RUNTIME_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-        else {
-            return;
-        };
-        if is_valid_session_id(id) {
-            let mut current = self.session_id.write().unwrap_or_else(|p| p.into_inner());
-            if *current != id {
-                *current = id.to_owned();
-            }
-        }
-    }
 }
 
 impl fmt::Debug for Shared {
@@ -168,7 +148,7 @@ impl fmt::Debug for Shared {
         f.debug_struct("SigV4Invoke")
             .field("target", &self.target)
             .field("credentials", &"SharedCredentialsProvider(..)")
-            .field("runtime_session_id", &self.session_id())
+            .field("runtime_sessions", &self.sessions)
             .field("runtime_user_id", &self.user_id)
             .field("stop_session_on_delete", &self.stop_on_delete)
             .finish()
@@ -180,16 +160,26 @@ pub struct SigV4InvokeLayerBuilder {
     target: InvokeTarget,
     credentials: SharedCredentialsProvider,
     session_id: Option<String>,
+    sessions: RuntimeSessions,
     user_id: Option<String>,
     stop_on_delete: bool,
     clock: Clock,
 }
 
 impl SigV4InvokeLayerBuilder {
-    /// Uses this runtime session id instead of a generated one (33 to 256 visible ASCII
-    /// characters; to be safe with the service's answers, 33 to 100 of `[A-Za-z0-9-_]`).
+    /// Uses this runtime session id for the layer instead of a generated one (33 to 256
+    /// visible ASCII characters; to be safe with the service's answers, 33 to 100 of
+    /// `[A-Za-z0-9-_]`).
     pub fn runtime_session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
+        self
+    }
+
+    /// How a request that names no runtime session gets one (default
+    /// [`RuntimeSessions::PerLayer`]; [`RuntimeSessions::PerMcpSession`] for an app that serves
+    /// many MCP sessions over one layer).
+    pub fn runtime_sessions(mut self, sessions: RuntimeSessions) -> Self {
+        self.sessions = sessions;
         self
     }
 
@@ -201,7 +191,8 @@ impl SigV4InvokeLayerBuilder {
     }
 
     /// Turns an MCP DELETE (the client ending its session) into `StopRuntimeSession` for the
-    /// layer's runtime session, instead of answering 405. Off by default.
+    /// runtime session of that request (the one it names, else the one the layer picks for it),
+    /// instead of answering 405. Off by default.
     pub fn stop_session_on_delete(mut self, stop: bool) -> Self {
         self.stop_on_delete = stop;
         self
@@ -237,7 +228,7 @@ impl SigV4InvokeLayerBuilder {
             shared: Arc::new(Shared {
                 target,
                 credentials: self.credentials,
-                session_id: RwLock::new(session_id),
+                sessions: Sessions::new(self.sessions, session_id),
                 user_id: self.user_id,
                 stop_on_delete: self.stop_on_delete,
                 clock: self.clock,
@@ -252,6 +243,7 @@ impl fmt::Debug for SigV4InvokeLayerBuilder {
             .field("target", &self.target)
             .field("credentials", &"SharedCredentialsProvider(..)")
             .field("runtime_session_id", &self.session_id)
+            .field("runtime_sessions", &self.sessions)
             .field("runtime_user_id", &self.user_id)
             .field("stop_session_on_delete", &self.stop_on_delete)
             .finish_non_exhaustive()
@@ -278,15 +270,22 @@ impl SigV4InvokeLayer {
             target,
             credentials: SharedCredentialsProvider::new(credentials),
             session_id: None,
+            sessions: RuntimeSessions::PerLayer,
             user_id: None,
             stop_on_delete: false,
             clock: Arc::new(SystemTime::now),
         }
     }
 
-    /// The runtime session id requests carry now.
+    /// The layer's own runtime session id: the one requests that name none carry now (with
+    /// [`RuntimeSessions::PerLayer`]).
     pub fn runtime_session_id(&self) -> String {
-        self.shared.session_id()
+        self.shared.sessions.default_id().to_string()
+    }
+
+    /// How the layer picks runtime sessions.
+    pub fn runtime_sessions(&self) -> RuntimeSessions {
+        self.shared.sessions.mode()
     }
 
     /// The checked target.
@@ -320,9 +319,10 @@ pub struct SigV4Invoke<S> {
 }
 
 impl<S> SigV4Invoke<S> {
-    /// The runtime session id requests carry now.
+    /// The layer's own runtime session id: the one requests that name none carry now (with
+    /// [`RuntimeSessions::PerLayer`]).
     pub fn runtime_session_id(&self) -> String {
-        self.shared.session_id()
+        self.shared.sessions.default_id().to_string()
     }
 
     inner_service_accessors!();
@@ -361,8 +361,13 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        let (record, owner) = AttemptRecord::attach(&mut request);
-        let seen = record.len();
+        let (context, ownership) = CallContext::enter(&mut request, LAYER, None);
+        let index = context.record().join_or_open();
+        let call = Call {
+            context,
+            ownership,
+            index,
+        };
         let operation = match *request.method() {
             Method::POST => Some(Operation::Invoke),
             Method::DELETE if self.shared.stop_on_delete => Some(Operation::StopSession),
@@ -372,7 +377,7 @@ where
             // GET (the server-message stream), DELETE and anything else: not offered.
             let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
             let method = request.method().clone();
-            record.note_outcome(seen, || {
+            call.context.record().complete(index, || {
                 Outcome::NotSent(format!(
                     "{method} answered here with 405: InvokeAgentRuntime carries POST only"
                 ))
@@ -381,11 +386,7 @@ where
                 state: State::Local {
                     response: Some(response),
                 },
-                call: Call {
-                    record,
-                    owner,
-                    seen,
-                },
+                call,
             };
         };
         let clone = self.inner.clone();
@@ -401,14 +402,12 @@ where
                     operation,
                 }),
             },
-            call: Call {
-                record,
-                owner,
-                seen,
-            },
+            call,
         }
     }
 }
+
+const LAYER: &str = "sigv4";
 
 struct Pending<S> {
     parts: http::request::Parts,
@@ -422,19 +421,36 @@ struct Prepared<S> {
     body: Bytes,
 }
 
-/// The record a call keeps.
+/// What one attempt was signed with, for its answer.
+struct Signed {
+    request: Request<Full<Bytes>>,
+    secrets: Secrets,
+    /// The runtime session, when the layer chose it (the request named none).
+    chosen: Option<Chosen>,
+}
+
+/// The call as this layer sees it: its context, its ownership when this layer is the first of
+/// the crate's, the attempt in the record.
 struct Call {
-    record: AttemptRecord,
-    owner: bool,
-    seen: usize,
+    context: CallContext,
+    ownership: Option<Ownership>,
+    index: usize,
 }
 
 impl Call {
-    /// Records a failure before sending and returns the error, with the record if owned.
-    fn not_sent(&self, error: Error) -> Error {
-        self.record
-            .note_outcome(self.seen, || Outcome::NotSent(error.to_string()));
-        error.with_record(&self.record)
+    /// Records a failure before sending and returns the error, with the record.
+    fn not_sent(&mut self, error: Error) -> Error {
+        let record = self.context.record().clone();
+        record.complete(self.index, || Outcome::NotSent(error.to_string()));
+        self.end();
+        error.with_record(&record)
+    }
+
+    /// The call ends here with an answer or an error.
+    fn end(&mut self) {
+        if let Some(owner) = self.ownership.take() {
+            owner.finish();
+        }
     }
 }
 
@@ -471,7 +487,9 @@ pin_project! {
             #[pin]
             future: S::Future,
             secrets: Secrets,
+            chosen: Option<Chosen>,
             shared: Arc<Shared>,
+            operation: Operation,
         },
         Local {
             response: Option<Response<InvokeBody<ResB>>>,
@@ -528,6 +546,7 @@ where
                     let Prepared { mut pending, body } = prepared
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
+                    let context = &this.call.context;
                     let sent = resolved
                         .map_err(|e| {
                             // Name the provider's own failure (the first cause), not only the
@@ -538,8 +557,14 @@ where
                             };
                             Error::new(ErrorKind::Credentials, detail, Some(Box::new(e)))
                         })
-                        .and_then(|credentials| sign_attempt(&mut pending, body, &credentials));
-                    let (request, secrets) = match sent {
+                        .and_then(|credentials| {
+                            sign_attempt(&mut pending, body, &credentials, context)
+                        });
+                    let Signed {
+                        request,
+                        secrets,
+                        chosen,
+                    } = match sent {
                         Ok(signed) => signed,
                         Err(error) => {
                             this.state.set(State::Done);
@@ -556,35 +581,54 @@ where
                     let Pending {
                         mut service,
                         shared,
+                        operation,
                         ..
                     } = pending;
                     let future = service.call(request);
                     this.state.set(State::Calling {
                         future,
                         secrets,
+                        chosen,
                         shared,
+                        operation,
                     });
                 }
                 StateProj::Calling {
                     future,
                     secrets,
+                    chosen,
                     shared,
+                    operation,
                 } => {
                     let result = std::task::ready!(future.poll(cx));
                     let secrets = std::mem::take(secrets);
+                    let chosen = chosen.take();
                     let shared = shared.clone();
+                    let operation = *operation;
                     this.state.set(State::Done);
-                    let call = &this.call;
-                    return Poll::Ready(match result {
+                    let call = &mut *this.call;
+                    let record = call.context.record().clone();
+                    let result = match result {
                         Ok(response) => {
-                            call.record.note_outcome(call.seen, || {
-                                Outcome::of_response(response.status(), response.headers())
-                            });
-                            shared.adopt_session_id(response.headers());
                             let (mut parts, body) = response.into_parts();
+                            // Redact first: nothing below is read from an unredacted head.
                             answer::filter_headers(&mut parts.headers, &secrets);
-                            if call.owner {
-                                parts.extensions.insert(call.record.clone());
+                            record.complete(call.index, || {
+                                Outcome::of_response(parts.status, &parts.headers)
+                            });
+                            if let Some(chosen) = &chosen {
+                                match operation {
+                                    Operation::Invoke => {
+                                        shared.sessions.adopt(chosen, &parts.headers);
+                                    }
+                                    Operation::StopSession if parts.status.is_success() => {
+                                        shared.sessions.forget(chosen);
+                                    }
+                                    Operation::StopSession => {}
+                                }
+                            }
+                            if call.ownership.is_some() {
+                                parts.extensions.insert(record.clone());
                             }
                             Ok(Response::from_parts(
                                 parts,
@@ -593,20 +637,24 @@ where
                         }
                         Err(error) => {
                             let error = Error::from_service(error);
-                            call.record
-                                .note_outcome(call.seen, || Outcome::Failure(error.failure_kind()));
-                            Err(error.with_record(&call.record))
+                            record.complete(call.index, || Outcome::Failure(error.failure_kind()));
+                            Err(error.with_record(&record))
                         }
-                    });
+                    };
+                    call.end();
+                    return Poll::Ready(result);
                 }
                 StateProj::Local { response } => {
                     let mut response = response
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
                     this.state.set(State::Done);
-                    if this.call.owner {
-                        response.extensions_mut().insert(this.call.record.clone());
+                    if this.call.ownership.is_some() {
+                        response
+                            .extensions_mut()
+                            .insert(this.call.context.record().clone());
                     }
+                    this.call.end();
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),
@@ -620,41 +668,63 @@ fn sign_attempt<S>(
     pending: &mut Pending<S>,
     body: Bytes,
     credentials: &Credentials,
-) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
+    context: &CallContext,
+) -> Result<Signed, Error> {
     let shared = &pending.shared;
     let target = &shared.target;
-    let (uri, uri_text, headers, body) = {
-        // Read in place: the id is not copied for every attempt.
-        let session_id = shared.session_id.read().unwrap_or_else(|p| p.into_inner());
-        match pending.operation {
-            Operation::Invoke => {
-                let headers = request::invoke_headers(
-                    &pending.parts.headers,
-                    &pending.parts.extensions,
-                    &body,
-                    &session_id,
-                    shared.user_id.as_deref(),
-                    target,
-                )?;
-                (
-                    target.invocation_uri(),
-                    target.invocation_text(),
-                    headers,
-                    body,
-                )
-            }
-            Operation::StopSession => {
-                let (headers, body) = request::stop_request(&session_id, target)?;
-                (
-                    target.stop_session_uri(),
-                    target.stop_session_text(),
-                    headers,
-                    body,
-                )
-            }
+    let headers = &pending.parts.headers;
+    // A request that names its runtime session goes there, for that request only. Else the
+    // layer picks one, the same for every attempt of the call.
+    let chosen = match headers.get(RUNTIME_SESSION_ID) {
+        Some(_) => None,
+        None => {
+            let mcp_session = mcp_session_of(headers);
+            let mut picked = None;
+            let id = context.runtime_session(|| {
+                let chosen = shared.sessions.choose(mcp_session);
+                let id = chosen.id.clone();
+                picked = Some(chosen);
+                id
+            });
+            Some(picked.unwrap_or_else(|| shared.sessions.pinned(id, mcp_session)))
         }
     };
-    request::signed_post(
+    let session_id = chosen.as_ref().map(|c| &*c.id);
+    let (uri, uri_text, headers, body) = match pending.operation {
+        Operation::Invoke => {
+            let headers = request::invoke_headers(
+                headers,
+                context,
+                &body,
+                session_id,
+                shared.user_id.as_deref(),
+                target,
+            )?;
+            (
+                target.invocation_uri(),
+                target.invocation_text(),
+                headers,
+                body,
+            )
+        }
+        Operation::StopSession => {
+            let session_id = match session_id {
+                Some(id) => id,
+                None => headers
+                    .get(RUNTIME_SESSION_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+            };
+            let (headers, body) = request::stop_request(session_id, &context.stop_token(), target)?;
+            (
+                target.stop_session_uri(),
+                target.stop_session_text(),
+                headers,
+                body,
+            )
+        }
+    };
+    let (request, secrets) = request::signed_post(
         (uri, uri_text),
         headers,
         body,
@@ -663,7 +733,12 @@ fn sign_attempt<S>(
         (shared.clock)(),
         // Each attempt is a call of its own here: the extensions move to the signed request.
         std::mem::take(&mut pending.parts.extensions),
-    )
+    )?;
+    Ok(Signed {
+        request,
+        secrets,
+        chosen,
+    })
 }
 
 impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>

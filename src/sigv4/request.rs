@@ -14,6 +14,7 @@ use http_body_util::Full;
 
 use super::answer::Secrets;
 use super::target::ResolvedTarget;
+use crate::context::CallContext;
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 
@@ -56,14 +57,37 @@ fn invalid(detail: String) -> Error {
     Error::new(ErrorKind::InvalidRequest, detail, None)
 }
 
+/// The largest `mcp-method` and `mcp-name` the model accepts.
+const MCP_ROUTING_MAX: usize = 1024;
+
+/// A value the crate adds of its own accord (`mcp-method`, `mcp-name`): only when it can be one
+/// within the model's limits — visible ASCII, 1 to 1,024 characters. These headers are optional,
+/// so a name that cannot be one (empty, non-ASCII, too long) is left out and the call goes on.
+fn routing_value(text: &str) -> Option<HeaderValue> {
+    let fits = (1..=MCP_ROUTING_MAX).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+    fits.then(|| HeaderValue::from_str(text).ok()).flatten()
+}
+
+/// The methods AgentCore routes on, which get `mcp-method` and `mcp-name`.
+fn routed_method(method: Option<&str>) -> Option<&'static str> {
+    match method? {
+        "tools/call" => Some("tools/call"),
+        "resources/read" => Some("resources/read"),
+        "prompts/get" => Some("prompts/get"),
+        _ => None,
+    }
+}
+
 /// Builds the headers of an `InvokeAgentRuntime` request from the MCP request's, in the order the
 /// SDK writes them: the carried ones, `mcp-method`/`mcp-name` filled from the JSON-RPC body
-/// when absent, the runtime session and user, `content-length` and `host`.
+/// when absent (and when they can be headers), the runtime session (`session_id`, when the
+/// request names none) and user, `content-length` and `host`.
 pub(crate) fn invoke_headers(
     original: &HeaderMap,
-    extensions: &http::Extensions,
+    context: &CallContext,
     body: &Bytes,
-    session_id: &str,
+    session_id: Option<&str>,
     user_id: Option<&str>,
     target: &ResolvedTarget,
 ) -> Result<HeaderMap, Error> {
@@ -88,26 +112,24 @@ pub(crate) fn invoke_headers(
     }
     if !headers.contains_key(&MCP_METHOD) {
         // Filled for the methods AgentCore routes on, from the one message of the body.
-        // A layer above (the guard) may have read these very bytes already.
-        let parsed = ParsedBody::of(extensions, body)
-            .unwrap_or_else(|| std::sync::Arc::new(JsonRpcBody::parse(body, false)));
+        // A layer above (the guard), or an earlier attempt, may have read these very bytes.
+        let parsed = context.parsed(body).unwrap_or_else(|| {
+            let parsed = ParsedBody::new(body.clone(), JsonRpcBody::parse(body, false));
+            let read = parsed.body();
+            context.set_parsed(parsed);
+            read
+        });
         if let JsonRpcBody::Single(message) = &*parsed
-            && let Some(method @ ("tools/call" | "resources/read" | "prompts/get")) =
-                message.method.as_deref()
+            && let Some(method) = routed_method(message.method.as_deref())
         {
-            let value = HeaderValue::from_str(method)
-                .map_err(|_| invalid("the JSON-RPC method is not a header value".into()))?;
-            headers.insert(MCP_METHOD, value);
-            if let (false, Some(name)) = (headers.contains_key(&MCP_NAME), message.name.as_deref())
-            {
-                let value = HeaderValue::from_str(name).map_err(|_| {
-                    invalid("the tool, prompt or resource name is not a valid header value".into())
-                })?;
-                headers.insert(MCP_NAME, value);
+            headers.insert(MCP_METHOD, HeaderValue::from_static(method));
+            let name = message.name.as_deref().and_then(routing_value);
+            if let (false, Some(name)) = (headers.contains_key(&MCP_NAME), name) {
+                headers.insert(MCP_NAME, name);
             }
         }
     }
-    if !headers.contains_key(&SESSION_HEADER) {
+    if let (false, Some(session_id)) = (headers.contains_key(&SESSION_HEADER), session_id) {
         headers.insert(
             SESSION_HEADER,
             HeaderValue::from_str(session_id)
@@ -150,12 +172,14 @@ fn check_lengths(headers: &HeaderMap) -> Result<(), Error> {
     Ok(())
 }
 
-/// The body and headers of a `StopRuntimeSession` request for `session_id`.
+/// The body and headers of a `StopRuntimeSession` request for `session_id`, with the call's
+/// `client_token` (the same on every attempt of one stop, as the SDK sends it).
 pub(crate) fn stop_request(
     session_id: &str,
+    client_token: &str,
     target: &ResolvedTarget,
 ) -> Result<(HeaderMap, Bytes), Error> {
-    let body = Bytes::from(format!(r#"{{"clientToken":"{}"}}"#, uuid::Uuid::new_v4()));
+    let body = Bytes::from(format!(r#"{{"clientToken":"{client_token}"}}"#));
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -242,7 +266,11 @@ mod tests {
             .unwrap()
     }
 
-    const SESSION: &str = "0123456789abcdef0123456789abcdef0";
+    const SESSION: Option<&str> = Some("0123456789abcdef0123456789abcdef0");
+
+    fn context() -> CallContext {
+        CallContext::enter(&mut Request::new(()), "test", None).0
+    }
 
     #[test]
     fn only_modelled_headers_travel_and_mcp_headers_are_filled() {
@@ -264,7 +292,7 @@ mod tests {
         let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{}}}"#);
         let h = invoke_headers(
             &original,
-            &http::Extensions::new(),
+            &context(),
             &body,
             SESSION,
             Some("user-1"),
@@ -302,21 +330,13 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
         );
-        let h = invoke_headers(
-            &original,
-            &http::Extensions::new(),
-            &body,
-            SESSION,
-            None,
-            &target(),
-        )
-        .unwrap();
+        let h = invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap();
         assert_eq!(h["mcp-name"], "mine");
         assert_eq!(h[RUNTIME_SESSION_ID], "s".repeat(40).as_str());
         assert_eq!(h["content-type"], "application/octet-stream");
         let h = invoke_headers(
             &HeaderMap::new(),
-            &http::Extensions::new(),
+            &context(),
             &body,
             SESSION,
             None,
@@ -333,7 +353,7 @@ mod tests {
         let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
         let h = invoke_headers(
             &HeaderMap::new(),
-            &http::Extensions::new(),
+            &context(),
             &ping,
             SESSION,
             None,
@@ -353,8 +373,8 @@ mod tests {
         );
         let other =
             br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"from-above"}}"#;
-        let mut extensions = http::Extensions::new();
-        extensions.insert(ParsedBody::new(
+        let extensions = context();
+        extensions.set_parsed(ParsedBody::new(
             body.clone(),
             JsonRpcBody::parse(other, false),
         ));
@@ -381,6 +401,51 @@ mod tests {
         )
         .unwrap();
         assert_eq!(h["mcp-name"], "sub", "other bytes are parsed afresh");
+    }
+
+    #[test]
+    fn names_that_cannot_be_headers_are_left_out_and_the_call_goes_on() {
+        let long_uri = format!("file:///{}", "a".repeat(2000));
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"","arguments":{}}}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"caf\u00e9"}}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"café"}}"#
+                .to_owned(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"{long_uri}"}}}}"#
+            ),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\nb"}}"#.to_owned(),
+        ] {
+            let body = Bytes::from(body);
+            let h = invoke_headers(
+                &HeaderMap::new(),
+                &context(),
+                &body,
+                SESSION,
+                None,
+                &target(),
+            )
+            .unwrap_or_else(|e| panic!("{e} for {body:?}"));
+            assert!(h.get("mcp-name").is_none(), "{body:?}");
+            assert!(h.get("mcp-method").is_some(), "{body:?}");
+        }
+        // At the model's limit it still travels.
+        let uri = format!("file:///{}", "a".repeat(1024 - 8));
+        let body = Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"{uri}"}}}}"#
+        ));
+        let h = invoke_headers(
+            &HeaderMap::new(),
+            &context(),
+            &body,
+            SESSION,
+            None,
+            &target(),
+        )
+        .unwrap();
+        assert_eq!(h["mcp-name"], uri.as_str());
     }
 
     #[test]
@@ -411,15 +476,8 @@ mod tests {
         for (name, value, message) in cases {
             let mut original = HeaderMap::new();
             original.insert(HeaderName::from_static(name), value.parse().unwrap());
-            let err = invoke_headers(
-                &original,
-                &http::Extensions::new(),
-                &body,
-                SESSION,
-                None,
-                &target(),
-            )
-            .unwrap_err();
+            let err =
+                invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert_eq!(
                 err.to_string(),
@@ -429,31 +487,14 @@ mod tests {
         let mut original = HeaderMap::new();
         original.append("accept", "a".parse().unwrap());
         original.append("accept", "b".parse().unwrap());
-        assert!(
-            invoke_headers(
-                &original,
-                &http::Extensions::new(),
-                &body,
-                SESSION,
-                None,
-                &target()
-            )
-            .is_err()
-        );
+        assert!(invoke_headers(&original, &context(), &body, SESSION, None, &target()).is_err());
         let mut original = HeaderMap::new();
         original.insert(
             "mcp-session-id",
             HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
         );
-        let err = invoke_headers(
-            &original,
-            &http::Extensions::new(),
-            &body,
-            SESSION,
-            None,
-            &target(),
-        )
-        .unwrap_err();
+        let err =
+            invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap_err();
         assert!(err.to_string().contains("not visible ASCII"));
     }
 }

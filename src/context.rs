@@ -1,0 +1,362 @@
+//! The call's context: what belongs to one call rather than to a layer, shared by every layer of
+//! this crate that the call passes through, in whatever order they are stacked.
+//!
+//! The first of this crate's layers that sees a call finds no context in the request's
+//! extensions, creates one and puts it there; every layer below finds the same one (re-sends are
+//! clones of the request, so they carry it too). It holds, for the whole call:
+//!
+//! * the [`AttemptRecord`] — the app's own when the request carries one — written at dispatch:
+//!   an attempt is "sent, no answer yet" from the moment it is handed to the service below;
+//! * the **budget**: the call's attempts and waits so far, counted over every layer, and the
+//!   app's own limits ([`CallBudget`]) when the request carries them. A layer re-sends only while
+//!   the call's attempts are under its cap and the wait fits under its ceiling — caps are the
+//!   call's, so nesting retry layers never multiplies them;
+//! * the **replay rule** in force: the app's [`SharedReplayRule`], or the one a
+//!   [`ReplayGuardLayer`](crate::ReplayGuardLayer) fills in when the call reaches it — so a retry
+//!   layer stacked *above* the guard still asks the guard's rule;
+//! * what the signer keeps stable over the attempts of one call: the runtime session id, a
+//!   `StopRuntimeSession` client token;
+//! * who **owns** the call: the layer that created the context (or first met the app's record).
+//!   The owner hands the record back in the response's extensions, writes the final decision,
+//!   and calls every `on_record` hook of the layers the call went through — also when the call
+//!   is dropped before it ends (a deadline outside the stack): then the attempt in flight stays
+//!   "sent, no answer yet", followed by [`Verdict::CallDropped`].
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use http::Extensions;
+use tokio::time::Instant;
+
+use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
+use crate::record::{AttemptRecord, Decision, Verdict};
+use crate::rule::{Failure, Permission, SharedReplayRule};
+
+/// Limits of one call, over every layer of this crate that re-sends it: put it in the request's
+/// extensions. Each layer still keeps its own schedule and its own caps; these bound them all.
+///
+/// ```
+/// use std::time::Duration;
+/// use agentcore_tower::CallBudget;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(
+///     CallBudget::new()
+///         .max_attempts(4)
+///         .max_total_wait(Duration::from_secs(3))
+///         // The deadline of a `tower::timeout` around the stack: no wait is started that would
+///         // end after it, so the call hands back its last answer rather than a timeout.
+///         .deadline(tokio::time::Instant::now() + Duration::from_secs(10)),
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallBudget {
+    max_attempts: Option<u32>,
+    max_total_wait: Option<Duration>,
+    deadline: Option<Instant>,
+}
+
+impl CallBudget {
+    /// No limit beyond the layers' own.
+    pub const fn new() -> Self {
+        Self {
+            max_attempts: None,
+            max_total_wait: None,
+            deadline: None,
+        }
+    }
+
+    /// At most this many attempts in all, the first one included (`0` is taken as 1).
+    pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(if max_attempts == 0 { 1 } else { max_attempts });
+        self
+    }
+
+    /// At most this much waiting in all, between attempts.
+    pub const fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
+        self.max_total_wait = Some(max_total_wait);
+        self
+    }
+
+    /// No wait is started that would end after `deadline`. The deadline does not cancel an
+    /// attempt in flight: pair it with a `tower::timeout` (or your own) ending at the same time.
+    pub const fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+}
+
+/// A hook called with the finished record of a call.
+#[derive(Clone)]
+pub(crate) struct OnRecord(pub(crate) Arc<dyn Fn(&AttemptRecord) + Send + Sync>);
+
+impl fmt::Debug for OnRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnRecord(..)")
+    }
+}
+
+/// The call's context. Cheap to clone: clones are the same context.
+#[derive(Clone)]
+pub struct CallContext(Arc<Inner>);
+
+struct Inner {
+    record: AttemptRecord,
+    /// How many attempts the record held when the call began (an app may reuse a record).
+    first: usize,
+    budget: CallBudget,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    waited: Duration,
+    resends: Vec<(&'static str, u32)>,
+    rule: Option<SharedReplayRule>,
+    parsed: Option<ParsedBody>,
+    owned: bool,
+    hooks: Vec<OnRecord>,
+    runtime_session: Option<Arc<str>>,
+    stop_token: Option<Arc<str>>,
+}
+
+impl CallContext {
+    /// The request's context, creating it when this is the first layer of the crate that sees
+    /// the call. Registers `hook` to be called with the finished record. Returns the ownership
+    /// of the call when nobody above holds it.
+    pub(crate) fn enter<B>(
+        request: &mut http::Request<B>,
+        layer: &'static str,
+        hook: Option<&OnRecord>,
+    ) -> (CallContext, Option<Ownership>) {
+        let context = match request.extensions().get::<CallContext>() {
+            Some(context) => context.clone(),
+            None => {
+                let context = CallContext::new(request.extensions());
+                let extensions = request.extensions_mut();
+                extensions.insert(context.record().clone());
+                extensions.insert(context.clone());
+                context
+            }
+        };
+        let owns = {
+            let mut state = context.lock();
+            if let Some(hook) = hook
+                && !state.hooks.iter().any(|h| Arc::ptr_eq(&h.0, &hook.0))
+            {
+                state.hooks.push(hook.clone());
+            }
+            !std::mem::replace(&mut state.owned, true)
+        };
+        let ownership = owns.then(|| Ownership {
+            context: context.clone(),
+            layer,
+            finished: false,
+        });
+        (context, ownership)
+    }
+
+    fn new(extensions: &Extensions) -> Self {
+        let record = extensions
+            .get::<AttemptRecord>()
+            .cloned()
+            .unwrap_or_default();
+        Self(Arc::new(Inner {
+            first: record.len(),
+            record,
+            budget: extensions.get::<CallBudget>().copied().unwrap_or_default(),
+            state: Mutex::new(State {
+                rule: extensions.get::<SharedReplayRule>().cloned(),
+                ..State::default()
+            }),
+        }))
+    }
+
+    /// The context a request carries, if one of this crate's layers has seen it.
+    pub(crate) fn of(extensions: &Extensions) -> Option<&CallContext> {
+        extensions.get::<CallContext>()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The call's record.
+    pub(crate) fn record(&self) -> &AttemptRecord {
+        &self.0.record
+    }
+
+    /// The attempts this call has recorded so far, over every layer.
+    pub(crate) fn attempts(&self) -> u32 {
+        u32::try_from(self.0.record.len().saturating_sub(self.0.first)).unwrap_or(u32::MAX)
+    }
+
+    /// A layer's cap on the call's attempts, bounded by the call's own.
+    pub(crate) fn max_attempts(&self, layer_cap: u32) -> u32 {
+        self.0
+            .budget
+            .max_attempts
+            .map_or(layer_cap, |call| call.min(layer_cap))
+    }
+
+    /// How often `layer` has re-sent this call (its backoff grows with it).
+    pub(crate) fn resends(&self, layer: &'static str) -> u32 {
+        self.lock()
+            .resends
+            .iter()
+            .find(|(l, _)| *l == layer)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Takes `wait` out of what the call may still wait — under `layer_ceiling` (the layer's
+    /// own), the call's [`CallBudget`] and its deadline — and counts a re-send by `layer`. When
+    /// it does not fit, nothing is taken and the time left is returned.
+    pub(crate) fn reserve_wait(
+        &self,
+        layer: &'static str,
+        layer_ceiling: Duration,
+        wait: Duration,
+    ) -> Result<(), Duration> {
+        let mut state = self.lock();
+        let ceiling = self
+            .0
+            .budget
+            .max_total_wait
+            .map_or(layer_ceiling, |call| call.min(layer_ceiling));
+        let mut remaining = ceiling.saturating_sub(state.waited);
+        if let Some(deadline) = self.0.budget.deadline {
+            remaining = remaining.min(deadline.saturating_duration_since(Instant::now()));
+        }
+        if wait > remaining {
+            return Err(remaining);
+        }
+        state.waited += wait;
+        match state.resends.iter_mut().find(|(l, _)| *l == layer) {
+            Some((_, n)) => *n += 1,
+            None => state.resends.push((layer, 1)),
+        }
+        Ok(())
+    }
+
+    /// Whether the call may be sent again after `failure`: the rule in force, or the default.
+    pub(crate) fn permission(&self, failure: &Failure) -> Result<Permission, String> {
+        let rule = self.lock().rule.clone();
+        match rule {
+            Some(rule) => rule.permission(failure),
+            None => failure.default_permission(),
+        }
+    }
+
+    /// Whether a rule is in force for the call.
+    pub(crate) fn has_rule(&self) -> bool {
+        self.lock().rule.is_some()
+    }
+
+    /// Puts `rule` in force unless one already is (the app's, or an outer guard's).
+    pub(crate) fn set_rule_if_none(&self, rule: impl FnOnce() -> SharedReplayRule) {
+        let mut state = self.lock();
+        if state.rule.is_none() {
+            state.rule = Some(rule());
+        }
+    }
+
+    /// The request body as a layer parsed it, if it was parsed from exactly `bytes`.
+    pub(crate) fn parsed(&self, bytes: &[u8]) -> Option<Arc<JsonRpcBody>> {
+        self.lock()
+            .parsed
+            .as_ref()
+            .and_then(|parsed| parsed.of(bytes))
+    }
+
+    /// The request body as the first layer that parsed it saw it, whatever its bytes.
+    pub(crate) fn first_parse(&self) -> Option<Arc<JsonRpcBody>> {
+        self.lock().parsed.as_ref().map(ParsedBody::body)
+    }
+
+    /// Keeps the parsed body for the layers below and the attempts after.
+    pub(crate) fn set_parsed(&self, parsed: ParsedBody) {
+        self.lock().parsed = Some(parsed);
+    }
+
+    /// The runtime session id of this call: `choose`n by the first attempt, the same for every
+    /// attempt after.
+    pub(crate) fn runtime_session(&self, choose: impl FnOnce() -> Arc<str>) -> Arc<str> {
+        self.lock()
+            .runtime_session
+            .get_or_insert_with(choose)
+            .clone()
+    }
+
+    /// The `StopRuntimeSession` client token of this call: one for all its attempts.
+    pub(crate) fn stop_token(&self) -> Arc<str> {
+        self.lock()
+            .stop_token
+            .get_or_insert_with(|| uuid::Uuid::new_v4().to_string().into())
+            .clone()
+    }
+}
+
+/// Whether the call a request belongs to may be sent again after `failure`: the rule in force
+/// for it (the app's [`SharedReplayRule`], or the one a
+/// [`ReplayGuardLayer`](crate::ReplayGuardLayer) filled in when the call passed it), else
+/// [`Failure::default_permission`]. For retry layers of your own, stacked anywhere among this
+/// crate's.
+///
+/// ```
+/// use agentcore_tower::{Failure, Refusal, replay_permission};
+/// # fn may_resend<B>(request: &http::Request<B>) -> bool {
+/// replay_permission(request.extensions(), &Failure::Refused(Refusal::Throttled)).is_ok()
+/// # }
+/// ```
+pub fn replay_permission(extensions: &Extensions, failure: &Failure) -> Result<Permission, String> {
+    match (
+        CallContext::of(extensions),
+        extensions.get::<SharedReplayRule>(),
+    ) {
+        (Some(context), _) => context.permission(failure),
+        (None, Some(rule)) => rule.permission(failure),
+        (None, None) => failure.default_permission(),
+    }
+}
+
+/// The ownership of a call: held by the layer that created its context. Finishing — or being
+/// dropped before — it writes the final decision and calls the `on_record` hooks, once.
+pub(crate) struct Ownership {
+    context: CallContext,
+    layer: &'static str,
+    finished: bool,
+}
+
+impl Ownership {
+    /// The call ended with an answer or an error: the latest attempt is delivered.
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+        self.context.record().deliver_if_undecided(self.layer);
+    }
+}
+
+impl Drop for Ownership {
+    fn drop(&mut self) {
+        let record = self.context.record();
+        if !self.finished && self.context.attempts() > 0 {
+            record.decide(Decision::new(self.layer, Verdict::CallDropped, None));
+        }
+        let hooks = {
+            let mut state = self.context.lock();
+            state.owned = false;
+            state.hooks.clone()
+        };
+        for hook in &hooks {
+            (hook.0)(record);
+        }
+    }
+}
+
+impl fmt::Debug for Ownership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ownership")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}

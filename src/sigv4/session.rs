@@ -1,0 +1,260 @@
+//! Which runtime session a request goes to: the MCP session's, never the last caller's.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+
+use http::HeaderMap;
+
+use super::request::{RUNTIME_SESSION_ID, is_valid_session_id};
+
+/// How a [`SigV4InvokeLayer`](super::SigV4InvokeLayer) picks the runtime session (the microVM) of
+/// a request that does not name one in `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
+///
+/// A request that names its runtime session always goes to that one, for that request only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeSessions {
+    /// One runtime session for every request through the layer (its clones and the services it
+    /// builds): one layer per MCP client. The default.
+    #[default]
+    PerLayer,
+    /// One runtime session per MCP session, keyed by the request's `Mcp-Session-Id`: for an app
+    /// that serves many MCP sessions (many users) over one layer. A request without an
+    /// `Mcp-Session-Id` (the `initialize` that opens a session) gets a runtime session of its
+    /// own; the `Mcp-Session-Id` its answer carries is then bound to it, so every later request
+    /// of that MCP session goes to the same microVM, and no other does. A successful
+    /// `StopRuntimeSession` unbinds it. At most 10,000 MCP sessions are remembered (the oldest
+    /// is forgotten first).
+    ///
+    /// MCP's stateless protocol versions (2026-07-28 and later) have no `Mcp-Session-Id`: name
+    /// the runtime session per request there, in the header.
+    PerMcpSession,
+}
+
+/// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers.
+const MAX_BOUND: usize = 10_000;
+
+/// The runtime sessions of one layer.
+pub(crate) struct Sessions {
+    mode: RuntimeSessions,
+    default: RwLock<Arc<str>>,
+    bound: Mutex<Bound>,
+}
+
+#[derive(Default)]
+struct Bound {
+    ids: HashMap<String, Arc<str>>,
+    order: VecDeque<String>,
+}
+
+impl Bound {
+    fn bind(&mut self, mcp_session: &str, id: Arc<str>) {
+        if self.ids.insert(mcp_session.to_owned(), id).is_none() {
+            self.order.push_back(mcp_session.to_owned());
+            while self.order.len() > MAX_BOUND {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.ids.remove(&oldest);
+                }
+            }
+        }
+    }
+}
+
+/// The runtime session an attempt was sent to by the layer's choice (the request named none).
+#[derive(Clone, Debug)]
+pub(crate) struct Chosen {
+    pub(crate) id: Arc<str>,
+    mcp_session: Option<String>,
+}
+
+impl Sessions {
+    pub(crate) fn new(mode: RuntimeSessions, default: String) -> Self {
+        Self {
+            mode,
+            default: RwLock::new(default.into()),
+            bound: Mutex::new(Bound::default()),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> RuntimeSessions {
+        self.mode
+    }
+
+    /// The layer's own runtime session.
+    pub(crate) fn default_id(&self) -> Arc<str> {
+        self.default
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// How many MCP sessions are bound to a runtime session.
+    pub(crate) fn bound(&self) -> usize {
+        self.lock_bound().ids.len()
+    }
+
+    fn lock_bound(&self) -> std::sync::MutexGuard<'_, Bound> {
+        self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The runtime session for a request that names none, in the MCP session `mcp_session`.
+    pub(crate) fn choose(&self, mcp_session: Option<&str>) -> Chosen {
+        let id = match (self.mode, mcp_session) {
+            (RuntimeSessions::PerLayer, _) => self.default_id(),
+            (RuntimeSessions::PerMcpSession, None) => new_id(),
+            (RuntimeSessions::PerMcpSession, Some(key)) => {
+                let mut bound = self.lock_bound();
+                match bound.ids.get(key) {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = new_id();
+                        bound.bind(key, id.clone());
+                        id
+                    }
+                }
+            }
+        };
+        Chosen {
+            id,
+            mcp_session: mcp_session.map(str::to_owned),
+        }
+    }
+
+    /// What a later attempt of a call uses: the id its first attempt was given.
+    pub(crate) fn pinned(&self, id: Arc<str>, mcp_session: Option<&str>) -> Chosen {
+        Chosen {
+            id,
+            mcp_session: mcp_session.map(str::to_owned),
+        }
+    }
+
+    /// Takes the runtime session an answer names — its headers already redacted, so a secret
+    /// is never adopted — for the MCP session of a request the layer chose the session of.
+    /// Only what that request used is replaced: a concurrent change by another answer stands.
+    pub(crate) fn adopt(&self, chosen: &Chosen, answer: &HeaderMap) {
+        let returned = answer
+            .get(RUNTIME_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| is_valid_session_id(id));
+        match self.mode {
+            RuntimeSessions::PerLayer => {
+                let Some(returned) = returned.filter(|id| **id != *chosen.id) else {
+                    return;
+                };
+                let mut current = self.default.write().unwrap_or_else(|p| p.into_inner());
+                if *current == chosen.id {
+                    *current = returned.into();
+                }
+            }
+            RuntimeSessions::PerMcpSession => {
+                let key = chosen.mcp_session.as_deref().or_else(|| {
+                    answer
+                        .get("mcp-session-id")
+                        .and_then(|v| v.to_str().ok())
+                        .filter(|key| !key.is_empty())
+                });
+                let Some(key) = key else { return };
+                let id: Arc<str> = returned.map_or_else(|| chosen.id.clone(), Into::into);
+                let mut bound = self.lock_bound();
+                match bound.ids.get(key) {
+                    Some(current) if *current != chosen.id => {}
+                    _ => bound.bind(key, id),
+                }
+            }
+        }
+    }
+
+    /// Forgets the runtime session of an MCP session that was stopped.
+    pub(crate) fn forget(&self, chosen: &Chosen) {
+        if let (RuntimeSessions::PerMcpSession, Some(key)) = (self.mode, &chosen.mcp_session) {
+            let mut bound = self.lock_bound();
+            if bound.ids.get(key) == Some(&chosen.id) {
+                bound.ids.remove(key);
+                bound.order.retain(|k| k != key);
+            }
+        }
+    }
+}
+
+fn new_id() -> Arc<str> {
+    uuid::Uuid::new_v4().to_string().into()
+}
+
+impl fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RuntimeSessions");
+        s.field("mode", &self.mode);
+        match self.mode {
+            RuntimeSessions::PerLayer => s.field("runtime_session_id", &self.default_id()),
+            RuntimeSessions::PerMcpSession => s.field("bound_mcp_sessions", &self.bound()),
+        };
+        s.finish()
+    }
+}
+
+/// The `Mcp-Session-Id` of a request, when it has one that is text.
+pub(crate) fn mcp_session_of(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|key| !key.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(id: &str, mcp: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RUNTIME_SESSION_ID, id.parse().unwrap());
+        if let Some(mcp) = mcp {
+            h.insert("mcp-session-id", mcp.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn per_layer_adopts_only_over_what_the_request_used() {
+        let s = Sessions::new(RuntimeSessions::PerLayer, "a".repeat(36));
+        let first = s.choose(None);
+        let b = "b".repeat(36);
+        s.adopt(&first, &answer(&b, None));
+        assert_eq!(&*s.default_id(), b.as_str());
+        // A late answer to a request that used the old id does not switch it back.
+        s.adopt(&first, &answer(&"c".repeat(36), None));
+        assert_eq!(&*s.default_id(), b.as_str());
+        // Invalid or redacted ids are never adopted.
+        let now = s.choose(None);
+        s.adopt(&now, &answer("[redacted]", None));
+        assert_eq!(&*s.default_id(), b.as_str());
+    }
+
+    #[test]
+    fn per_mcp_session_binds_and_separates() {
+        let s = Sessions::new(RuntimeSessions::PerMcpSession, "d".repeat(36));
+        let init_a = s.choose(None);
+        let init_b = s.choose(None);
+        assert_ne!(init_a.id, init_b.id, "each initialize gets its own");
+        s.adopt(&init_a, &answer(&init_a.id, Some("mcp-a")));
+        s.adopt(&init_b, &answer(&init_b.id, Some("mcp-b")));
+        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id);
+        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
+        // An answer to A's request never changes B's session.
+        let a = s.choose(Some("mcp-a"));
+        s.adopt(&a, &answer(&"e".repeat(36), Some("mcp-b")));
+        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
+        assert_eq!(&*s.choose(Some("mcp-a")).id, "e".repeat(36).as_str());
+        s.forget(&s.choose(Some("mcp-b")));
+        assert_ne!(s.choose(Some("mcp-b")).id, init_b.id, "stopped: a new one");
+    }
+
+    #[test]
+    fn the_bound_sessions_are_capped() {
+        let s = Sessions::new(RuntimeSessions::PerMcpSession, "d".repeat(36));
+        for i in 0..MAX_BOUND + 5 {
+            s.choose(Some(&format!("mcp-{i}")));
+        }
+        assert_eq!(s.bound(), MAX_BOUND);
+    }
+}
