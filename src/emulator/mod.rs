@@ -19,7 +19,8 @@
 //!   JSON answers, or SSE with [`sse`](EmulatorConfig::sse).
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
-//! * **Audit** counters a test reads: [`Emulator::audit`].
+//! * **Audit** counters a test reads, and every request's routing headers ([`Received`]):
+//!   [`Emulator::audit`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -243,6 +244,30 @@ pub struct Audit {
     pub sessions_started: u64,
     /// Runtime sessions stopped by `StopRuntimeSession`.
     pub sessions_stopped: u64,
+    /// Every request, in the order received.
+    pub received: Vec<Received>,
+}
+
+/// One request as the emulator received it: the headers that route it, and what it asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Received {
+    /// The operation of its path: `invocations` or `stopruntimesession`.
+    pub operation: Option<String>,
+    /// Whether its signature was accepted.
+    pub signed: bool,
+    /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
+    pub runtime_session_id: Option<String>,
+    /// `Mcp-Session-Id`.
+    pub mcp_session_id: Option<String>,
+    /// `Mcp-Method`.
+    pub mcp_method: Option<String>,
+    /// `Mcp-Name`.
+    pub mcp_name: Option<String>,
+    /// The JSON-RPC method of a one-message body.
+    pub method: Option<String>,
+    /// The `clientToken` of a `StopRuntimeSession` body.
+    pub client_token: Option<String>,
 }
 
 impl Audit {

@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::mcp;
-use super::{BusyForm, Fault, RetryAfter, State};
+use super::{BusyForm, Fault, Received, RetryAfter, State};
 use crate::body::ReadToBytes;
 use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
 
@@ -93,7 +93,9 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
             "The request body could not be read.",
         ));
     };
-    if let Err(refused) = state.verifier.verify(&parts, &body, SystemTime::now()) {
+    let verified = state.verifier.verify(&parts, &body, SystemTime::now());
+    state.record(|a| a.received.push(received(&parts, &body, verified.is_ok())));
+    if let Err(refused) = verified {
         state.record(|a| a.signature_failures += 1);
         return Ok(aws_error(
             StatusCode::FORBIDDEN,
@@ -130,6 +132,35 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
     match operation {
         "stopruntimesession" => Ok(stop(session, &state)),
         _ => invoke(&parts, &body, session, &state).await,
+    }
+}
+
+/// What the audit keeps of a request.
+fn received(parts: &http::request::Parts, body: &[u8], signed: bool) -> Received {
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let text = |pointer: &str| {
+        value
+            .as_ref()
+            .and_then(|v| v.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    Received {
+        operation: route(parts.uri.path()).map(|(_, operation)| operation.to_owned()),
+        signed,
+        runtime_session_id: header(RUNTIME_SESSION_ID),
+        mcp_session_id: header("mcp-session-id"),
+        mcp_method: header("mcp-method"),
+        mcp_name: header("mcp-name"),
+        method: text("/method"),
+        client_token: text("/clientToken"),
     }
 }
 

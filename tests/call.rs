@@ -1,0 +1,647 @@
+//! The call's promises, whatever order the layers are stacked in: one attempt cap, one wait
+//! ceiling, one replay rule, one record written at dispatch, one runtime session per MCP
+//! session — against the emulator on loopback, and in memory where a paused clock helps.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, FaultRates};
+use agentcore_tower::sigv4::{RuntimeSessions, SigV4InvokeLayer};
+use agentcore_tower::{
+    AttemptRecord, By, CallBudget, Error, Outcome, ReplayGuardLayer, SessionBusyRetryLayer,
+    ThrottleRetryLayer, Verdict, recommended_layers,
+};
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tower::util::BoxCloneService;
+use tower::{Layer, ServiceBuilder, ServiceExt};
+
+const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+
+type Stack = BoxCloneService<Request<Full<Bytes>>, Response<TestBody>, Error>;
+
+fn rpc(id: u64, method: &str, params: Value) -> Request<Full<Bytes>> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    Request::post("http://agentcore.invalid/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+fn tool(id: u64, name: &str, arguments: Value) -> Request<Full<Bytes>> {
+    rpc(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+}
+
+/// Short schedules, so a run is brief and the ceilings are reached: the call's cap is the
+/// largest layer cap (6), its ceiling the largest layer ceiling (40 ms).
+const CALL_CAP: usize = 6;
+const CALL_CEILING: Duration = Duration::from_millis(40);
+
+fn guard() -> ReplayGuardLayer {
+    ReplayGuardLayer::new()
+        .idempotent_tools(["add"])
+        .strict_tools(["echo"])
+        .base_delay(Duration::from_millis(2))
+        .max_total_wait(Duration::from_millis(20))
+}
+
+fn throttle() -> ThrottleRetryLayer {
+    ThrottleRetryLayer::new()
+        .base_delay(Duration::from_millis(2))
+        .max_total_wait(Duration::from_millis(30))
+}
+
+fn busy() -> SessionBusyRetryLayer {
+    SessionBusyRetryLayer::new()
+        .base_delay(Duration::from_millis(2))
+        .max_total_wait(CALL_CEILING)
+}
+
+/// The four layers in the order numbered by `order` (a permutation of 0..4: guard, throttle,
+/// session busy, signer), outer to inner, over hyper-util's client, boxed to one type.
+macro_rules! stack_in_order {
+    ($order:expr, $signer:expr, $($a:tt $b:tt $c:tt $d:tt),+ $(,)?) => {
+        match $order {
+            $([$a, $b, $c, $d] => {
+                let builder = ServiceBuilder::new();
+                let builder = stack_in_order!(@layer builder, $a, $signer);
+                let builder = stack_in_order!(@layer builder, $b, $signer);
+                let builder = stack_in_order!(@layer builder, $c, $signer);
+                let builder = stack_in_order!(@layer builder, $d, $signer);
+                boxed_stack(builder.service(http_client()))
+            })+
+            other => unreachable!("not a permutation: {other:?}"),
+        }
+    };
+    (@layer $builder:ident, 0, $signer:expr) => { $builder.layer(guard()) };
+    (@layer $builder:ident, 1, $signer:expr) => { $builder.layer(throttle()) };
+    (@layer $builder:ident, 2, $signer:expr) => { $builder.layer(busy()) };
+    (@layer $builder:ident, 3, $signer:expr) => { $builder.layer($signer.clone()) };
+}
+
+fn boxed_stack<S, B>(service: S) -> Stack
+where
+    S: tower::Service<Request<Full<Bytes>>, Response = Response<B>, Error = Error>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    BoxCloneService::new(service.map_response(|response: Response<B>| response.map(boxed)))
+}
+
+fn stack(order: [u8; 4], signer: &SigV4InvokeLayer) -> Stack {
+    stack_in_order!(order, signer,
+        0 1 2 3, 0 1 3 2, 0 2 1 3, 0 2 3 1, 0 3 1 2, 0 3 2 1,
+        1 0 2 3, 1 0 3 2, 1 2 0 3, 1 2 3 0, 1 3 0 2, 1 3 2 0,
+        2 0 1 3, 2 0 3 1, 2 1 0 3, 2 1 3 0, 2 3 0 1, 2 3 1 0,
+        3 0 1 2, 3 0 2 1, 3 1 0 2, 3 1 2 0, 3 2 0 1, 3 2 1 0,
+    )
+}
+
+fn permutations() -> Vec<[u8; 4]> {
+    let mut all = Vec::new();
+    for a in 0..4u8 {
+        for b in 0..4u8 {
+            for c in 0..4u8 {
+                for d in 0..4u8 {
+                    let order = [a, b, c, d];
+                    if HashSet::from(order).len() == 4 {
+                        all.push(order);
+                    }
+                }
+            }
+        }
+    }
+    all
+}
+
+fn waited(record: &AttemptRecord) -> Duration {
+    record
+        .attempts()
+        .iter()
+        .flat_map(|a| a.decisions().to_vec())
+        .filter_map(|d| match d.verdict() {
+            Verdict::SentAgain { wait, .. } => Some(*wait),
+            _ => None,
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_order_keeps_the_calls_promises_under_mixed_faults() {
+    let orders = permutations();
+    assert_eq!(orders.len(), 24);
+    let mut attempts_by_order = Vec::new();
+    let mut faults = [0u64; 4];
+    for (n, order) in orders.into_iter().enumerate() {
+        let emulator = Emulator::start(EmulatorConfig::default().fault_rates(FaultRates {
+            busy: 0.15,
+            throttle: 0.15,
+            drop_after_run: 0.05,
+            server_error: 0.05,
+            seed: 100 + n as u64,
+        }))
+        .await
+        .unwrap();
+        let signer = emulator.signer().build().unwrap();
+        let stack = stack(order, &signer);
+        let mut recorded = 0u64;
+        for id in 0..40u64 {
+            let request = match id % 4 {
+                0 => tool(id, "counter", json!({})),
+                1 => tool(id, "echo", json!({"text": "hi"})),
+                2 => tool(id, "add", json!({"a": id, "b": 1})),
+                _ => rpc(id, "ping", json!({})),
+            };
+            let record = match stack.clone().oneshot(request).await {
+                Ok(response) => {
+                    let record = AttemptRecord::of_response(&response)
+                        .unwrap_or_else(|| panic!("{order:?}: the record is handed back"))
+                        .clone();
+                    let _ = response.into_body().collect().await;
+                    record
+                }
+                Err(error) => error
+                    .record()
+                    .unwrap_or_else(|| panic!("{order:?}: every error carries the record"))
+                    .clone(),
+            };
+            assert!(
+                record.len() <= CALL_CAP,
+                "{order:?}: call {id} made {} attempts:\n{record}",
+                record.len()
+            );
+            assert!(
+                waited(&record) <= CALL_CEILING,
+                "{order:?}: call {id} waited {:?}:\n{record}",
+                waited(&record)
+            );
+            assert!(
+                record
+                    .attempts()
+                    .iter()
+                    .all(|a| *a.outcome() != Outcome::Pending),
+                "{order:?}: every attempt of an ended call has its outcome:\n{record}"
+            );
+            recorded += record.len() as u64;
+        }
+        let audit = emulator.audit();
+        for ((tool, id), runs) in &audit.executions_by_id {
+            if tool == "counter" || tool == "echo" {
+                assert_eq!(*runs, 1, "{order:?}: `{tool}` (id {id}) ran {runs} times");
+            }
+        }
+        assert_eq!(
+            recorded, audit.requests,
+            "{order:?}: the records list every attempt the emulator saw"
+        );
+        assert!(
+            audit.requests > 40,
+            "{order:?}: faults were met and re-sent"
+        );
+        faults = [
+            faults[0] + audit.busy_refusals,
+            faults[1] + audit.throttled,
+            faults[2] + audit.dropped,
+            faults[3] + audit.server_errors,
+        ];
+        attempts_by_order.push((order, audit.requests));
+    }
+    println!("requests seen per order (40 calls each): {attempts_by_order:?}");
+    println!("busy, throttled, dropped after running, 500s: {faults:?}");
+    assert!(faults.iter().all(|n| *n > 0), "every kind of fault was met");
+}
+
+/// A server that refuses forever, alternating the two refusals.
+fn refusing_forever() -> Scripted {
+    let n = AtomicU32::new(0);
+    Scripted::with_fallback([], move || {
+        if n.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+            Step::Respond(response(429, &[("retry-after", "1")], b"{}"))
+        } else {
+            Step::Respond(response(
+                200,
+                &[("content-type", "application/json")],
+                br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
+            ))
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn stacked_retry_layers_share_one_cap_and_one_ceiling() {
+    // Before the call's budget: guard 3 × throttle 3 × session busy 6 = 54 attempts. Now each
+    // layer re-sends only while the *call* has made fewer attempts than its own cap.
+    let stack = |inner| {
+        ServiceBuilder::new()
+            .layer(ReplayGuardLayer::new())
+            .layer(ThrottleRetryLayer::new())
+            .layer(SessionBusyRetryLayer::new())
+            .service(inner)
+    };
+    let ping = || json_request(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+
+    // Mixed refusals: the throttle layer's cap of 3 ends the call at its third attempt.
+    let inner = refusing_forever();
+    let shared = inner.shared();
+    let started = tokio::time::Instant::now();
+    let answer = stack(inner).oneshot(ping()).await.unwrap();
+    let record = AttemptRecord::of_response(&answer).unwrap().clone();
+    assert_eq!(shared.calls(), 3, "{record}");
+    assert!(matches!(
+        record.attempts()[2].decisions()[0].verdict(),
+        Verdict::AttemptsExhausted {
+            max_attempts: 3,
+            ..
+        }
+    ));
+    assert_eq!(
+        started.elapsed(),
+        waited(&record),
+        "what is recorded is what was waited"
+    );
+
+    // Only session-busy refusals: the largest cap of the stack, 6, within its 15 s ceiling.
+    let inner = Scripted::with_fallback([], || {
+        Step::Respond(response(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
+        ))
+    });
+    let shared = inner.shared();
+    let answer = stack(inner).oneshot(ping()).await.unwrap();
+    let record = AttemptRecord::of_response(&answer).unwrap().clone();
+    assert_eq!(shared.calls(), 6, "{record}");
+    assert!(waited(&record) <= Duration::from_secs(15), "{record}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_apps_budget_bounds_every_layer() {
+    let inner = refusing_forever();
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(SessionBusyRetryLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .service(inner);
+    let mut request = json_request(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    request
+        .extensions_mut()
+        .insert(CallBudget::new().max_attempts(3));
+    let answer = stack.clone().oneshot(request).await.unwrap();
+    assert_eq!(shared.calls(), 3);
+    let record = AttemptRecord::of_response(&answer).unwrap();
+    assert!(matches!(
+        record.attempts()[2].decisions()[0].verdict(),
+        Verdict::AttemptsExhausted {
+            max_attempts: 3,
+            ..
+        }
+    ));
+
+    // A deadline 1.5 s away: the 1 s Retry-After fits once, not twice.
+    let inner = Scripted::with_fallback([], || {
+        Step::Respond(response(429, &[("retry-after", "1")], b"{}"))
+    });
+    let shared = inner.shared();
+    let stack = ThrottleRetryLayer::new().layer(inner);
+    let mut request = json_request(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    let started = tokio::time::Instant::now();
+    request
+        .extensions_mut()
+        .insert(CallBudget::new().deadline(started + Duration::from_millis(1500)));
+    let response = stack.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(shared.calls(), 2);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(1),
+        "no wait past the deadline"
+    );
+    let record = AttemptRecord::of_response(&response).unwrap();
+    assert_eq!(
+        record.attempts()[1].decisions()[0].verdict(),
+        &Verdict::WaitCeiling {
+            cause: "HTTP 429",
+            wait: Duration::from_secs(1),
+            remaining: Duration::from_millis(500),
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_layer_above_the_guard_asks_the_guards_rule() {
+    let inner = Scripted::new([Step::Respond(response(429, &[("retry-after", "0")], b"{}"))]);
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .layer(ReplayGuardLayer::new().strict_tools(["charge"]))
+        .service(inner);
+    let response = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(shared.calls(), 1, "`charge` is strict: sent once");
+    let record = AttemptRecord::of_response(&response).unwrap();
+    assert_eq!(
+        record.to_string(),
+        "#1 HTTP 429 -> throttle: delivered (HTTP 429, but a re-send is forbidden: tools/call `charge` is strict: never sent again); effect unknown"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_runtime_session_keeps_one_client_token_over_its_attempts() {
+    let inner = Scripted::new([
+        Step::Respond(response(
+            500,
+            &[("x-amzn-errortype", "InternalServerException")],
+            b"{}",
+        )),
+        Step::Respond(response(200, &[], b"{}")),
+    ]);
+    let shared = inner.shared();
+    let signer = SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
+    )
+    .stop_session_on_delete(true)
+    .build()
+    .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(ReplayGuardLayer::new())
+        .layer(signer.clone())
+        .service(inner);
+    let delete = Request::delete("http://mcp.invalid/mcp")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = stack.oneshot(delete).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = shared.requests.lock().unwrap().clone();
+    assert_eq!(
+        requests.len(),
+        2,
+        "the 500 was re-sent: a stop is idempotent"
+    );
+    let token = |i: usize| -> Value { serde_json::from_slice(&requests[i].1).unwrap() };
+    assert_eq!(token(0)["clientToken"], token(1)["clientToken"]);
+    assert_eq!(token(0)["clientToken"].as_str().unwrap().len(), 36);
+    for (parts, _) in &requests {
+        assert_eq!(
+            parts.headers[RUNTIME_SESSION_ID],
+            signer.runtime_session_id().as_str()
+        );
+    }
+    let record = AttemptRecord::of_response(&response).unwrap();
+    let permission = record.attempts()[0].decisions()[0].permission().copied();
+    assert_eq!(permission.map(|p| p.by), Some(By::IdempotentMethod));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_naming_its_runtime_session_changes_nothing_for_the_others() {
+    let echo_session =
+        |id: &'static str| Step::Respond(response(200, &[(RUNTIME_SESSION_ID, id)], b"{}"));
+    let own = "own-session-0123456789abcdef0123456789";
+    let inner = Scripted::new([echo_session(own), echo_session("x")]);
+    let shared = inner.shared();
+    let signer = SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
+    )
+    .build()
+    .unwrap();
+    let layers_id = signer.runtime_session_id();
+    let stack = ServiceBuilder::new().layer(signer.clone()).service(inner);
+    let mut named = json_request(TOOLS_CALL);
+    named
+        .headers_mut()
+        .insert(RUNTIME_SESSION_ID, own.parse().unwrap());
+    stack.clone().oneshot(named).await.unwrap();
+    assert_eq!(
+        signer.runtime_session_id(),
+        layers_id,
+        "the layer's id stands"
+    );
+    stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let requests = shared.requests.lock().unwrap().clone();
+    assert_eq!(requests[0].0.headers[RUNTIME_SESSION_ID], own);
+    assert_eq!(
+        requests[1].0.headers[RUNTIME_SESSION_ID],
+        layers_id.as_str()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_runtime_session_never_changes_between_the_attempts_of_a_call() {
+    // Call A is refused and waits; meanwhile call B's answer names a new runtime session.
+    let new_id = "new-session-0123456789abcdef0123456789";
+    let inner = Scripted::new([
+        Step::Respond(response(429, &[("retry-after", "1")], b"{}")),
+        Step::Respond(response(200, &[(RUNTIME_SESSION_ID, new_id)], b"{}")),
+        Step::Respond(response(200, &[], b"{}")),
+    ]);
+    let shared = inner.shared();
+    let signer = SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
+    )
+    .build()
+    .unwrap();
+    let first_id = signer.runtime_session_id();
+    let stack = ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .layer(signer.clone())
+        .service(inner);
+    let a = tokio::spawn(stack.clone().oneshot(json_request(TOOLS_CALL)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    assert_eq!(
+        signer.runtime_session_id(),
+        new_id,
+        "B's answer was adopted"
+    );
+    a.await.unwrap().unwrap();
+    let requests = shared.requests.lock().unwrap().clone();
+    let ids: Vec<_> = requests
+        .iter()
+        .map(|(parts, _)| {
+            parts.headers[RUNTIME_SESSION_ID]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, [first_id.clone(), first_id.clone(), first_id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_mcp_sessions_over_one_layer_each_keep_their_own_runtime_session() {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .provisioning(Duration::from_millis(30))
+            .fault_rates(FaultRates {
+                busy: 0.1,
+                throttle: 0.1,
+                drop_after_run: 0.0,
+                server_error: 0.0,
+                seed: 5,
+            }),
+    )
+    .await
+    .unwrap();
+    let signer = emulator
+        .signer()
+        .runtime_sessions(RuntimeSessions::PerMcpSession)
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
+        .service(http_client());
+    let sessions = futures::future::join_all((0..50u64).map(|n| {
+        let stack = stack.clone();
+        async move {
+            let initialize = rpc(n * 100, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+            let response = stack.clone().oneshot(initialize).await.unwrap();
+            let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
+            let (mcp_session, runtime_session) = (header("mcp-session-id"), header(RUNTIME_SESSION_ID));
+            for k in 1..=4 {
+                let mut call = tool(n * 100 + k, "add", json!({"a": n, "b": k}));
+                call.headers_mut()
+                    .insert("mcp-session-id", mcp_session.parse().unwrap());
+                let response = stack.clone().oneshot(call).await.unwrap();
+                assert_eq!(response.headers()[RUNTIME_SESSION_ID], runtime_session.as_str());
+            }
+            (mcp_session, runtime_session)
+        }
+    }))
+    .await;
+    let bound: HashMap<String, String> = sessions.iter().cloned().collect();
+    let runtime_sessions: HashSet<&String> = bound.values().collect();
+    assert_eq!(bound.len(), 50);
+    assert_eq!(
+        runtime_sessions.len(),
+        50,
+        "one runtime session per MCP session"
+    );
+    let audit = emulator.audit();
+    let mut seen = 0;
+    for received in &audit.received {
+        let runtime = received.runtime_session_id.clone().unwrap();
+        match &received.mcp_session_id {
+            Some(mcp) => {
+                seen += 1;
+                assert_eq!(
+                    bound[mcp], runtime,
+                    "every attempt of {mcp} went to its own"
+                );
+            }
+            None => assert!(runtime_sessions.contains(&runtime)),
+        }
+    }
+    assert!(seen >= 200, "every call of every session was checked");
+    assert!(
+        audit.busy_refusals >= 50,
+        "each new runtime session was waited out"
+    );
+    assert_eq!(audit.sessions_started, 50);
+}
+
+#[tokio::test]
+async fn a_deadline_outside_the_stack_leaves_the_evidence_in_the_apps_record() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    emulator.push_fault(Fault::Slow(Duration::from_secs(3600)));
+    let hooked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let guard = ReplayGuardLayer::new().on_record({
+        let hooked = hooked.clone();
+        move |record: &AttemptRecord| hooked.lock().unwrap().push(record.to_string())
+    });
+    let stack = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_millis(
+            300,
+        )))
+        .layer(recommended_layers(
+            guard,
+            emulator.signer().build().unwrap(),
+        ))
+        .service(http_client());
+    let record = AttemptRecord::new();
+    let mut request = tool(1, "counter", json!({}));
+    request.extensions_mut().insert(record.clone());
+    let error = stack.oneshot(request).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>());
+    assert_eq!(emulator.counter(), 1, "the server received it and ran it");
+    let attempts = record.attempts();
+    assert_eq!(attempts.len(), 1, "{record}");
+    assert_eq!(attempts[0].outcome(), &Outcome::Pending);
+    assert_eq!(
+        attempts[0].decisions().last().map(|d| d.verdict().clone()),
+        Some(Verdict::CallDropped)
+    );
+    assert_eq!(
+        record.to_string(),
+        "#1 sent, no answer yet -> replay_guard: call dropped before it ended (a deadline or cancellation outside); effect unknown"
+    );
+    assert_eq!(
+        *hooked.lock().unwrap(),
+        [record.to_string()],
+        "on_record fired once"
+    );
+}
+
+#[tokio::test]
+async fn names_that_cannot_be_headers_are_sent_without_mcp_name() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            emulator.signer().build().unwrap(),
+        ))
+        .service(http_client());
+    let uri = format!("file:///{}", "u".repeat(2000));
+    let calls = [
+        tool(1, "", json!({})),
+        rpc(2, "prompts/get", json!({"name": "café"})),
+        rpc(3, "resources/read", json!({"uri": uri})),
+    ];
+    for call in calls {
+        let response = stack.clone().oneshot(call).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let (body, _) = read_all(response.into_body()).await;
+        let answer: Value = serde_json::from_slice(&body).unwrap();
+        assert!(answer["error"]["code"].is_i64(), "answered: {answer}");
+    }
+    let audit = emulator.audit();
+    assert_eq!(audit.received.len(), 3);
+    assert_eq!(audit.signature_failures, 0, "signed as sent");
+    for (received, method) in
+        audit
+            .received
+            .iter()
+            .zip(["tools/call", "prompts/get", "resources/read"])
+    {
+        assert!(received.signed);
+        assert_eq!(received.mcp_method.as_deref(), Some(method));
+        assert_eq!(received.mcp_name, None);
+    }
+}
