@@ -9,41 +9,71 @@
 //!   progress" refusal exactly (HTTP 200 + JSON-RPC -32005 with its message, or HTTP 409
 //!   `RetryableConflictException`) and re-sends with a short backoff, without losing a byte of
 //!   an answer it read ahead.
-//!
 //! * [`ReplayGuardLayer`] — the replay rule: which failed attempt may be sent again (refusals
 //!   assumed to have run nothing; a dropped connection only for what the app declared
-//!   replayable), and the record of every attempt.
-//!
+//!   replayable); it re-sends those itself.
 //! * [`SigV4InvokeLayer`] — carries an MCP Streamable HTTP POST as AgentCore's
 //!   `InvokeAgentRuntime`, signed afresh with `aws-sigv4` on every attempt, answering locally
 //!   what the operation cannot carry.
 //!
-//! Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or stack them in
-//! the recommended order, outer to inner:
+//! The three retry layers are one generic [`RetryLayer<P>`](RetryLayer) over their policies
+//! ([`Throttled`], [`SessionBusy`], [`Replayable`]), as tower's `RetryLayer<P>` is over its
+//! `Policy`. Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or
+//! stack them — in the recommended order, outer to inner ([`recommended_layers`] builds it),
+//! or in any other:
 //!
 //! ```text
 //! ServiceBuilder::new()
-//!     .layer(TimeoutLayer)            // tower-http: one deadline for the whole call, retries included
-//!     .layer(ReplayGuardLayer)        // the replay rule + the record of attempts
+//!     .layer(TimeoutLayer)            // tower::timeout: one deadline for the whole call, retries included
+//!     .layer(ReplayGuardLayer)        // the replay rule; re-sends what may have run only when replayable
 //!     .layer(ThrottleRetryLayer)      // 429 → wait (Retry-After) → same request again
 //!     .layer(SessionBusyRetryLayer)   // -32005 / 409 RetryableConflictException → short backoff → again
 //!     .layer(SigV4InvokeLayer)        // POST → InvokeAgentRuntime, signed afresh for every attempt
 //!     .service(http_client)           // hyper-util legacy Client, or reqwest
 //! ```
 //!
-//! # How the layers cooperate
-//! Through the request's [`http::Extensions`], never through globals:
-//! * the outermost of this crate's layers creates the call's [`AttemptRecord`]; the layers below
-//!   append to it; the response (and every [`Error`]) carries it back;
-//! * every retry layer asks the replay rule ([`SharedReplayRule`]) before a re-send; forbidding
-//!   always wins. Without a rule, refusals the platform documents as coming before execution are
-//!   re-sent on the adapter's own policy, and nothing that may have run is.
+//! # The promises belong to the call
+//! The first of this crate's layers that a call meets puts the call's context in the request's
+//! extensions; every layer below — and every re-send, a clone of the request — finds the same
+//! one. Through it, whatever the order:
+//! * **one record**: every attempt is recorded in the call's [`AttemptRecord`] as it is handed
+//!   down ("sent, no answer yet"), completed when its answer or failure arrives; the response
+//!   (and every [`Error`]) carries it back; every `on_record` hook of the layers the call passed
+//!   fires once, when the call ends or is dropped;
+//! * **one budget**: a layer's `max_attempts` and `max_total_wait` bound the *call's* attempts
+//!   and waits, counted over every layer — so the call's cap is the largest cap of its layers,
+//!   never their product, and its waits never pass the largest ceiling. An app sets limits of
+//!   its own for a call with a [`CallBudget`] (a deadline among them);
+//! * **one rule**: every retry layer asks the call's replay rule before a re-send — the app's
+//!   [`SharedReplayRule`], or the one the guard put in force when the call passed it, also for
+//!   the layers stacked above the guard; forbidding always wins. Without a rule, refusals the
+//!   platform documents as coming before execution are re-sent on the adapter's own policy, and
+//!   nothing that may have run is;
+//! * **one runtime session**: the signer picks the call's runtime session at its first attempt
+//!   and keeps it for every attempt; a request that names its own goes there, for that request
+//!   only; many MCP sessions can share one layer ([`sigv4::RuntimeSessions`]).
+//!
+//! # What the order changes
+//! Nothing of the above. What a different order does change:
+//! * **Layers below the signer re-send the signed request**: the same signature and
+//!   `x-amz-date`, credentials not resolved again. AgentCore accepts a signature for 5 minutes,
+//!   so re-sends soon after still go through, but a credential that rotated meanwhile is not
+//!   picked up — the reason the signer belongs innermost. Below it, the retry layers see the
+//!   `InvokeAgentRuntime` request: the DELETE that became `StopRuntimeSession` is a POST there,
+//!   not an idempotent method, and is not re-sent after a 5xx.
+//! * **The signer answers GET and DELETE itself** (405): layers below it never see them.
+//! * **A timeout inside the stack** times one attempt, not the call: put `tower::timeout`
+//!   outermost for a deadline of the whole call (its `Elapsed` below the guard is a failure
+//!   that may have run, re-sent only when replayable).
+//! * **The layer named in the final `delivered`** of the record is the outermost of the crate's.
+//! * **The response body type** nests in the order of the layers.
 //!
 //! # Keeping the record past a deadline
-//! A deadline outside the stack (tower's `TimeoutLayer`) drops the call, and with it the response
-//! or error that would carry the record. To keep it, put your own [`AttemptRecord`] in the
-//! request's extensions before sending: the layers append to it, and you still hold it.
-//!
+//! A deadline outside the stack (`tower::timeout`) drops the call, and with it the response or
+//! error that would carry the record. To keep it, put your own [`AttemptRecord`] in the
+//! request's extensions before sending, or use `on_record`: the attempt in flight stays "sent,
+//! no answer yet" — the server may be running it — followed by [`Verdict::CallDropped`].
+
 //! # Naming the request type
 //! Every layer accepts any request body type, so where nothing else fixes it, say which one:
 //! `ServiceExt::<http::Request<Full<Bytes>>>::ready(&mut stack).await?`. (`oneshot(request)`

@@ -100,7 +100,9 @@
 //! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 15 s | give up well inside a typical tool deadline |
 //! | [`peek_limit`](SessionBusyRetryLayer::peek_limit) | 4096 bytes | a busy reply is ~100 bytes |
 //!
-//! Waits are exponential with equal jitter. The matched reply is released before the wait;
+//! Caps and ceilings are the call's, counted over every layer: stacked inside another retry
+//! layer, this one does not start counting again when the outer one re-sends. Waits are
+//! exponential with equal jitter. The matched reply is released before the wait;
 //! when the limits are reached, the last refusal is delivered intact. Dropping the response
 //! future mid-read releases the body at once.
 //!

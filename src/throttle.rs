@@ -64,22 +64,26 @@
 //!   [`parse_retry_after`](crate::parse_retry_after)) is the wait — it is not capped by
 //!   [`max_delay`](ThrottleRetryLayer::max_delay), which only caps the computed backoff.
 //! * Otherwise exponential backoff with equal jitter from [`base_delay`](ThrottleRetryLayer::base_delay).
-//! * Either way the call's waits never add up to more than
-//!   [`max_total_wait`](ThrottleRetryLayer::max_total_wait): when the next wait would pass it, the
-//!   429 is delivered at once, as it came. A server asking for 24 hours gets its 429 back now,
-//!   not a hung call.
+//! * Either way the call's waits — this layer's and every other layer's — never add up to more
+//!   than [`max_total_wait`](ThrottleRetryLayer::max_total_wait) when this layer starts one:
+//!   when the next wait would pass it (or the app's [`CallBudget`](crate::CallBudget), or its
+//!   deadline), the 429 is delivered at once, as it came. A server asking for 24 hours gets its
+//!   429 back now, not a hung call.
+//!
+//! Caps and ceilings are the call's: stacked inside another retry layer, this one does not start
+//! counting again when the outer one re-sends.
 //!
 //! | setting | default |
 //! |---|---|
-//! | [`max_attempts`](ThrottleRetryLayer::max_attempts) (first one included) | 3 |
+//! | [`max_attempts`](ThrottleRetryLayer::max_attempts) (the call's, first one included) | 3 |
 //! | [`max_total_wait`](ThrottleRetryLayer::max_total_wait) | 10 s |
 //! | [`base_delay`](ThrottleRetryLayer::base_delay) | 200 ms |
 //! | [`max_delay`](ThrottleRetryLayer::max_delay) | 5 s |
 //!
 //! # What it records
 //! Each re-send is recorded in the call's [`AttemptRecord`](crate::AttemptRecord) with the
-//! permission `by adapter, assumes rejected-before-execution`; the replay rule on the request
-//! (if any) is asked first and may forbid it. The refused answer's body is dropped before the
+//! permission `by adapter, assumes rejected-before-execution`; the call's replay rule (the
+//! app's, or a guard's, wherever it is stacked) is asked first and may forbid it. The refused answer's body is dropped before the
 //! wait, so a pooled connection is not held.
 //!
 //! # Differences from `tower::retry`

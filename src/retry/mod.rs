@@ -46,7 +46,7 @@
 //!
 //! Dropping the response future cancels whatever is under way: the wait, or the attempt in
 //! flight. The call's record keeps the evidence: an attempt in flight stays "sent, no answer
-//! yet", followed by [`Verdict::CallDropped`](crate::Verdict::CallDropped), and the `on_record`
+//! yet", followed by [`Verdict::CallDropped`], and the `on_record`
 //! hooks are called.
 //!
 //! Request bodies are cloned for every re-send, so the layers require `ReqBody: Clone`: a body

@@ -54,7 +54,10 @@
 //! | any other method | 405 |
 //!
 //! `mcp-method` and `mcp-name` are filled from the JSON-RPC body for `tools/call`,
-//! `resources/read` and `prompts/get` when the client did not set them. `Host` is set here
+//! `resources/read` and `prompts/get` when the client did not set them — `mcp-name` only when
+//! the tool, prompt or resource name can be one within the model's limits (visible ASCII, 1 to
+//! 1,024 characters): the header is optional, so an empty, non-ASCII or longer name is left out
+//! and the call goes on. `Host` is set here
 //! (hyper-util adds it only after the layers ran, and it is signed), then `content-length`,
 //! then the request is signed: signing name `bedrock-agentcore`, `aws-sigv4`'s default
 //! settings — as the official SDK signs the same operation.
@@ -66,10 +69,40 @@
 //! (the AWS SDK caches in its own identity cache): wrap it in [`CachedCredentials`].
 //!
 //! # The runtime session
-//! One runtime session id per layer, shared by its clones and by the services it builds (one MCP
-//! client = one runtime session): a UUID v4 unless configured, or unless the request already
-//! carries one. An id the service returns (33 to 256 visible ASCII characters) is the one used
-//! from then on.
+//! A runtime session is a microVM with the MCP server's state in it: it belongs to one MCP
+//! session, never to whichever caller came last.
+//!
+//! * A request that names its runtime session (`X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`)
+//!   goes to that one, for that request only: the layer's own is untouched.
+//! * Any other request gets one from the layer, picked at its call's first attempt and kept for
+//!   every attempt of that call, whatever another call's answer says meanwhile. With
+//!   [`RuntimeSessions::PerLayer`] (the default) that is the layer's own — a UUID v4 unless
+//!   configured — shared by its clones and the services it builds: one layer per MCP client.
+//!   With [`RuntimeSessions::PerMcpSession`] it is the one bound to the request's
+//!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions.
+//! * Only an answer to a request the layer picked the session for may replace it, and only
+//!   what that request used (an id the service returns: 33 to 256 visible ASCII characters,
+//!   read after the answer was redacted, so an attempt's secret is never taken for one).
+//! * `StopRuntimeSession` stops the session the DELETE names, else the one the layer picks
+//!   for it; its `clientToken` is generated once per stop and sent on every attempt of it, as
+//!   the SDK does.
+//!
+//! ```
+//! use agentcore_tower::sigv4::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
+//! use aws_credential_types::Credentials;
+//! # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+//! // One layer for every user of a multi-tenant app: each MCP session gets its own microVM.
+//! let signer = SigV4InvokeLayer::builder(
+//!     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+//!     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
+//! )
+//! .runtime_sessions(RuntimeSessions::PerMcpSession)
+//! .stop_session_on_delete(true)
+//! .build()?;
+//! assert_eq!(signer.runtime_sessions(), RuntimeSessions::PerMcpSession);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # The answer
 //! The status, the body (streamed, never buffered here: JSON or SSE) and the headers the
