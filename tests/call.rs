@@ -27,20 +27,13 @@ const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
 
 type Stack = BoxCloneService<Request<Full<Bytes>>, Response<TestBody>, Error>;
 
-fn rpc(id: u64, method: &str, params: Value) -> Request<Full<Bytes>> {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap()
-}
-
-fn tool(id: u64, name: &str, arguments: Value) -> Request<Full<Bytes>> {
-    rpc(
-        id,
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
+/// A signer for in-memory tests: a made-up runtime, static credentials.
+fn test_signer() -> agentcore_tower::sigv4::SigV4InvokeLayerBuilder {
+    SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
     )
 }
 
@@ -163,10 +156,10 @@ async fn every_order_keeps_the_calls_promises_under_mixed_faults() {
         let mut recorded = 0u64;
         for id in 0..40u64 {
             let request = match id % 4 {
-                0 => tool(id, "counter", json!({})),
-                1 => tool(id, "echo", json!({"text": "hi"})),
-                2 => tool(id, "add", json!({"a": id, "b": 1})),
-                _ => rpc(id, "ping", json!({})),
+                0 => tool_call(id, "counter", json!({})),
+                1 => tool_call(id, "echo", json!({"text": "hi"})),
+                2 => tool_call(id, "add", json!({"a": id, "b": 1})),
+                _ => rpc_request(id, "ping", json!({})),
             };
             let record = match stack.clone().oneshot(request).await {
                 Ok(response) => {
@@ -373,15 +366,7 @@ async fn stop_runtime_session_keeps_one_client_token_over_its_attempts() {
         Step::Respond(response(200, &[], b"{}")),
     ]);
     let shared = inner.shared();
-    let signer = SigV4InvokeLayer::builder(
-        agentcore_tower::InvokeTarget::arn(
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
-        ),
-        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
-    )
-    .stop_session_on_delete(true)
-    .build()
-    .unwrap();
+    let signer = test_signer().stop_session_on_delete(true).build().unwrap();
     let stack = ServiceBuilder::new()
         .layer(ReplayGuardLayer::new())
         .layer(signer.clone())
@@ -418,14 +403,7 @@ async fn a_request_naming_its_runtime_session_changes_nothing_for_the_others() {
     let own = "own-session-0123456789abcdef0123456789";
     let inner = Scripted::new([echo_session(own), echo_session("x")]);
     let shared = inner.shared();
-    let signer = SigV4InvokeLayer::builder(
-        agentcore_tower::InvokeTarget::arn(
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
-        ),
-        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
-    )
-    .build()
-    .unwrap();
+    let signer = test_signer().build().unwrap();
     let layers_id = signer.runtime_session_id();
     let stack = ServiceBuilder::new().layer(signer.clone()).service(inner);
     let mut named = json_request(TOOLS_CALL);
@@ -457,14 +435,7 @@ async fn the_runtime_session_never_changes_between_the_attempts_of_a_call() {
         Step::Respond(response(200, &[], b"{}")),
     ]);
     let shared = inner.shared();
-    let signer = SigV4InvokeLayer::builder(
-        agentcore_tower::InvokeTarget::arn(
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
-        ),
-        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
-    )
-    .build()
-    .unwrap();
+    let signer = test_signer().build().unwrap();
     let first_id = signer.runtime_session_id();
     let stack = ServiceBuilder::new()
         .layer(ThrottleRetryLayer::new())
@@ -521,12 +492,12 @@ async fn fifty_mcp_sessions_over_one_layer_each_keep_their_own_runtime_session()
     let sessions = futures::future::join_all((0..50u64).map(|n| {
         let stack = stack.clone();
         async move {
-            let initialize = rpc(n * 100, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
+            let initialize = rpc_request(n * 100, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
             let response = stack.clone().oneshot(initialize).await.unwrap();
             let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
             let (mcp_session, runtime_session) = (header("mcp-session-id"), header(RUNTIME_SESSION_ID));
             for k in 1..=4 {
-                let mut call = tool(n * 100 + k, "add", json!({"a": n, "b": k}));
+                let mut call = tool_call(n * 100 + k, "add", json!({"a": n, "b": k}));
                 call.headers_mut()
                     .insert("mcp-session-id", mcp_session.parse().unwrap());
                 let response = stack.clone().oneshot(call).await.unwrap();
@@ -586,7 +557,7 @@ async fn a_deadline_outside_the_stack_leaves_the_evidence_in_the_apps_record() {
         ))
         .service(http_client());
     let record = AttemptRecord::new();
-    let mut request = tool(1, "counter", json!({}));
+    let mut request = tool_call(1, "counter", json!({}));
     request.extensions_mut().insert(record.clone());
     let error = stack.oneshot(request).await.unwrap_err();
     assert!(error.is::<tower::timeout::error::Elapsed>());
@@ -620,9 +591,9 @@ async fn names_that_cannot_be_headers_are_sent_without_mcp_name() {
         .service(http_client());
     let uri = format!("file:///{}", "u".repeat(2000));
     let calls = [
-        tool(1, "", json!({})),
-        rpc(2, "prompts/get", json!({"name": "café"})),
-        rpc(3, "resources/read", json!({"uri": uri})),
+        tool_call(1, "", json!({})),
+        rpc_request(2, "prompts/get", json!({"name": "café"})),
+        rpc_request(3, "resources/read", json!({"uri": uri})),
     ];
     for call in calls {
         let response = stack.clone().oneshot(call).await.unwrap();

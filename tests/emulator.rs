@@ -89,23 +89,6 @@ async fn call(emulator: &Emulator, request: Request<Full<Bytes>>) -> Result<Answ
     call_with(emulator, guard(), emulator.credentials(), |b| b, request).await
 }
 
-fn rpc(id: u64, method: &str, params: Value) -> Request<Full<Bytes>> {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap()
-}
-
-fn tool(id: u64, name: &str, arguments: Value) -> Request<Full<Bytes>> {
-    rpc(
-        id,
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-    )
-}
-
 fn text_of(answer: &Answer) -> &str {
     answer
         .json
@@ -140,7 +123,7 @@ async fn a_provisioning_session_is_waited_out_in_either_busy_form() {
                 .busy_form(form),
         )
         .await;
-        let answer = call(&emulator, rpc(1, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})))
+        let answer = call(&emulator, rpc_request(1, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})))
             .await
             .unwrap();
         assert_eq!(answer.status, 200, "{form:?}");
@@ -179,7 +162,7 @@ async fn throttles_are_waited_out_with_and_without_retry_after() {
     ] {
         emulator.push_fault(Fault::Throttle { retry_after });
         let started = Instant::now();
-        let answer = call(&emulator, tool(id, "counter", json!({})))
+        let answer = call(&emulator, tool_call(id, "counter", json!({})))
             .await
             .unwrap();
         assert!(
@@ -214,7 +197,7 @@ async fn throttles_are_waited_out_with_and_without_retry_after() {
 async fn a_dropped_connection_re_sends_only_what_was_declared() {
     let emulator = start(EmulatorConfig::default()).await;
     emulator.push_fault(Fault::DropAfterRun);
-    let error = call(&emulator, tool(1, "counter", json!({})))
+    let error = call(&emulator, tool_call(1, "counter", json!({})))
         .await
         .unwrap_err();
     assert_eq!(error.failure_kind(), FailureKind::ConnectionDropped);
@@ -227,7 +210,7 @@ async fn a_dropped_connection_re_sends_only_what_was_declared() {
     assert_eq!(emulator.counter(), 1, "ran once, not re-sent");
 
     emulator.push_fault(Fault::DropAfterRun);
-    let answer = call(&emulator, tool(2, "add", json!({"a": 2, "b": 3})))
+    let answer = call(&emulator, tool_call(2, "add", json!({"a": 2, "b": 3})))
         .await
         .unwrap();
     assert_eq!(text_of(&answer), "5");
@@ -251,7 +234,7 @@ async fn a_dropped_connection_re_sends_only_what_was_declared() {
 async fn a_500_is_re_sent_only_for_what_was_declared() {
     let emulator = start(EmulatorConfig::default()).await;
     emulator.push_fault(Fault::ServerError { after_run: true });
-    let answer = call(&emulator, tool(1, "counter", json!({})))
+    let answer = call(&emulator, tool_call(1, "counter", json!({})))
         .await
         .unwrap();
     assert_eq!(answer.status, 500);
@@ -263,7 +246,7 @@ async fn a_500_is_re_sent_only_for_what_was_declared() {
     assert_eq!(emulator.counter(), 1);
 
     emulator.push_fault(Fault::ServerError { after_run: false });
-    let answer = call(&emulator, tool(2, "add", json!({"a": 1, "b": 1})))
+    let answer = call(&emulator, tool_call(2, "add", json!({"a": 1, "b": 1})))
         .await
         .unwrap();
     assert_eq!((answer.status.as_u16(), text_of(&answer)), (200, "2"));
@@ -274,7 +257,7 @@ async fn a_500_is_re_sent_only_for_what_was_declared() {
 async fn look_alikes_are_delivered_as_they_came() {
     let emulator = start(EmulatorConfig::default()).await;
     emulator.push_fault(Fault::ConflictLookAlike);
-    let answer = call(&emulator, tool(1, "counter", json!({})))
+    let answer = call(&emulator, tool_call(1, "counter", json!({})))
         .await
         .unwrap();
     assert_eq!(answer.json["error"]["code"], -32005);
@@ -285,7 +268,7 @@ async fn look_alikes_are_delivered_as_they_came() {
     assert_eq!(answer.record.len(), 1);
 
     emulator.push_fault(Fault::HealthCheckFailed);
-    let answer = call(&emulator, tool(2, "counter", json!({})))
+    let answer = call(&emulator, tool_call(2, "counter", json!({})))
         .await
         .unwrap();
     assert_eq!(answer.json["error"]["code"], -32010);
@@ -299,7 +282,7 @@ async fn the_known_limit_a_server_raised_busy_after_the_call_ran() {
     // is re-sent and runs twice — and the record says it was an assumption, not a fact.
     let emulator = start(EmulatorConfig::default()).await;
     emulator.push_fault(Fault::BusyAfterRun);
-    let answer = call(&emulator, tool(1, "counter", json!({})))
+    let answer = call(&emulator, tool_call(1, "counter", json!({})))
         .await
         .unwrap();
     assert_eq!(text_of(&answer), "2");
@@ -325,7 +308,7 @@ async fn the_known_limit_a_server_raised_busy_after_the_call_ran() {
         strict,
         emulator.credentials(),
         |b| b,
-        tool(2, "counter", json!({})),
+        tool_call(2, "counter", json!({})),
     )
     .await
     .unwrap();
@@ -339,7 +322,7 @@ async fn a_slow_answer_arrives_and_a_deadline_outside_the_stack_ends_the_call() 
     let emulator = start(EmulatorConfig::default()).await;
     emulator.push_fault(Fault::Slow(Duration::from_millis(300)));
     let started = Instant::now();
-    let answer = call(&emulator, tool(1, "echo", json!({"text": "hi"})))
+    let answer = call(&emulator, tool_call(1, "echo", json!({"text": "hi"})))
         .await
         .unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
@@ -355,7 +338,7 @@ async fn a_slow_answer_arrives_and_a_deadline_outside_the_stack_ends_the_call() 
         .service(http_client());
     let started = Instant::now();
     let error = stack
-        .oneshot(tool(2, "echo", json!({"text": "late"})))
+        .oneshot(tool_call(2, "echo", json!({"text": "late"})))
         .await
         .unwrap_err();
     assert!(error.is::<tower::timeout::error::Elapsed>());
@@ -382,7 +365,7 @@ async fn delete_stops_the_runtime_session_when_asked() {
         guard(),
         emulator.credentials(),
         |b| b.runtime_session_id(session).stop_session_on_delete(true),
-        rpc(1, "ping", json!({})),
+        rpc_request(1, "ping", json!({})),
     )
     .await
     .unwrap();
@@ -422,9 +405,15 @@ async fn wrong_credentials_are_refused_and_nothing_secret_comes_back() {
         None,
         "t",
     );
-    let answer = call_with(&emulator, guard(), wrong, |b| b, rpc(1, "ping", json!({})))
-        .await
-        .unwrap();
+    let answer = call_with(
+        &emulator,
+        guard(),
+        wrong,
+        |b| b,
+        rpc_request(1, "ping", json!({})),
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status, 403);
     assert_eq!(
         answer.record.attempts()[0].outcome(),
@@ -441,12 +430,12 @@ async fn wrong_credentials_are_refused_and_nothing_secret_comes_back() {
 #[tokio::test]
 async fn sse_answers_pass_through_intact() {
     let emulator = start(EmulatorConfig::default().sse(true)).await;
-    let answer = call(&emulator, tool(1, "add", json!({"a": 40, "b": 2})))
+    let answer = call(&emulator, tool_call(1, "add", json!({"a": 40, "b": 2})))
         .await
         .unwrap();
     assert!(answer.content_type.starts_with("text/event-stream"));
     assert_eq!(text_of(&answer), "42");
-    let answer = call(&emulator, rpc(2, "tools/list", json!({})))
+    let answer = call(&emulator, rpc_request(2, "tools/list", json!({})))
         .await
         .unwrap();
     let names: Vec<_> = answer.json["result"]["tools"]
@@ -479,7 +468,7 @@ async fn the_protocol_version_is_negotiated_down_to_one_spoken_here() {
         ("2026-07-28", "2025-11-25"),
         ("1999-01-01", "2025-11-25"),
     ] {
-        let answer = call(&emulator, rpc(1, "initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})))
+        let answer = call(&emulator, rpc_request(1, "initialize", json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})))
             .await
             .unwrap();
         assert_eq!(
@@ -503,7 +492,7 @@ async fn a_signature_dated_more_than_5_minutes_off_is_refused() {
             guard(),
             emulator.credentials(),
             move |b| b.clock(move || when),
-            rpc(1, "ping", json!({})),
+            rpc_request(1, "ping", json!({})),
         )
         .await
         .unwrap();

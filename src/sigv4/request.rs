@@ -272,6 +272,11 @@ mod tests {
         CallContext::enter(&mut Request::new(()), "test", None).0
     }
 
+    /// The headers for `original` and `body` in a new call, with the test's session id.
+    fn headers_for(original: &HeaderMap, body: &Bytes) -> Result<HeaderMap, Error> {
+        invoke_headers(original, &context(), body, SESSION, None, &target())
+    }
+
     #[test]
     fn only_modelled_headers_travel_and_mcp_headers_are_filled() {
         let mut original = HeaderMap::new();
@@ -330,19 +335,11 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
         );
-        let h = invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap();
+        let h = headers_for(&original, &body).unwrap();
         assert_eq!(h["mcp-name"], "mine");
         assert_eq!(h[RUNTIME_SESSION_ID], "s".repeat(40).as_str());
         assert_eq!(h["content-type"], "application/octet-stream");
-        let h = invoke_headers(
-            &HeaderMap::new(),
-            &context(),
-            &body,
-            SESSION,
-            None,
-            &target(),
-        )
-        .unwrap();
+        let h = headers_for(&HeaderMap::new(), &body).unwrap();
         assert_eq!(
             (
                 h["mcp-method"].to_str().unwrap(),
@@ -351,15 +348,7 @@ mod tests {
             ("resources/read", "file:///x")
         );
         let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
-        let h = invoke_headers(
-            &HeaderMap::new(),
-            &context(),
-            &ping,
-            SESSION,
-            None,
-            &target(),
-        )
-        .unwrap();
+        let h = headers_for(&HeaderMap::new(), &ping).unwrap();
         assert!(
             h.get("mcp-method").is_none(),
             "only the routed methods are filled"
@@ -419,15 +408,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\nb"}}"#.to_owned(),
         ] {
             let body = Bytes::from(body);
-            let h = invoke_headers(
-                &HeaderMap::new(),
-                &context(),
-                &body,
-                SESSION,
-                None,
-                &target(),
-            )
-            .unwrap_or_else(|e| panic!("{e} for {body:?}"));
+            let h = headers_for(&HeaderMap::new(), &body)
+                .unwrap_or_else(|e| panic!("{e} for {body:?}"));
             assert!(h.get("mcp-name").is_none(), "{body:?}");
             assert!(h.get("mcp-method").is_some(), "{body:?}");
         }
@@ -436,15 +418,7 @@ mod tests {
         let body = Bytes::from(format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"{uri}"}}}}"#
         ));
-        let h = invoke_headers(
-            &HeaderMap::new(),
-            &context(),
-            &body,
-            SESSION,
-            None,
-            &target(),
-        )
-        .unwrap();
+        let h = headers_for(&HeaderMap::new(), &body).unwrap();
         assert_eq!(h["mcp-name"], uri.as_str());
     }
 
@@ -476,8 +450,7 @@ mod tests {
         for (name, value, message) in cases {
             let mut original = HeaderMap::new();
             original.insert(HeaderName::from_static(name), value.parse().unwrap());
-            let err =
-                invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap_err();
+            let err = headers_for(&original, &body).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert_eq!(
                 err.to_string(),
@@ -487,14 +460,13 @@ mod tests {
         let mut original = HeaderMap::new();
         original.append("accept", "a".parse().unwrap());
         original.append("accept", "b".parse().unwrap());
-        assert!(invoke_headers(&original, &context(), &body, SESSION, None, &target()).is_err());
+        assert!(headers_for(&original, &body).is_err());
         let mut original = HeaderMap::new();
         original.insert(
             "mcp-session-id",
             HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
         );
-        let err =
-            invoke_headers(&original, &context(), &body, SESSION, None, &target()).unwrap_err();
+        let err = headers_for(&original, &body).unwrap_err();
         assert!(err.to_string().contains("not visible ASCII"));
     }
 }

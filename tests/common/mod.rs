@@ -302,6 +302,26 @@ pub async fn serve(
     LocalServer { addr, task }
 }
 
+/// A JSON-RPC request for `method` with `params`, as an MCP client posts it.
+pub fn rpc_request(id: u64, method: &str, params: serde_json::Value) -> Request<Full<Bytes>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        .to_string();
+    Request::post("http://agentcore.invalid/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+/// A `tools/call` of `name` with `arguments`.
+pub fn tool_call(id: u64, name: &str, arguments: serde_json::Value) -> Request<Full<Bytes>> {
+    rpc_request(
+        id,
+        "tools/call",
+        serde_json::json!({"name": name, "arguments": arguments}),
+    )
+}
+
 /// hyper-util's legacy client, as users stack it under the layers.
 pub fn http_client() -> hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
