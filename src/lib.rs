@@ -129,7 +129,9 @@ pub mod throttle;
 pub use body::PeekedBody;
 pub use context::{CallBudget, replay_permission};
 pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
-pub use record::{Attempt, AttemptRecord, Decision, Effect, Outcome, Verdict, aws_error_type};
+pub use record::{
+    Attempt, AttemptRecord, Decision, Effect, ErrorType, Outcome, Verdict, aws_error_type,
+};
 pub use replay::{ReplayCandidate, ReplayGuard, ReplayGuardLayer, ReplayOverride, Replayable};
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
 pub use retry::{Backoff, Retry, RetryInfo, RetryLayer, RetryPolicy};

@@ -211,8 +211,8 @@ pub enum Outcome {
     Response {
         /// The HTTP status.
         status: StatusCode,
-        /// The service's error type (`x-amzn-errortype`, the part before any `:`), if any.
-        error_type: Option<String>,
+        /// The service's error type, from `x-amzn-errortype`.
+        error_type: ErrorType,
     },
     /// The service below returned an error instead of a response.
     Failure(FailureKind),
@@ -225,7 +225,7 @@ impl Outcome {
     pub fn of_response(status: StatusCode, headers: &HeaderMap) -> Self {
         Outcome::Response {
             status,
-            error_type: aws_error_type(headers).map(str::to_owned),
+            error_type: ErrorType::of(headers),
         }
     }
 }
@@ -236,9 +236,11 @@ impl fmt::Display for Outcome {
             Outcome::Pending => f.write_str("sent, no answer yet"),
             Outcome::Response {
                 status,
-                error_type: Some(t),
-            } => write!(f, "HTTP {} {t}", status.as_u16()),
-            Outcome::Response { status, .. } => write!(f, "HTTP {}", status.as_u16()),
+                error_type: ErrorType::Absent,
+            } => write!(f, "HTTP {}", status.as_u16()),
+            Outcome::Response { status, error_type } => {
+                write!(f, "HTTP {} {error_type}", status.as_u16())
+            }
             Outcome::Failure(kind) => write!(f, "failed: {kind}"),
             Outcome::NotSent(why) => write!(f, "not sent: {why}"),
         }
@@ -423,7 +425,9 @@ impl fmt::Display for Millis {
 
 /// The AWS error type of a response, as the official SDK reads `x-amzn-errortype`: the value up
 /// to its first `:` (AWS appends `:namespace`), without any `namespace#` prefix — when what is
-/// left is a plain, short token. Anything else counts as absent.
+/// left looks like an AWS error type name: an ASCII capital letter, then letters, digits or `_`,
+/// 128 characters at most (`ThrottlingException`, `InternalFailure`). Anything else counts as
+/// absent: the header comes from the server, and is never taken at its word.
 ///
 /// ```
 /// use agentcore_tower::aws_error_type;
@@ -432,17 +436,84 @@ impl fmt::Display for Millis {
 /// assert_eq!(aws_error_type(&headers), Some("ThrottlingException"));
 /// headers.insert("x-amzn-errortype", "com.amazonaws#RetryableConflictException".parse().unwrap());
 /// assert_eq!(aws_error_type(&headers), Some("RetryableConflictException"));
+/// // A signature's hex, an echoed token: not an error type.
+/// headers.insert("x-amzn-errortype", "3f2a9c0d41b7e6f85a2c9d0e1f3b4a5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a".parse().unwrap());
+/// assert_eq!(aws_error_type(&headers), None);
 /// ```
 pub fn aws_error_type(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get("x-amzn-errortype")?.to_str().ok()?;
-    let before_colon = value.split(':').next()?;
-    let name = before_colon.rsplit('#').next()?.trim();
-    let plausible = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
-    plausible.then_some(name)
+    match ErrorType::parse(headers) {
+        Parsed::Named(name) => Some(name),
+        Parsed::Absent | Parsed::Unrecognised => None,
+    }
+}
+
+/// A response's AWS error type, as the record keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorType {
+    /// No `x-amzn-errortype` header.
+    Absent,
+    /// An error type name (see [`aws_error_type`]).
+    Named(String),
+    /// A header whose value does not look like an error type name: never recorded verbatim,
+    /// since it comes from the server (and could echo anything it received).
+    Unrecognised,
+}
+
+enum Parsed<'a> {
+    Absent,
+    Named(&'a str),
+    Unrecognised,
+}
+
+impl ErrorType {
+    /// The error type of a response head.
+    pub fn of(headers: &HeaderMap) -> Self {
+        match Self::parse(headers) {
+            Parsed::Absent => ErrorType::Absent,
+            Parsed::Named(name) => ErrorType::Named(name.to_owned()),
+            Parsed::Unrecognised => ErrorType::Unrecognised,
+        }
+    }
+
+    /// The name, when it is one.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            ErrorType::Named(name) => Some(name),
+            ErrorType::Absent | ErrorType::Unrecognised => None,
+        }
+    }
+
+    fn parse(headers: &HeaderMap) -> Parsed<'_> {
+        let Some(value) = headers.get("x-amzn-errortype") else {
+            return Parsed::Absent;
+        };
+        let name = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split(':').next())
+            .and_then(|v| v.rsplit('#').next())
+            .map(str::trim)
+            .filter(|name| {
+                name.len() <= 128
+                    && name.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            });
+        match name {
+            Some(name) => Parsed::Named(name),
+            None => Parsed::Unrecognised,
+        }
+    }
+}
+
+impl fmt::Display for ErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorType::Absent => Ok(()),
+            ErrorType::Named(name) => f.write_str(name),
+            ErrorType::Unrecognised => f.write_str("(unrecognised error type)"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -519,7 +590,20 @@ mod tests {
         assert_eq!(aws_error_type(&h), Some("RetryableConflictException"));
         h.insert("x-amzn-errortype", "A B".parse().unwrap());
         assert_eq!(aws_error_type(&h), None);
+        assert_eq!(ErrorType::of(&h), ErrorType::Unrecognised);
         h.insert("x-amzn-errortype", ":ns".parse().unwrap());
         assert_eq!(aws_error_type(&h), None);
+        for not_a_name in [
+            "3f2a9c0d41b7e6f85a2c9d0e1f3b4a5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a",
+            "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJH",
+            "throttlingException",
+            "[redacted]",
+        ] {
+            h.insert("x-amzn-errortype", not_a_name.parse().unwrap());
+            assert_eq!(ErrorType::of(&h), ErrorType::Unrecognised, "{not_a_name}");
+            let outcome = Outcome::of_response(StatusCode::OK, &h).to_string();
+            assert_eq!(outcome, "HTTP 200 (unrecognised error type)");
+        }
+        assert_eq!(ErrorType::of(&HeaderMap::new()), ErrorType::Absent);
     }
 }

@@ -419,7 +419,7 @@ async fn wrong_credentials_are_refused_and_nothing_secret_comes_back() {
         answer.record.attempts()[0].outcome(),
         &Outcome::Response {
             status: StatusCode::FORBIDDEN,
-            error_type: Some("InvalidSignatureException".into())
+            error_type: agentcore_tower::ErrorType::Named("InvalidSignatureException".into())
         }
     );
     assert_eq!(emulator.audit().signature_failures, 1);

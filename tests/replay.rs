@@ -179,7 +179,7 @@ async fn a_declared_tool_is_re_sent_on_the_apps_word() {
         attempts[1].outcome(),
         &Outcome::Response {
             status: http::StatusCode::INTERNAL_SERVER_ERROR,
-            error_type: Some("InternalServerException".into())
+            error_type: agentcore_tower::ErrorType::Named("InternalServerException".into())
         }
     );
 }

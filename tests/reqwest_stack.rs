@@ -150,7 +150,7 @@ fn outcomes(record: &AttemptRecord) -> Vec<Outcome> {
 fn ok_200() -> Outcome {
     Outcome::Response {
         status: StatusCode::OK,
-        error_type: None,
+        error_type: agentcore_tower::ErrorType::Absent,
     }
 }
 
@@ -252,7 +252,7 @@ async fn a_throttle_is_waited_out() {
         [
             Outcome::Response {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                error_type: Some("ThrottlingException".to_owned()),
+                error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into()),
             },
             ok_200(),
         ]

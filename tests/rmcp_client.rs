@@ -87,7 +87,9 @@ fn record_of(records: &Records, rpc_method: &str, tool: Option<&str>) -> Attempt
 fn response(status: u16, error_type: Option<&str>) -> Outcome {
     Outcome::Response {
         status: StatusCode::from_u16(status).unwrap(),
-        error_type: error_type.map(str::to_owned),
+        error_type: error_type.map_or(agentcore_tower::ErrorType::Absent, |t| {
+            agentcore_tower::ErrorType::Named(t.to_owned())
+        }),
     }
 }
 

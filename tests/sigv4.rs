@@ -217,7 +217,7 @@ async fn a_re_sent_attempt_carries_a_new_date_and_signature() {
         record[0].outcome(),
         &Outcome::Response {
             status: StatusCode::TOO_MANY_REQUESTS,
-            error_type: Some("ThrottlingException".into())
+            error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into())
         }
     );
 }

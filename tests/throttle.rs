@@ -63,7 +63,7 @@ async fn throttled_twice_then_ok_delivers_the_ok_with_three_attempts() {
             a.outcome(),
             &Outcome::Response {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                error_type: Some("ThrottlingException".into())
+                error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into())
             }
         );
         let d = &a.decisions()[0];

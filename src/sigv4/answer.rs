@@ -2,25 +2,27 @@
 //!
 //! * Headers: only those `InvokeAgentRuntime` models (and the ones the retry layers need) come
 //!   back; every other header the service (or something pretending to be it) sent is dropped.
+//! * Trailers: only those the operation models — none — come back: a trailer could carry
+//!   anything past the header allow-list.
 //! * Secrets: the signature and the session token of the attempt are redacted wherever they
-//!   occur — in a kept header, or anywhere in the body, across frame boundaries. An AWS error
-//!   such as `InvalidSignatureException` quotes the canonical request, which carries the session
-//!   token; a hostile endpoint can echo the whole request. Neither reaches the app.
-//! * The body streams through (JSON or SSE); only the few bytes that could be the start of a
-//!   secret at the end of a frame are held back until the next frame tells.
+//!   occur — in a kept header, or anywhere in the body, across frame boundaries, plainly or
+//!   JSON-escaped (see [`redact`](super::redact)). An AWS error such as
+//!   `InvalidSignatureException` quotes the canonical request, which carries the session token;
+//!   a hostile endpoint can echo the whole request. Neither reaches the app.
+//! * The body streams through (JSON or SSE), its length unchanged; only the few bytes that could
+//!   be the start of a secret at the end of a frame are held back until the next frame tells.
 
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
 
-/// What replaces a secret.
-pub(crate) const REDACTED: &str = "[redacted]";
+use super::redact::{REDACTED, Redactor, Secrets};
 
 /// The response headers that come back to the app.
 pub(crate) const RESPONSE_HEADERS: [&str; 15] = [
@@ -41,48 +43,26 @@ pub(crate) const RESPONSE_HEADERS: [&str; 15] = [
     "allow",
 ];
 
-/// The secrets of one attempt, to be kept out of what the app reads. The searchers are built
-/// once per attempt, not per frame.
-#[derive(Clone, Default)]
-pub(crate) struct Secrets {
-    needles: Vec<memchr::memmem::Finder<'static>>,
-    shortest: usize,
-}
-
-impl Secrets {
-    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Self {
-        let needles: Vec<_> = values
-            .into_iter()
-            .filter(|v| !v.is_empty())
-            .map(|v| memchr::memmem::Finder::new(v.as_bytes()).into_owned())
-            .collect();
-        let shortest = needles.iter().map(|n| n.needle().len()).min().unwrap_or(0);
-        Self { needles, shortest }
-    }
-
-    fn occurs_in(&self, bytes: &[u8]) -> bool {
-        bytes.len() >= self.shortest && self.needles.iter().any(|n| n.find(bytes).is_some())
-    }
-}
-
-impl fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secrets({} redacted)", self.needles.len())
-    }
-}
+/// The trailers that come back to the app: the operation models none.
+pub(crate) const RESPONSE_TRAILERS: [&str; 0] = [];
 
 /// Keeps the headers the app may read (in place), redacting any that carries a secret.
 pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
+    keep_only(headers, &RESPONSE_HEADERS, secrets);
+}
+
+/// Keeps the names in `allowed`, and redacts every value with a secret in it.
+fn keep_only(headers: &mut HeaderMap, allowed: &[&str], secrets: &Secrets) {
     let unwanted: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| !RESPONSE_HEADERS.contains(&name.as_str()))
+        .filter(|name| !allowed.contains(&name.as_str()))
         .cloned()
         .collect();
     for name in unwanted {
         headers.remove(&name);
     }
     for value in headers.values_mut() {
-        if secrets.occurs_in(value.as_bytes()) {
+        if secrets.occur_in(value.as_bytes()) {
             *value = HeaderValue::from_static(REDACTED);
         }
     }
@@ -90,7 +70,7 @@ pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
 
 /// A response answered here, without calling the service (405 for what the operation cannot
 /// carry).
-pub(crate) fn local<B>(
+pub(crate) fn local<B: Body>(
     status: StatusCode,
     headers: &[(&'static str, &'static str)],
     body: &'static str,
@@ -109,7 +89,7 @@ pub(crate) fn local<B>(
 pin_project! {
     /// The body of a [`SigV4Invoke`](super::SigV4Invoke) response: the service's body with the
     /// attempt's secrets redacted, or a body answered locally.
-    pub struct InvokeBody<B> {
+    pub struct InvokeBody<B: Body> {
         #[pin]
         inner: Inner<B>,
     }
@@ -117,11 +97,13 @@ pin_project! {
 
 pin_project! {
     #[project = InnerProj]
-    enum Inner<B> {
+    enum Inner<B: Body> {
         Remote {
             #[pin]
             body: B,
             redactor: Redactor,
+            // What comes after the held bytes: the filtered trailers, or the inner body's error.
+            after: Option<Result<Frame<Bytes>, B::Error>>,
             ended: bool,
         },
         Local {
@@ -131,12 +113,13 @@ pin_project! {
     }
 }
 
-impl<B> InvokeBody<B> {
+impl<B: Body> InvokeBody<B> {
     pub(crate) fn remote(body: B, secrets: Secrets) -> Self {
         Self {
             inner: Inner::Remote {
                 body,
                 redactor: Redactor::new(secrets),
+                after: None,
                 ended: false,
             },
         }
@@ -171,12 +154,15 @@ where
             InnerProj::Remote {
                 mut body,
                 redactor,
+                after,
                 ended,
             } => loop {
                 if *ended {
-                    return Poll::Ready(None);
+                    return Poll::Ready(after.take());
                 }
-                match std::task::ready!(body.as_mut().poll_frame(cx)) {
+                // The inner body is done (trailers, an error, or its end): what was held back
+                // comes first, then what ended it.
+                let end = match std::task::ready!(body.as_mut().poll_frame(cx)) {
                     Some(Ok(frame)) => match frame.into_data() {
                         Ok(data) => {
                             let safe = redactor.feed(data);
@@ -184,35 +170,18 @@ where
                                 return Poll::Ready(Some(Ok(Frame::data(safe))));
                             }
                             // Everything was held back (a possible secret's start): read on.
+                            continue;
                         }
-                        Err(trailers) => {
-                            let held = redactor.finish();
-                            if !held.is_empty() {
-                                // The trailers come after the held bytes, on the next poll
-                                // (the inner body ends after its trailers, so nothing is lost).
-                                redactor.pending_trailers = Some(trailers);
-                                return Poll::Ready(Some(Ok(Frame::data(held))));
-                            }
-                            *ended = true;
-                            return Poll::Ready(Some(Ok(trailers)));
-                        }
+                        Err(trailers) => filter_trailers(trailers, redactor.secrets()).map(Ok),
                     },
-                    Some(Err(error)) => {
-                        // What is held is dropped with the error: it may be a secret's start.
-                        *ended = true;
-                        return Poll::Ready(Some(Err(error)));
-                    }
-                    None => {
-                        *ended = true;
-                        let held = redactor.finish();
-                        if let Some(trailers) = redactor.pending_trailers.take() {
-                            return Poll::Ready(Some(Ok(trailers)));
-                        }
-                        if !held.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(held))));
-                        }
-                        return Poll::Ready(None);
-                    }
+                    Some(Err(error)) => Some(Err(error)),
+                    None => None,
+                };
+                *ended = true;
+                *after = end;
+                let held = redactor.finish();
+                if !held.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(held))));
                 }
             },
         }
@@ -224,25 +193,31 @@ where
             Inner::Remote {
                 body,
                 redactor,
+                after,
                 ended,
-            } => *ended || (body.is_end_stream() && redactor.is_empty()),
+            } => after.is_none() && (*ended || (body.is_end_stream() && redactor.held() == 0)),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Local { body } => body.size_hint(),
-            // Redaction may change the length; only a lower bound of zero is honest.
-            Inner::Remote { body, .. } => {
+            // Masking keeps the length: what is held back, and what is still to come.
+            Inner::Remote {
+                body,
+                redactor,
+                ended,
+                ..
+            } => {
+                if *ended {
+                    return SizeHint::with_exact(0);
+                }
+                let inner = body.size_hint();
+                let held = redactor.held() as u64;
                 let mut hint = SizeHint::new();
-                if let Some(upper) = body.size_hint().upper() {
-                    // "[redacted]" is at most 10 bytes and every secret is longer, except a
-                    // pathological one; keep the bound generous.
-                    hint.set_upper(
-                        upper
-                            .saturating_mul(2)
-                            .saturating_add(REDACTED.len() as u64),
-                    );
+                hint.set_lower(inner.lower().saturating_add(held));
+                if let Some(upper) = inner.upper() {
+                    hint.set_upper(upper.saturating_add(held));
                 }
                 hint
             }
@@ -250,7 +225,14 @@ where
     }
 }
 
-impl<B> fmt::Debug for InvokeBody<B> {
+/// The trailers the app may read, redacted; none when none is left.
+fn filter_trailers(trailers: Frame<Bytes>, secrets: &Secrets) -> Option<Frame<Bytes>> {
+    let mut trailers = trailers.into_trailers().ok()?;
+    keep_only(&mut trailers, &RESPONSE_TRAILERS, secrets);
+    (!trailers.is_empty()).then(|| Frame::trailers(trailers))
+}
+
+impl<B: Body> fmt::Debug for InvokeBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.inner {
             Inner::Remote { .. } => "remote",
@@ -262,179 +244,76 @@ impl<B> fmt::Debug for InvokeBody<B> {
     }
 }
 
-/// Replaces secrets in a byte stream, across frame boundaries.
-///
-/// Written here: no crate does a streaming multi-needle replace that holds back only a possible
-/// partial match, which SSE needs (an event must not wait for the next one).
-pub(crate) struct Redactor {
-    secrets: Secrets,
-    held: BytesMut,
-    pending_trailers: Option<Frame<Bytes>>,
-}
-
-impl Redactor {
-    pub(crate) fn new(secrets: Secrets) -> Self {
-        Self {
-            secrets,
-            held: BytesMut::new(),
-            pending_trailers: None,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.held.is_empty() && self.pending_trailers.is_none()
-    }
-
-    /// Takes the next bytes of the stream; returns what is safe to pass on now.
-    pub(crate) fn feed(&mut self, data: Bytes) -> Bytes {
-        if self.secrets.needles.is_empty() {
-            return data;
-        }
-        let mut buf = if self.held.is_empty() {
-            // Fast path: nothing held, no secret in it, no secret's start at its end.
-            if !self.secrets.occurs_in(&data) && self.partial_at_end(&data) == data.len() {
-                return data;
-            }
-            BytesMut::from(&data[..])
-        } else {
-            let mut joined = std::mem::take(&mut self.held);
-            joined.extend_from_slice(&data);
-            joined
-        };
-        if self.secrets.occurs_in(&buf) {
-            buf = self.replace_all(&buf);
-        }
-        let keep = self.partial_at_end(&buf);
-        self.held = buf.split_off(keep);
-        buf.freeze()
-    }
-
-    /// The end of the stream: what was held back is no secret.
-    pub(crate) fn finish(&mut self) -> Bytes {
-        std::mem::take(&mut self.held).freeze()
-    }
-
-    fn replace_all(&self, bytes: &[u8]) -> BytesMut {
-        let mut out = BytesMut::with_capacity(bytes.len());
-        let mut rest = bytes;
-        loop {
-            let first = self
-                .secrets
-                .needles
-                .iter()
-                .filter_map(|n| n.find(rest).map(|at| (at, n.needle().len())))
-                .min_by_key(|(at, len)| (*at, usize::MAX - len));
-            match first {
-                Some((at, len)) => {
-                    out.extend_from_slice(&rest[..at]);
-                    out.extend_from_slice(REDACTED.as_bytes());
-                    rest = &rest[at + len..];
-                }
-                None => {
-                    out.extend_from_slice(rest);
-                    return out;
-                }
-            }
-        }
-    }
-
-    /// Where the longest suffix of `bytes` that is a proper prefix of a secret starts
-    /// (`bytes.len()` when there is none).
-    fn partial_at_end(&self, bytes: &[u8]) -> usize {
-        let mut cut = bytes.len();
-        for needle in self.secrets.needles.iter().map(|n| n.needle()) {
-            let window = needle.len().saturating_sub(1).min(bytes.len());
-            let start = bytes.len() - window;
-            for at in memchr::memchr_iter(needle[0], &bytes[start..]).map(|i| start + i) {
-                if at < cut && needle.starts_with(&bytes[at..]) {
-                    cut = at;
-                    break;
-                }
-            }
-        }
-        cut
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    fn redact_in_frames(secrets: &[&str], frames: &[&[u8]]) -> (Vec<Bytes>, Vec<u8>) {
-        let mut r = Redactor::new(Secrets::new(secrets.iter().map(|s| s.to_string())));
-        let mut out = Vec::new();
-        for f in frames {
-            out.push(r.feed(Bytes::copy_from_slice(f)));
-        }
-        out.push(r.finish());
-        let all = out.concat();
-        (out, all)
-    }
-
-    #[test]
-    fn redacts_whole_and_split_secrets() {
-        let (_, all) = redact_in_frames(&["SECRETTOKEN"], &[b"a SECRETTOKEN b"]);
-        assert_eq!(all, b"a [redacted] b");
-        let (frames, all) = redact_in_frames(&["SECRETTOKEN"], &[b"a SECR", b"ETTOK", b"EN b"]);
-        assert_eq!(all, b"a [redacted] b");
-        assert_eq!(
-            &frames[0][..],
-            b"a ",
-            "only the possible start is held back"
-        );
-        let (_, all) = redact_in_frames(&["SECRETTOKEN", "sig123"], &[b"SECRETTOKENsig123SECRET"]);
-        assert_eq!(
-            all, b"[redacted][redacted]SECRET",
-            "a partial secret at the very end is no secret"
-        );
-    }
-
-    #[test]
-    fn sse_events_are_not_held_back() {
-        let (frames, _) = redact_in_frames(
-            &["IQoJb3JpZ2luX2VjEJ"],
-            &[b"data: {\"a\":1}\n\n", b"data: {}\n\n"],
-        );
-        assert_eq!(&frames[0][..], b"data: {\"a\":1}\n\n");
-        assert_eq!(&frames[1][..], b"data: {}\n\n");
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn redaction_is_exact(
-            pieces in proptest::collection::vec(proptest::sample::select(vec!["x", "TOKEN99", "TOK", "EN99", "sigA", "si", "gA", " "]), 0..30),
-            cuts in proptest::collection::vec(0usize..200, 0..6),
-        ) {
-            let text: String = pieces.concat();
-            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c < text.len()).collect();
-            cuts.sort_unstable();
-            cuts.dedup();
-            let mut frames = Vec::new();
-            let mut start = 0;
-            for c in cuts.into_iter().chain(std::iter::once(text.len())) {
-                frames.push(&text.as_bytes()[start..c]);
-                start = c;
-            }
-            let (_, all) = redact_in_frames(&["TOKEN99", "sigA"], &frames);
-            let expected = text.replace("TOKEN99", REDACTED).replace("sigA", REDACTED);
-            proptest::prop_assert_eq!(String::from_utf8(all).unwrap(), expected);
-        }
+    fn body_of(
+        frames: Vec<Result<Frame<Bytes>, std::io::Error>>,
+        secrets: &[&str],
+    ) -> InvokeBody<impl Body<Data = Bytes, Error = std::io::Error>> {
+        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        InvokeBody::remote(inner, Secrets::new(secrets.iter().map(|s| s.to_string())))
     }
 
     #[tokio::test]
-    async fn a_body_keeps_its_trailers_after_held_bytes() {
+    async fn trailers_are_dropped_and_held_bytes_delivered() {
         let mut trailers = HeaderMap::new();
+        trailers.insert("x-echo-token", "TOKEN99".parse().unwrap());
         trailers.insert("x-t", "1".parse().unwrap());
-        let frames = vec![
-            Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"abc TOK"))),
-            Ok(Frame::trailers(trailers.clone())),
-        ];
-        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
-        let body = InvokeBody::remote(inner, Secrets::new(["TOKEN99".to_string()]));
+        let body = body_of(
+            vec![
+                Ok(Frame::data(Bytes::from_static(b"abc TOK"))),
+                Ok(Frame::trailers(trailers)),
+            ],
+            &["TOKEN99"],
+        );
         let collected = body.collect().await.unwrap();
-        assert_eq!(collected.trailers(), Some(&trailers));
+        assert_eq!(
+            collected.trailers(),
+            None,
+            "the operation models no trailer"
+        );
         assert_eq!(&collected.to_bytes()[..], b"abc TOK");
+    }
+
+    #[tokio::test]
+    async fn an_error_comes_after_the_held_bytes_masked_when_they_could_tell() {
+        let mut body = body_of(
+            vec![
+                Ok(Frame::data(Bytes::from_static(b"ok SECRETTOK"))),
+                Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+            ],
+            &["SECRETTOKEN"],
+        );
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&first[..], b"ok ");
+        let held = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(
+            &held[..],
+            b"*********",
+            "9 bytes of a possible secret, masked"
+        );
+        assert!(
+            body.frame().await.unwrap().is_err(),
+            "then the error, at the same point"
+        );
+        assert!(body.frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_length_is_kept_so_content_length_and_size_hint_stay_exact() {
+        let text = b"{\"echo\":\"SECRETTOKEN and SECRET\\/TOKEN\"}";
+        let body = http_body_util::Full::new(Bytes::from_static(text));
+        let body = InvokeBody::remote(
+            body,
+            Secrets::new(["SECRET/TOKEN".to_string(), "SECRETTOKEN".to_string()]),
+        );
+        assert_eq!(body.size_hint().exact(), Some(text.len() as u64));
+        let out = body.collect().await.unwrap().to_bytes();
+        assert_eq!(out.len(), text.len());
+        assert_eq!(&out[..], b"{\"echo\":\"[redacted]* and [redacted]***\"}");
     }
 
     #[test]
@@ -447,9 +326,11 @@ mod tests {
             "InvalidSignatureException".parse().unwrap(),
         );
         h.insert("mcp-session-id", "echo TOKEN99".parse().unwrap());
+        h.insert("x-amzn-requestid", "TOK\\u0045N99".parse().unwrap());
         filter_headers(&mut h, &Secrets::new(["TOKEN99".to_string()]));
-        assert_eq!(h.len(), 3);
+        assert_eq!(h.len(), 4);
         assert_eq!(h["mcp-session-id"], REDACTED);
+        assert_eq!(h["x-amzn-requestid"], REDACTED, "escaped, still caught");
         assert!(h.get("set-cookie").is_none());
     }
 }

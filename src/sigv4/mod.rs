@@ -124,6 +124,7 @@
 mod answer;
 mod credentials;
 mod gate;
+pub mod redact;
 mod request;
 mod session;
 mod target;
@@ -155,7 +156,7 @@ use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::record::Outcome;
-use answer::Secrets;
+use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, is_valid_session_id};
 use session::{Chosen, Sessions, mcp_session_of};
 
@@ -493,6 +494,7 @@ pin_project! {
     where
         S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
         ReqB: Body,
+        ResB: Body,
     {
         #[pin]
         state: State<S, ReqB, ResB>,
@@ -506,6 +508,7 @@ pin_project! {
     where
         S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
         ReqB: Body,
+        ResB: Body,
     {
         Reading {
             #[pin]
@@ -778,6 +781,7 @@ impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>
 where
     S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
     ReqB: Body,
+    ResB: Body,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()

@@ -12,7 +12,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use http_body_util::Full;
 
-use super::answer::Secrets;
+use super::redact::Secrets;
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
 use crate::error::{Error, ErrorKind};

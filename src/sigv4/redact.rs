@@ -1,0 +1,443 @@
+//! Redaction: an attempt's secrets (its signature, the session token it was signed with) kept out
+//! of every byte the app reads, in headers and across the frames of a streamed body.
+//!
+//! **What is caught.** Each secret spelled plainly, or JSON-escaped character by character in
+//! any mix: `\/` for `/`, and `\uXXXX` (either case of hex digits) for any character — the forms
+//! a JSON encoder may produce and a JSON parser turns back into the secret. In a body, a match is
+//! masked with as many bytes as it spans (`[redacted]` then `*`s), so the length of the body,
+//! its `Content-Length` and its `size_hint` stay exact: framing above stays honest. A header
+//! value or a trailer with a secret in it becomes `[redacted]` as a whole.
+//!
+//! **Across frames.** Only what could be the start of a secret at the end of a frame is held
+//! back until the next frame tells — at most six bytes per character of the longest secret (its
+//! every character escaped), so an SSE event is never kept waiting for the next one.
+//!
+//! **At the end.** A body that ends — or fails — in the middle of what could be a secret: when 8
+//! or more of its bytes had arrived, they are delivered masked (then the error, if any); fewer
+//! are delivered as they came. No secret can be told from 7 of its bytes, and an answer that
+//! happens to end with the first letters of one is not mangled.
+//!
+//! **What no filter can catch.** A server that has a secret can encode it in a form no filter
+//! knows — base64 of it, percent-encoding, hex in another case, split by other text, spread
+//! over a timing channel. What the filter promises is that the forms an honest mistake or a
+//! plain echo produce (quoting the canonical request in an error, echoing a header, JSON
+//! encoding it) never reach the app.
+//!
+//! Written here: no crate does a streaming multi-needle replace over JSON-escaped text that
+//! holds back only a possible partial match.
+
+use std::fmt;
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use memchr::memmem::Finder;
+
+/// What replaces a secret in a header; the start of what masks one in a body.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// How many bytes of a possible secret cut off by the end of the body are masked rather than
+/// delivered as they came.
+const MASKED_AT_END: usize = 8;
+
+/// The longest a JSON escape of one character is: `\uXXXX`.
+const LONGEST_ESCAPE: usize = 6;
+
+/// The secrets of one attempt, to be kept out of what the app reads. The searchers are built
+/// once per attempt, not per frame.
+#[derive(Clone, Default)]
+pub(crate) struct Secrets {
+    needles: Vec<Finder<'static>>,
+}
+
+impl Secrets {
+    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Self {
+        let needles = values
+            .into_iter()
+            .filter(|v| !v.is_empty())
+            .map(|v| Finder::new(v.as_bytes()).into_owned())
+            .collect();
+        Self { needles }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.needles.is_empty()
+    }
+
+    /// Whether a secret occurs in `bytes`, in any of the forms caught.
+    pub(crate) fn occur_in(&self, bytes: &[u8]) -> bool {
+        !self.scan(bytes).matches.is_empty()
+    }
+
+    /// The ranges of `bytes` that spell a secret (leftmost first, longest at one place, never
+    /// overlapping), and where the possible start of one at the end begins (`bytes.len()` when
+    /// nothing at the end could begin one).
+    fn scan(&self, bytes: &[u8]) -> Scan {
+        if memchr::memchr(b'\\', bytes).is_none() {
+            // No escape: the bytes are their own decoding.
+            return Scan {
+                matches: self.find_all(bytes),
+                tail: self.partial_at_end(bytes),
+            };
+        }
+        let decoded = Decoded::of(bytes);
+        let matches = self
+            .find_all(&decoded.bytes)
+            .into_iter()
+            .map(|m| decoded.source(m))
+            .collect();
+        let tail = match self.partial_at_end(&decoded.bytes) {
+            at if at < decoded.bytes.len() => decoded.starts[at],
+            _ => decoded.incomplete_from.unwrap_or(bytes.len()),
+        };
+        Scan { matches, tail }
+    }
+
+    fn find_all(&self, bytes: &[u8]) -> Vec<Range<usize>> {
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some((at, len)) = self
+            .needles
+            .iter()
+            .filter_map(|n| {
+                n.find(&bytes[from..])
+                    .map(|at| (from + at, n.needle().len()))
+            })
+            .min_by_key(|(at, len)| (*at, usize::MAX - len))
+        {
+            found.push(at..at + len);
+            from = at + len;
+        }
+        found
+    }
+
+    /// Where the longest suffix of `bytes` that is a proper prefix of a secret starts
+    /// (`bytes.len()` when there is none).
+    fn partial_at_end(&self, bytes: &[u8]) -> usize {
+        let mut cut = bytes.len();
+        for needle in self.needles.iter().map(|n| n.needle()) {
+            let window = needle.len().saturating_sub(1).min(bytes.len());
+            let start = bytes.len() - window;
+            for at in memchr::memchr_iter(needle[0], &bytes[start..]).map(|i| start + i) {
+                if at < cut && needle.starts_with(&bytes[at..]) {
+                    cut = at;
+                    break;
+                }
+            }
+        }
+        cut
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secrets({} redacted)", self.needles.len())
+    }
+}
+
+struct Scan {
+    matches: Vec<Range<usize>>,
+    tail: usize,
+}
+
+/// Bytes with their JSON escapes decoded, and where each decoded byte came from.
+struct Decoded {
+    bytes: Vec<u8>,
+    /// The offset in the source of each decoded byte's first source byte.
+    starts: Vec<usize>,
+    /// Where an escape cut off by the end of the source begins.
+    incomplete_from: Option<usize>,
+    source_len: usize,
+}
+
+/// What an escape that cannot be part of a secret decodes to here: a byte no secret has.
+const OPAQUE: u8 = 0xFF;
+
+impl Decoded {
+    fn of(source: &[u8]) -> Self {
+        let mut bytes = Vec::with_capacity(source.len());
+        let mut starts = Vec::with_capacity(source.len());
+        let mut incomplete_from = None;
+        let mut i = 0;
+        while i < source.len() {
+            let (byte, len) = match source[i] {
+                b'\\' => match escape_at(&source[i..]) {
+                    Escape::Char(byte, len) => (byte, len),
+                    Escape::Incomplete => {
+                        incomplete_from = Some(i);
+                        break;
+                    }
+                    Escape::NotOne => (b'\\', 1),
+                },
+                byte => (byte, 1),
+            };
+            bytes.push(byte);
+            starts.push(i);
+            i += len;
+        }
+        Self {
+            bytes,
+            starts,
+            incomplete_from,
+            source_len: source.len(),
+        }
+    }
+
+    /// The source range a decoded range came from.
+    fn source(&self, decoded: Range<usize>) -> Range<usize> {
+        let end = self
+            .starts
+            .get(decoded.end)
+            .copied()
+            .or(self.incomplete_from)
+            .unwrap_or(self.source_len);
+        self.starts[decoded.start]..end
+    }
+}
+
+enum Escape {
+    /// A whole escape: the byte it stands for (or [`OPAQUE`]) and its length.
+    Char(u8, usize),
+    /// The source ends before the escape does.
+    Incomplete,
+    /// A backslash that begins no escape.
+    NotOne,
+}
+
+/// The JSON escape at the start of `at` (which begins with a backslash).
+fn escape_at(at: &[u8]) -> Escape {
+    let Some(&kind) = at.get(1) else {
+        return Escape::Incomplete;
+    };
+    match kind {
+        b'/' | b'\\' | b'"' => Escape::Char(kind, 2),
+        b'b' | b'f' | b'n' | b'r' | b't' => Escape::Char(OPAQUE, 2),
+        b'u' => {
+            let digits = &at[2..at.len().min(LONGEST_ESCAPE)];
+            if !digits.iter().all(u8::is_ascii_hexdigit) {
+                return Escape::NotOne;
+            }
+            if digits.len() < 4 {
+                return Escape::Incomplete;
+            }
+            let value = digits
+                .iter()
+                .fold(0u32, |v, d| v * 16 + u32::from(hex_value(*d)));
+            let byte = u8::try_from(value)
+                .ok()
+                .filter(u8::is_ascii)
+                .unwrap_or(OPAQUE);
+            Escape::Char(byte, LONGEST_ESCAPE)
+        }
+        _ => Escape::NotOne,
+    }
+}
+
+fn hex_value(digit: u8) -> u8 {
+    match digit {
+        b'0'..=b'9' => digit - b'0',
+        b'a'..=b'f' => digit - b'a' + 10,
+        _ => digit - b'A' + 10,
+    }
+}
+
+/// Masks `range` of `bytes` in place, with as many bytes as it spans.
+fn mask(bytes: &mut [u8], range: Range<usize>) {
+    let target = &mut bytes[range];
+    target.fill(b'*');
+    if target.len() >= REDACTED.len() {
+        target[..REDACTED.len()].copy_from_slice(REDACTED.as_bytes());
+    }
+}
+
+/// Masks every secret in a byte stream, across frame boundaries.
+pub(crate) struct Redactor {
+    secrets: Secrets,
+    held: BytesMut,
+}
+
+impl Redactor {
+    pub(crate) fn new(secrets: Secrets) -> Self {
+        Self {
+            secrets,
+            held: BytesMut::new(),
+        }
+    }
+
+    /// The secrets it masks.
+    pub(crate) fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// How many bytes are held back, waiting for the next frame.
+    pub(crate) fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Takes the next bytes of the stream; returns what is safe to pass on now (possibly
+    /// nothing: a possible secret's start is held back).
+    pub(crate) fn feed(&mut self, data: Bytes) -> Bytes {
+        if self.secrets.is_empty() {
+            return data;
+        }
+        let (mut buf, scan) = if self.held.is_empty() {
+            let scan = self.secrets.scan(&data);
+            if scan.matches.is_empty() && scan.tail == data.len() {
+                // Fast path: nothing held, no secret in it, no secret's start at its end.
+                return data;
+            }
+            (BytesMut::from(&data[..]), scan)
+        } else {
+            let mut joined = std::mem::take(&mut self.held);
+            joined.extend_from_slice(&data);
+            let scan = self.secrets.scan(&joined);
+            (joined, scan)
+        };
+        for range in scan.matches {
+            mask(&mut buf, range);
+        }
+        self.held = buf.split_off(scan.tail);
+        buf.freeze()
+    }
+
+    /// The end of the stream (or its failure): what was held back, masked when 8 bytes or more
+    /// of a possible secret had arrived.
+    pub(crate) fn finish(&mut self) -> Bytes {
+        let mut held = std::mem::take(&mut self.held);
+        if held.len() >= MASKED_AT_END {
+            let all = 0..held.len();
+            mask(&mut held, all);
+        }
+        held.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redact_in_frames(secrets: &[&str], frames: &[&[u8]]) -> (Vec<Bytes>, Vec<u8>) {
+        let mut r = Redactor::new(Secrets::new(secrets.iter().map(|s| s.to_string())));
+        let mut out = Vec::new();
+        for f in frames {
+            out.push(r.feed(Bytes::copy_from_slice(f)));
+        }
+        out.push(r.finish());
+        let all = out.concat();
+        (out, all)
+    }
+
+    /// The mask of a secret `len` bytes long.
+    fn masked(len: usize) -> String {
+        let mut m = vec![b'*'; len];
+        if len >= REDACTED.len() {
+            m[..REDACTED.len()].copy_from_slice(REDACTED.as_bytes());
+        }
+        String::from_utf8(m).unwrap()
+    }
+
+    #[test]
+    fn masks_whole_and_split_secrets_keeping_the_length() {
+        let (_, all) = redact_in_frames(&["SECRETTOKEN"], &[b"a SECRETTOKEN b"]);
+        assert_eq!(all, b"a [redacted]* b");
+        let (frames, all) = redact_in_frames(&["SECRETTOKEN"], &[b"a SECR", b"ETTOK", b"EN b"]);
+        assert_eq!(all, b"a [redacted]* b");
+        assert_eq!(
+            &frames[0][..],
+            b"a ",
+            "only the possible start is held back"
+        );
+        let (_, all) = redact_in_frames(&["SECRETTOKEN", "sig123"], &[b"SECRETTOKENsig123SECRET"]);
+        assert_eq!(
+            all, b"[redacted]*******SECRET",
+            "a short partial secret at the very end is no secret"
+        );
+        let (_, all) = redact_in_frames(&["SECRETTOKEN"], &[b"x SECRETTOK"]);
+        assert_eq!(
+            all, b"x *********",
+            "8 bytes or more of one are masked at the end"
+        );
+    }
+
+    #[test]
+    fn json_escaped_forms_are_caught() {
+        let token = "IQoJb3J/pZ2+luX2Vj==";
+        let escaped = [
+            r"IQoJb3J\/pZ2+luX2Vj==".to_string(),
+            r"IQoJb3J\u002fpZ2\u002BluX2Vj==".to_string(),
+            r"\u0049\u0051\u006f\u004a\u0062\u0033\u004a\u002f\u0070\u005a\u0032\u002b\u006c\u0075\u0058\u0032\u0056\u006a\u003d\u003d".to_string(),
+        ];
+        for form in &escaped {
+            let body = format!(r#"{{"echo":"{form}"}}"#);
+            let (_, all) = redact_in_frames(&[token], &[body.as_bytes()]);
+            assert_eq!(
+                String::from_utf8(all).unwrap(),
+                format!(r#"{{"echo":"{}"}}"#, masked(form.len())),
+                "{form}"
+            );
+            // Split at every place: the same.
+            for cut in 1..body.len() {
+                let (_, all) = redact_in_frames(
+                    &[token],
+                    &[&body.as_bytes()[..cut], &body.as_bytes()[cut..]],
+                );
+                assert_eq!(all.len(), body.len());
+                assert!(
+                    !String::from_utf8(all).unwrap().contains("luX2"),
+                    "{form} cut at {cut}"
+                );
+            }
+        }
+        // An escaped backslash before `u0041` is a backslash and the letters, not an escape.
+        let (_, all) = redact_in_frames(&["AB"], &[br"\\u0041B"]);
+        assert_eq!(all, br"\\u0041B");
+    }
+
+    #[test]
+    fn what_is_held_back_is_bounded_and_sse_events_are_not_kept_waiting() {
+        let token = "TOKEN0123456789";
+        let mut r = Redactor::new(Secrets::new([token.to_string()]));
+        // Every character but the last escaped: all of it may be the start of the token.
+        let escaped: String = token[..token.len() - 1]
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        assert!(r.feed(Bytes::from(escaped.clone())).is_empty());
+        assert_eq!(r.held(), escaped.len());
+        assert!(r.held() <= LONGEST_ESCAPE * token.len());
+        let rest = r.feed(Bytes::from_static(b"9 and more"));
+        assert_eq!(rest.len(), escaped.len() + 10);
+        assert!(rest.starts_with(REDACTED.as_bytes()));
+
+        let (frames, _) = redact_in_frames(
+            &["IQoJb3JpZ2luX2VjEJ"],
+            &[b"data: {\"a\":1}\n\n", b"data: {}\n\n"],
+        );
+        assert_eq!(&frames[0][..], b"data: {\"a\":1}\n\n");
+        assert_eq!(&frames[1][..], b"data: {}\n\n");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn redaction_is_exact(
+            pieces in proptest::collection::vec(proptest::sample::select(vec!["x", "TOKEN99", "TOK", "EN99", "sigA", "si", "gA", " ", "\\u0054", "\\/", "\\"]), 0..30),
+            cuts in proptest::collection::vec(0usize..200, 0..6),
+        ) {
+            let text: String = pieces.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c < text.len()).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut frames = Vec::new();
+            let mut start = 0;
+            for c in cuts.into_iter().chain(std::iter::once(text.len())) {
+                frames.push(&text.as_bytes()[start..c]);
+                start = c;
+            }
+            let (_, all) = redact_in_frames(&["TOKEN99", "sigA"], &frames);
+            let whole = redact_in_frames(&["TOKEN99", "sigA"], &[text.as_bytes()]).1;
+            proptest::prop_assert_eq!(&all, &whole, "the frames do not matter");
+            proptest::prop_assert_eq!(all.len(), text.len(), "the length is kept");
+            let decoded = String::from_utf8_lossy(&Decoded::of(&all).bytes).into_owned();
+            proptest::prop_assert!(!decoded.contains("TOKEN99") && !decoded.contains("sigA"), "{}", decoded);
+        }
+    }
+}
