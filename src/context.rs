@@ -11,16 +11,18 @@
 //!   app's own limits ([`CallBudget`]) when the request carries them. A layer re-sends only while
 //!   the call's attempts are under its cap and the wait fits under its ceiling — caps are the
 //!   call's, so nesting retry layers never multiplies them;
-//! * the **replay rule** in force: the app's [`SharedReplayRule`], or the one a
-//!   [`ReplayGuardLayer`](crate::ReplayGuardLayer) fills in when the call reaches it — so a retry
-//!   layer stacked *above* the guard still asks the guard's rule;
+//! * the **replay rules** in force: the app's [`SharedReplayRule`], and the rule of each
+//!   [`ReplayGuardLayer`](crate::ReplayGuardLayer) the call reaches — so a retry layer stacked
+//!   *above* a guard still asks the guard's rule. Every rule must permit a re-send: refusing
+//!   always wins;
 //! * what the signer keeps stable over the attempts of one call: the runtime session id, a
 //!   `StopRuntimeSession` client token;
 //! * who **owns** the call: the layer that created the context (or first met the app's record).
 //!   The owner hands the record back in the response's extensions, writes the final decision,
 //!   and calls every `on_record` hook of the layers the call went through — also when the call
 //!   is dropped before it ends (a deadline outside the stack): then the attempt in flight stays
-//!   "sent, no answer yet", followed by [`Verdict::CallDropped`].
+//!   "sent, no answer yet", followed by [`Verdict::CallDropped`]. A call has one owner, once:
+//!   the hooks are called once.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -113,13 +115,26 @@ struct Inner {
 struct State {
     waited: Duration,
     resends: Vec<(&'static str, u32)>,
-    rule: Option<SharedReplayRule>,
+    /// The rules in force, each with who put it there (0: the app).
+    rules: Vec<(usize, SharedReplayRule)>,
     parsed: Option<ParsedBody>,
-    owned: bool,
+    owner: Owner,
     hooks: Vec<OnRecord>,
     runtime_session: Option<Arc<str>>,
     stop_token: Option<Arc<str>>,
 }
+
+/// Whether a layer owns the call: at most one, once.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Owner {
+    #[default]
+    None,
+    Active,
+    Finished,
+}
+
+/// Who put the app's rule in force.
+const APP: usize = 0;
 
 impl CallContext {
     /// The request's context, creating it when this is the first layer of the crate that sees
@@ -147,7 +162,11 @@ impl CallContext {
             {
                 state.hooks.push(hook.clone());
             }
-            !std::mem::replace(&mut state.owned, true)
+            let owns = state.owner == Owner::None;
+            if owns {
+                state.owner = Owner::Active;
+            }
+            owns
         };
         let ownership = owns.then(|| Ownership {
             context: context.clone(),
@@ -167,7 +186,11 @@ impl CallContext {
             record,
             budget: extensions.get::<CallBudget>().copied().unwrap_or_default(),
             state: Mutex::new(State {
-                rule: extensions.get::<SharedReplayRule>().cloned(),
+                rules: extensions
+                    .get::<SharedReplayRule>()
+                    .map(|rule| (APP, rule.clone()))
+                    .into_iter()
+                    .collect(),
                 ..State::default()
             }),
         }))
@@ -239,25 +262,32 @@ impl CallContext {
         Ok(())
     }
 
-    /// Whether the call may be sent again after `failure`: the rule in force, or the default.
+    /// Whether the call may be sent again after `failure`: every rule in force must permit it
+    /// (refusing always wins); the permission is the first rule's (the app's, else the first
+    /// guard's the call met). Without a rule, the default.
     pub(crate) fn permission(&self, failure: &Failure) -> Result<Permission, String> {
-        let rule = self.lock().rule.clone();
-        match rule {
-            Some(rule) => rule.permission(failure),
-            None => failure.default_permission(),
+        let rules: Vec<SharedReplayRule> = {
+            let state = self.lock();
+            state.rules.iter().map(|(_, rule)| rule.clone()).collect()
+        };
+        let mut permission = None;
+        for rule in &rules {
+            let granted = rule.permission(failure)?;
+            permission.get_or_insert(granted);
         }
+        permission.map_or_else(|| failure.default_permission(), Ok)
     }
 
-    /// Whether a rule is in force for the call.
-    pub(crate) fn has_rule(&self) -> bool {
-        self.lock().rule.is_some()
+    /// Whether the guard `guard` put its rule in force for the call.
+    pub(crate) fn has_rule_of(&self, guard: usize) -> bool {
+        self.lock().rules.iter().any(|(by, _)| *by == guard)
     }
 
-    /// Puts `rule` in force unless one already is (the app's, or an outer guard's).
-    pub(crate) fn set_rule_if_none(&self, rule: impl FnOnce() -> SharedReplayRule) {
+    /// Puts the rule of the guard `guard` in force (once), beside those already in force.
+    pub(crate) fn add_rule(&self, guard: usize, rule: SharedReplayRule) {
         let mut state = self.lock();
-        if state.rule.is_none() {
-            state.rule = Some(rule());
+        if !state.rules.iter().any(|(by, _)| *by == guard) {
+            state.rules.push((guard, rule));
         }
     }
 
@@ -297,10 +327,10 @@ impl CallContext {
     }
 }
 
-/// Whether the call a request belongs to may be sent again after `failure`: the rule in force
-/// for it (the app's [`SharedReplayRule`], or the one a
-/// [`ReplayGuardLayer`](crate::ReplayGuardLayer) filled in when the call passed it), else
-/// [`Failure::default_permission`]. For retry layers of your own, stacked anywhere among this
+/// Whether the call a request belongs to may be sent again after `failure`: the rules in force
+/// for it (the app's [`SharedReplayRule`], and those of the
+/// [`ReplayGuardLayer`](crate::ReplayGuardLayer)s the call passed) must all permit it, else
+/// [`Failure::default_permission`] decides. For retry layers of your own, stacked anywhere among this
 /// crate's.
 ///
 /// ```
@@ -342,10 +372,12 @@ impl Drop for Ownership {
         if !self.finished && self.context.attempts() > 0 {
             record.decide(Decision::new(self.layer, Verdict::CallDropped, None));
         }
+        // The call is over: no layer that meets it later (a late dispatch through a buffer)
+        // owns it again, and the hooks are called this once.
         let hooks = {
             let mut state = self.context.lock();
-            state.owned = false;
-            state.hooks.clone()
+            state.owner = Owner::Finished;
+            std::mem::take(&mut state.hooks)
         };
         for hook in &hooks {
             (hook.0)(record);

@@ -17,7 +17,7 @@
 //!   what the operation cannot carry.
 //!
 //! The three retry layers are one generic [`RetryLayer<P>`](RetryLayer) over their policies
-//! ([`Throttled`], [`SessionBusy`], [`Replayable`]), as tower's `RetryLayer<P>` is over its
+//! ([`Throttled`], [`SessionBusy`], [`ReplayDeclarations`]), as tower's `RetryLayer<P>` is over its
 //! `Policy`. Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or
 //! stack them — in the recommended order, outer to inner ([`recommended_layers`] builds it),
 //! or in any other:
@@ -44,11 +44,11 @@
 //!   and waits, counted over every layer — so the call's cap is the largest cap of its layers,
 //!   never their product, and its waits never pass the largest ceiling. An app sets limits of
 //!   its own for a call with a [`CallBudget`] (a deadline among them);
-//! * **one rule**: every retry layer asks the call's replay rule before a re-send — the app's
-//!   [`SharedReplayRule`], or the one the guard put in force when the call passed it, also for
-//!   the layers stacked above the guard; forbidding always wins. Without a rule, refusals the
-//!   platform documents as coming before execution are re-sent on the adapter's own policy, and
-//!   nothing that may have run is;
+//! * **one rule**: every retry layer asks the call's replay rules before a re-send — the app's
+//!   [`SharedReplayRule`] and the rule of each guard the call passed, also for the layers
+//!   stacked above a guard — and every one must permit it: forbidding always wins. Without a
+//!   rule, refusals the platform documents as coming before execution are re-sent on the
+//!   adapter's own policy, and nothing that may have run is;
 //! * **one runtime session**: the signer picks the call's runtime session at its first attempt
 //!   and keeps it for every attempt; a request that names its own goes there, for that request
 //!   only; many MCP sessions can share one layer ([`sigv4::RuntimeSessions`]).
@@ -132,7 +132,9 @@ pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
 pub use record::{
     Attempt, AttemptRecord, Decision, Effect, ErrorType, Outcome, Verdict, aws_error_type,
 };
-pub use replay::{ReplayCandidate, ReplayGuard, ReplayGuardLayer, ReplayOverride, Replayable};
+pub use replay::{
+    ReplayCandidate, ReplayDeclarations, ReplayGuard, ReplayGuardLayer, ReplayOverride,
+};
 pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
 pub use retry::{Backoff, Retry, RetryInfo, RetryLayer, RetryPolicy};
 pub use rule::{

@@ -34,7 +34,25 @@ use crate::rule::{FailureKind, Permission};
 /// Its [`Display`](fmt::Display) prints one line per attempt, for logs.
 #[derive(Clone, Default)]
 pub struct AttemptRecord {
-    attempts: Arc<Mutex<Vec<Attempt>>>,
+    inner: Arc<Mutex<Attempts>>,
+}
+
+#[derive(Default)]
+struct Attempts {
+    list: Vec<Attempt>,
+    /// The token of each attempt's latest hand-down, which the layer below may take (0: none).
+    tokens: Vec<u64>,
+    last_token: u64,
+}
+
+/// The attempt a request handed down by one of the crate's layers belongs to, in its
+/// extensions: the layer below that meets it takes that attempt as its own first one rather
+/// than counting another — once: a copy of the request (a layer in between that sends it
+/// twice) is an attempt of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Dispatch {
+    index: usize,
+    token: u64,
 }
 
 impl AttemptRecord {
@@ -55,49 +73,63 @@ impl AttemptRecord {
 
     /// A copy of the attempts recorded so far, in the order they were sent.
     pub fn attempts(&self) -> Vec<Attempt> {
-        self.lock().clone()
+        self.lock().list.clone()
     }
 
     /// How many attempts were recorded.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().list.len()
     }
 
     /// Whether no attempt was recorded.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().list.is_empty()
     }
 
-    /// Records a new attempt as sent, with no answer yet; returns its index.
-    pub(crate) fn open(&self) -> usize {
-        let mut attempts = self.lock();
-        Self::push_pending(&mut attempts)
+    /// The attempt a layer sends `request` as: the one a layer above handed it down as, when
+    /// that one is still unanswered and no other layer took it (a layer in between may have
+    /// sent copies), else a new one, "sent, no answer yet". Marks `request` with it, for the
+    /// layers below. Returns its index.
+    pub(crate) fn dispatch<B>(&self, request: &mut http::Request<B>) -> usize {
+        let handed = request.extensions().get::<Dispatch>().copied();
+        let dispatch = {
+            let mut attempts = self.lock();
+            let index = match handed {
+                Some(d) if attempts.is_open(d) => d.index,
+                _ => attempts.push_pending(),
+            };
+            attempts.last_token += 1;
+            let token = attempts.last_token;
+            attempts.tokens[index] = token;
+            Dispatch { index, token }
+        };
+        request.extensions_mut().insert(dispatch);
+        dispatch.index
     }
 
-    /// The attempt a layer's first dispatch belongs to: the latest one when it is still
-    /// waiting for its answer (a layer above handed it down, and this is it on its way), else
-    /// a new one.
-    pub(crate) fn join_or_open(&self) -> usize {
+    /// Records an attempt that was stopped before it was sent; returns its index.
+    pub(crate) fn not_sent(&self, why: String) -> usize {
         let mut attempts = self.lock();
-        match attempts.last() {
-            Some(last) if last.outcome == Outcome::Pending => attempts.len() - 1,
-            _ => Self::push_pending(&mut attempts),
+        let index = attempts.push_pending();
+        attempts.list[index].outcome = Outcome::NotSent(why);
+        index
+    }
+
+    /// Records the attempt handed down as `handed` as not sent, unless a layer took it or it
+    /// was answered. Whether it did.
+    fn abandon(&self, handed: Dispatch, why: impl FnOnce() -> String) -> bool {
+        let mut attempts = self.lock();
+        let open = attempts.is_open(handed);
+        if open {
+            attempts.tokens[handed.index] = 0;
+            attempts.list[handed.index].outcome = Outcome::NotSent(why());
         }
-    }
-
-    fn push_pending(attempts: &mut Vec<Attempt>) -> usize {
-        let number = u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX);
-        attempts.push(Attempt {
-            number,
-            outcome: Outcome::Pending,
-            decisions: Vec::new(),
-        });
-        attempts.len() - 1
+        open
     }
 
     /// Completes the attempt at `index` with what came back, unless a layer below already did.
     pub(crate) fn complete(&self, index: usize, outcome: impl FnOnce() -> Outcome) {
-        if let Some(attempt) = self.lock().get_mut(index)
+        if let Some(attempt) = self.lock().list.get_mut(index)
             && attempt.outcome == Outcome::Pending
         {
             attempt.outcome = outcome();
@@ -106,14 +138,14 @@ impl AttemptRecord {
 
     /// Appends a layer's decision to the latest attempt.
     pub(crate) fn decide(&self, decision: Decision) {
-        if let Some(last) = self.lock().last_mut() {
+        if let Some(last) = self.lock().list.last_mut() {
             last.decisions.push(decision);
         }
     }
 
     /// Marks the latest attempt delivered by `layer` unless a layer already said why it was.
     pub(crate) fn deliver_if_undecided(&self, layer: &'static str) {
-        if let Some(last) = self.lock().last_mut()
+        if let Some(last) = self.lock().list.last_mut()
             && !last.decisions.iter().any(|d| d.verdict.is_delivered())
         {
             last.decisions
@@ -121,25 +153,90 @@ impl AttemptRecord {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Attempt>> {
+    fn lock(&self) -> MutexGuard<'_, Attempts> {
         // A panic elsewhere while holding the lock cannot leave a Vec half-written in a way
         // that matters here; keep reporting rather than propagate the poison.
-        self.attempts
+        self.inner
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 }
 
+/// The attempt a layer was handed with a request and has not sent on yet. Dropped (the call
+/// was dropped first) or given up on, it is recorded as not sent — unless another layer took it.
+pub(crate) struct Handed {
+    record: AttemptRecord,
+    index: Option<Dispatch>,
+}
+
+impl Handed {
+    /// What `request` was handed down as, if a layer above sent it.
+    pub(crate) fn of<B>(record: &AttemptRecord, request: &http::Request<B>) -> Self {
+        Self {
+            record: record.clone(),
+            index: request.extensions().get::<Dispatch>().copied(),
+        }
+    }
+
+    /// The layer sends it on ([`AttemptRecord::dispatch`]).
+    pub(crate) fn sent(&mut self) {
+        self.index = None;
+    }
+
+    /// The layer stops before sending: records why, on the attempt it was handed, or on an
+    /// attempt of its own.
+    pub(crate) fn not_sent(&mut self, why: String) {
+        let mut why = Some(why);
+        let taken = self
+            .index
+            .take()
+            .is_some_and(|i| self.record.abandon(i, || why.take().unwrap_or_default()));
+        if let Some(why) = why.filter(|_| !taken) {
+            self.record.not_sent(why);
+        }
+    }
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        if let Some(index) = self.index.take() {
+            self.record.abandon(index, || {
+                "the call was dropped before it was sent on".to_owned()
+            });
+        }
+    }
+}
+
+impl Attempts {
+    /// Whether `handed` is an unanswered attempt's latest hand-down, which nobody took yet.
+    fn is_open(&self, handed: Dispatch) -> bool {
+        handed.token != 0
+            && self.tokens.get(handed.index) == Some(&handed.token)
+            && self.list[handed.index].outcome == Outcome::Pending
+    }
+
+    fn push_pending(&mut self) -> usize {
+        let number = u32::try_from(self.list.len() + 1).unwrap_or(u32::MAX);
+        self.list.push(Attempt {
+            number,
+            outcome: Outcome::Pending,
+            decisions: Vec::new(),
+        });
+        self.tokens.push(0);
+        self.list.len() - 1
+    }
+}
+
 impl fmt::Debug for AttemptRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.lock().iter()).finish()
+        f.debug_list().entries(self.lock().list.iter()).finish()
     }
 }
 
 impl fmt::Display for AttemptRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let attempts = self.lock();
-        for (i, attempt) in attempts.iter().enumerate() {
+        for (i, attempt) in attempts.list.iter().enumerate() {
             if i > 0 {
                 f.write_str("\n")?;
             }
@@ -531,9 +628,34 @@ mod tests {
                 .parse()
                 .unwrap(),
         );
-        let first = record.join_or_open();
-        assert_eq!(record.join_or_open(), first, "a pending attempt is joined");
-        assert_eq!(record.to_string(), "#1 sent, no answer yet; effect unknown");
+        let mut request = http::Request::new(());
+        let first = record.dispatch(&mut request);
+        let mut below = http::Request::new(());
+        *below.extensions_mut() = request.extensions().clone();
+        assert_eq!(
+            record.dispatch(&mut below),
+            first,
+            "the attempt handed down is taken"
+        );
+        let mut copy = http::Request::new(());
+        *copy.extensions_mut() = request.extensions().clone();
+        let dropped = Handed::of(&record, &copy);
+        assert_eq!(
+            record.dispatch(&mut copy),
+            1,
+            "a copy of it is an attempt of its own"
+        );
+        drop(dropped);
+        let mut never_sent = http::Request::new(());
+        *never_sent.extensions_mut() = copy.extensions().clone();
+        drop(Handed::of(&record, &never_sent));
+        assert_eq!(
+            record.to_string(),
+            "#1 sent, no answer yet; effect unknown\n\
+             #2 not sent: the call was dropped before it was sent on; effect unknown"
+        );
+        let record = AttemptRecord::new();
+        let first = record.dispatch(&mut http::Request::new(()));
         record.complete(first, || {
             Outcome::of_response(StatusCode::TOO_MANY_REQUESTS, &headers)
         });
@@ -550,8 +672,13 @@ mod tests {
                 Assumption::RejectedBeforeExecution,
             )),
         ));
-        let second = record.join_or_open();
-        assert_eq!(second, 1, "an answered attempt is never joined");
+        let mut answered = http::Request::new(());
+        answered.extensions_mut().insert(Dispatch {
+            index: first,
+            token: 1,
+        });
+        let second = record.dispatch(&mut answered);
+        assert_eq!(second, 1, "an answered attempt is never taken");
         record.complete(second, || {
             Outcome::of_response(StatusCode::OK, &HeaderMap::new())
         });

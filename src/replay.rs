@@ -84,8 +84,9 @@
 //! crate asks it — the ones below the guard, and the ones stacked *above* it, which re-send a
 //! request that has already passed the guard. So `ThrottleRetryLayer` above
 //! `ReplayGuardLayer::new().strict_tools(["charge"])` never re-sends `charge` after a 429. An
-//! app's own [`SharedReplayRule`] in the request's extensions wins over
-//! the guard's; the first guard a call meets wins over a second one.
+//! app's own [`SharedReplayRule`] in the request's extensions, and a second guard, add their
+//! rules beside it: every rule must permit a re-send, so refusing always wins, whoever refuses.
+//! The permission recorded is the first rule's (the app's, else the first guard's).
 //!
 //! A retry layer of yours asks the same rule with [`replay_permission`](crate::replay_permission).
 //! Without any rule, [`Failure::default_permission`](crate::Failure::default_permission)
@@ -258,6 +259,11 @@ impl Declarations {
             .then(|| format!("tools/call `{tool}` is strict: never sent again"))
     }
 
+    /// Which guard these declarations are, among the rules of a call (never 0, the app's).
+    fn key(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self).cast::<()>() as usize
+    }
+
     /// The classifier of a call with this body: it learns from the answer of a `tools/list`.
     fn classifier_for(&self, body: &JsonRpcBody) -> MayHaveRunOrNeverSent {
         let learn = match (&self.learned, body) {
@@ -351,12 +357,12 @@ impl ReplayRule for GuardRule {
 /// the guard makes each call's replay rule; a failure that may have run (or was never sent) is
 /// worth sending again, which that rule then permits or refuses.
 #[derive(Clone, Debug)]
-pub struct Replayable {
+pub struct ReplayDeclarations {
     declarations: Arc<Declarations>,
 }
 
-impl Default for Replayable {
-    fn default() -> Self {
+impl ReplayDeclarations {
+    fn new() -> Self {
         Self {
             declarations: Arc::new(Declarations {
                 idempotent_tools: HashSet::new(),
@@ -375,13 +381,14 @@ impl Default for Replayable {
 /// Decides which failed attempt may be sent again, re-sends the replayable ones after a failure
 /// that may have run, and puts the call's replay rule in force for every layer of the call. See
 /// the [module docs](self).
-pub type ReplayGuardLayer = RetryLayer<Replayable>;
+pub type ReplayGuardLayer = RetryLayer<ReplayDeclarations>;
 
 /// The service [`ReplayGuardLayer`] builds.
-pub type ReplayGuard<S> = Retry<S, Replayable>;
+pub type ReplayGuard<S> = Retry<S, ReplayDeclarations>;
 
 /// The response future of [`ReplayGuard`].
-pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, Replayable>;
+pub type ResponseFuture<S, ReqB, ResB> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, ReplayDeclarations>;
 
 const LAYER: &str = "replay_guard";
 
@@ -391,7 +398,7 @@ impl ReplayGuardLayer {
     pub fn new() -> Self {
         RetryLayer::with_policy(
             LAYER,
-            Replayable::default(),
+            ReplayDeclarations::new(),
             Backoff::new(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
                 .with_max_attempts(3)
@@ -478,7 +485,7 @@ impl Default for ReplayGuardLayer {
     }
 }
 
-impl<ReqB, ResB> Decide<ReqB, ResB> for Replayable
+impl<ReqB, ResB> Decide<ReqB, ResB> for ReplayDeclarations
 where
     ReqB: HttpBody + Clone,
     ResB: HttpBody,
@@ -490,7 +497,7 @@ where
     fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
         let declarations = self.declarations.clone();
         // Once per call: a guard met again (below a layer that re-sends) reuses the first read.
-        if context.has_rule()
+        if context.has_rule_of(declarations.key())
             && let Some(body) = context.first_parse()
         {
             return Prepare::Done {
@@ -566,9 +573,8 @@ mod imp {
                         }),
                     );
                     let body = parsed.body();
-                    context.set_rule_if_none(|| {
-                        SharedReplayRule::new(declarations.rule_for(&method, &body, choice))
-                    });
+                    let rule = SharedReplayRule::new(declarations.rule_for(&method, &body, choice));
+                    context.add_rule(declarations.key(), rule);
                     context.set_parsed(parsed);
                     Poll::Ready(declarations.classifier_for(&body))
                 }

@@ -235,21 +235,6 @@ pub struct SessionBusy {
     peek_limit: usize,
 }
 
-impl Default for SessionBusy {
-    fn default() -> Self {
-        Self {
-            peek_limit: DEFAULT_PEEK_LIMIT,
-        }
-    }
-}
-
-impl SessionBusy {
-    /// How many bytes of an HTTP 200 `application/json` answer may be read ahead.
-    pub fn peek_limit(&self) -> usize {
-        self.peek_limit
-    }
-}
-
 /// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
 /// of its two forms, after a short backoff. See the [module docs](self).
 pub type SessionBusyRetryLayer = RetryLayer<SessionBusy>;

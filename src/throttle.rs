@@ -105,7 +105,7 @@ use crate::rule::{Failure, Refusal};
 
 /// The policy of [`ThrottleRetryLayer`]: an HTTP 429 is a refusal worth sending again; anything
 /// else is not this layer's business.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct Throttled;
 

@@ -154,6 +154,7 @@ async fn every_order_keeps_the_calls_promises_under_mixed_faults() {
         let signer = emulator.signer().build().unwrap();
         let stack = stack(order, &signer);
         let mut recorded = 0u64;
+        let mut recorded_by_id = HashMap::new();
         for id in 0..40u64 {
             let request = match id % 4 {
                 0 => tool_call(id, "counter", json!({})),
@@ -192,8 +193,17 @@ async fn every_order_keeps_the_calls_promises_under_mixed_faults() {
                 "{order:?}: every attempt of an ended call has its outcome:\n{record}"
             );
             recorded += record.len() as u64;
+            recorded_by_id.insert(id.to_string(), record.len());
         }
         let audit = emulator.audit();
+        let mut seen_by_id: HashMap<String, usize> = HashMap::new();
+        for received in &audit.received {
+            *seen_by_id.entry(received.id.clone().unwrap()).or_default() += 1;
+        }
+        assert_eq!(
+            seen_by_id, recorded_by_id,
+            "{order:?}: each call's record lists the attempts the emulator saw of it"
+        );
         for ((tool, id), runs) in &audit.executions_by_id {
             if tool == "counter" || tool == "echo" {
                 assert_eq!(*runs, 1, "{order:?}: `{tool}` (id {id}) ran {runs} times");
@@ -614,5 +624,274 @@ async fn names_that_cannot_be_headers_are_sent_without_mcp_name() {
         assert!(received.signed);
         assert_eq!(received.mcp_method.as_deref(), Some(method));
         assert_eq!(received.mcp_name, None);
+    }
+}
+
+/// A layer of someone else's between the crate's: it sends every request twice at once.
+#[derive(Clone)]
+struct Hedge<S>(S);
+
+impl<S> tower::Service<Request<Full<Bytes>>> for Hedge<S>
+where
+    S: tower::Service<Request<Full<Bytes>>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
+        let mut copy = Request::new(request.body().clone());
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        let (a, b) = (self.0.clone(), self.0.clone());
+        Box::pin(async move {
+            let (first, _second) = futures::join!(a.oneshot(request), b.oneshot(copy));
+            first
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_sent_by_a_layer_in_between_are_attempts_of_their_own() {
+    let inner = Scripted::with_fallback([], || Step::Respond(response(200, &[], b"{}")));
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .layer_fn(Hedge)
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner);
+    let response = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let record = AttemptRecord::of_response(&response).unwrap();
+    assert_eq!(shared.calls(), 2);
+    assert_eq!(record.len(), 2, "two sends, two attempts:\n{record}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_reused_after_a_dropped_call_keeps_each_calls_cap() {
+    let record = AttemptRecord::new();
+    // The first call is dropped by a deadline while its attempt is in flight.
+    let hanging = tower::service_fn(|_: Request<Full<Bytes>>| {
+        std::future::pending::<Result<Response<TestBody>, BoxError>>()
+    });
+    let first = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(ThrottleRetryLayer::new())
+        .service(hanging);
+    let mut request = json_request(TOOLS_CALL);
+    request.extensions_mut().insert(record.clone());
+    assert!(first.oneshot(request).await.is_err());
+    // The second call, with the same record, is throttled every time.
+    let inner = Scripted::with_fallback([], || {
+        Step::Respond(response(429, &[("retry-after", "0")], b"{}"))
+    });
+    let shared = inner.shared();
+    let second = ThrottleRetryLayer::new().max_attempts(3).layer(inner);
+    let mut request = json_request(TOOLS_CALL);
+    request.extensions_mut().insert(record.clone());
+    second.oneshot(request).await.unwrap();
+    assert_eq!(shared.calls(), 3, "the cap is the second call's own");
+    let attempts = record.attempts();
+    assert_eq!(attempts.len(), 4, "{record}");
+    assert_eq!(
+        attempts[0].outcome(),
+        &Outcome::Pending,
+        "the first call's evidence stands"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_record_fires_once_even_when_a_layer_is_met_after_the_call_was_dropped() {
+    let fired = Arc::new(AtomicU32::new(0));
+    let inner = Scripted::with_fallback([], || Step::Respond(response(200, &[], b"{}")));
+    let inner_layer = SessionBusyRetryLayer::new()
+        .on_record({
+            let fired = fired.clone();
+            move |_| {
+                fired.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .layer(inner);
+    // A layer in between that hands the request on later, from a task of its own (as a buffer
+    // does): the outer call is long dropped by then.
+    let late = tower::service_fn(move |request: Request<Full<Bytes>>| {
+        let inner = inner_layer.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            inner.oneshot(request).await
+        });
+        async move { task.await.unwrap() }
+    });
+    let stack = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(ThrottleRetryLayer::new().on_record({
+            let fired = fired.clone();
+            move |_| {
+                fired.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
+        .service(late);
+    assert!(stack.oneshot(json_request(TOOLS_CALL)).await.is_err());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 1, "one call, one owner, once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_guards_both_rule_and_refusing_wins() {
+    let inner = Scripted::new([Step::Respond(response(429, &[("retry-after", "0")], b"{}"))]);
+    let shared = inner.shared();
+    let stack = ServiceBuilder::new()
+        .layer(ReplayGuardLayer::new())
+        .layer(ReplayGuardLayer::new().strict_tools(["charge"]))
+        .layer(ThrottleRetryLayer::new())
+        .service(inner);
+    let response = stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(shared.calls(), 1, "the inner guard's strict rule holds");
+}
+
+struct NeverResolves;
+
+impl aws_credential_types::provider::ProvideCredentials for NeverResolves {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::new(std::future::pending())
+    }
+}
+
+impl std::fmt::Debug for NeverResolves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NeverResolves")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_before_anything_was_sent_says_so() {
+    let inner = Scripted::new([]);
+    let shared = inner.shared();
+    let signer = SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        NeverResolves,
+    )
+    .build()
+    .unwrap();
+    let record = AttemptRecord::new();
+    let stack = ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
+        .layer(recommended_layers(ReplayGuardLayer::new(), signer))
+        .service(inner);
+    let mut request = json_request(TOOLS_CALL);
+    request.extensions_mut().insert(record.clone());
+    assert!(stack.oneshot(request).await.is_err());
+    assert_eq!(shared.calls(), 0);
+    assert_eq!(
+        record.to_string(),
+        "#1 not sent: the call was dropped before it was sent on -> replay_guard: call dropped before it ended (a deadline or cancellation outside); effect unknown"
+    );
+}
+
+/// A service that answers once, then fails to become ready.
+#[derive(Clone)]
+struct ReadyOnce(Arc<AtomicU32>);
+
+impl tower::Service<Request<Full<Bytes>>> for ReadyOnce {
+    type Response = Response<TestBody>;
+    type Error = BoxError;
+    type Future = std::future::Ready<Result<Response<TestBody>, BoxError>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(match self.0.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            _ => Err("the pool is closed".into()),
+        })
+    }
+
+    fn call(&mut self, _: Request<Full<Bytes>>) -> Self::Future {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::future::ready(Ok(response(429, &[("retry-after", "0")], b"{}")))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_re_send_the_service_below_cannot_take_is_recorded_as_not_sent() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let error = ThrottleRetryLayer::new()
+        .layer(ReadyOnce(calls.clone()))
+        .oneshot(json_request(TOOLS_CALL))
+        .await
+        .unwrap_err();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let record = error.record().unwrap();
+    assert_eq!(
+        record.to_string(),
+        "#1 HTTP 429 -> throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
+         #2 not sent: the service below failed before it was ready -> throttle: delivered; effect unknown"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_naming_another_mcp_sessions_runtime_session_is_not_taken() {
+    // A server that answers session A's second call with B's runtime session id.
+    let first_seen = Arc::new(std::sync::Mutex::new(HashMap::<String, String>::new()));
+    let sent = Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let server = tower::service_fn({
+        let (first_seen, sent) = (first_seen.clone(), sent.clone());
+        move |request: Request<Full<Bytes>>| {
+            let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
+            let (mcp, runtime) = (header("mcp-session-id"), header(RUNTIME_SESSION_ID));
+            sent.lock().unwrap().push((mcp.clone(), runtime.clone()));
+            let answer = {
+                let mut first = first_seen.lock().unwrap();
+                let again = first.contains_key(&mcp);
+                first.entry(mcp.clone()).or_insert(runtime.clone());
+                match first.get("B") {
+                    Some(b) if mcp == "A" && again => b.clone(),
+                    _ => runtime,
+                }
+            };
+            async move { Ok::<_, BoxError>(response(200, &[(RUNTIME_SESSION_ID, &answer)], b"{}")) }
+        }
+    });
+    let signer = test_signer()
+        .runtime_sessions(RuntimeSessions::PerMcpSession)
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new().layer(signer).service(server);
+    let in_session = |mcp: &str| {
+        let mut request = json_request(TOOLS_CALL);
+        request
+            .headers_mut()
+            .insert("mcp-session-id", mcp.parse().unwrap());
+        request
+    };
+    for mcp in ["B", "A", "A", "A", "B"] {
+        stack.clone().oneshot(in_session(mcp)).await.unwrap();
+    }
+    let sent = sent.lock().unwrap().clone();
+    let first = first_seen.lock().unwrap().clone();
+    assert_ne!(first["A"], first["B"]);
+    for (mcp, runtime) in &sent {
+        assert_eq!(
+            runtime, &first[mcp],
+            "{mcp} kept its own runtime session: {sent:?}"
+        );
     }
 }

@@ -266,6 +266,8 @@ pub struct Received {
     pub mcp_name: Option<String>,
     /// The JSON-RPC method of a one-message body.
     pub method: Option<String>,
+    /// The JSON-RPC id of a one-message body, as JSON text (`7`, `"a"`).
+    pub id: Option<String>,
     /// The `clientToken` of a `StopRuntimeSession` body.
     pub client_token: Option<String>,
 }

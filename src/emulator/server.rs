@@ -160,6 +160,10 @@ fn received(parts: &http::request::Parts, body: &[u8], signed: bool) -> Received
         mcp_method: header("mcp-method"),
         mcp_name: header("mcp-name"),
         method: text("/method"),
+        id: value
+            .as_ref()
+            .and_then(|v| v.get("id"))
+            .map(Value::to_string),
         client_token: text("/clientToken"),
     }
 }

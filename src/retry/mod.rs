@@ -2,7 +2,7 @@
 //! service [`Retry<S, P>`] and their [`ResponseFuture`]. The three retry layers are its
 //! policies: [`ThrottleRetryLayer`](crate::ThrottleRetryLayer) is `RetryLayer<Throttled>`,
 //! [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer) is `RetryLayer<SessionBusy>`,
-//! [`ReplayGuardLayer`](crate::ReplayGuardLayer) is `RetryLayer<Replayable>` — as tower's
+//! [`ReplayGuardLayer`](crate::ReplayGuardLayer) is `RetryLayer<ReplayDeclarations>` — as tower's
 //! `RetryLayer<P>` is generic over its `Policy`.
 //!
 //! ```
@@ -70,7 +70,7 @@ use tower::{Layer, Service};
 
 use crate::context::{CallContext, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
-use crate::record::{Decision, Outcome, Verdict};
+use crate::record::{Decision, Handed, Outcome, Verdict};
 pub use backoff::Backoff;
 use sealed::{Classified, Classify, Decide, RetryAction};
 
@@ -135,7 +135,7 @@ pub(crate) mod sealed {
 
 /// What a [`RetryLayer`] re-sends: one of the crate's three policies —
 /// [`Throttled`](crate::Throttled), [`SessionBusy`](crate::SessionBusy),
-/// [`Replayable`](crate::Replayable). Sealed: it cannot be implemented outside this crate.
+/// [`ReplayDeclarations`](crate::ReplayDeclarations). Sealed: it cannot be implemented outside this crate.
 pub trait RetryPolicy<ReqB, ResB>: Decide<ReqB, ResB> {}
 
 impl<P: Decide<ReqB, ResB>, ReqB, ResB> RetryPolicy<ReqB, ResB> for P {}
@@ -202,13 +202,12 @@ impl<P> RetryLayer<P> {
         }
     }
 
-    pub(crate) fn policy_mut(&mut self) -> &mut P {
-        &mut self.policy
+    pub(crate) fn policy(&self) -> &P {
+        &self.policy
     }
 
-    /// The policy.
-    pub fn policy(&self) -> &P {
-        &self.policy
+    pub(crate) fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
     }
 
     /// Sets the most attempts this layer lets a call make, the first one included, counted over
@@ -264,11 +263,6 @@ impl<P> RetryLayer<P> {
     ) -> Self {
         self.config.on_record = Some(OnRecord(Arc::new(hook)));
         self
-    }
-
-    /// The schedule in use.
-    pub fn schedule(&self) -> Backoff {
-        self.config.backoff
     }
 }
 
@@ -344,15 +338,16 @@ where
         let prepare = self.policy.prepare(&request, &context);
         ResponseFuture {
             state: State::Preparing { future: prepare },
+            handed: Handed::of(context.record(), &request),
             first: Some(request),
             service,
             template,
             classifier: None,
             config: self.config.clone(),
             context,
-            ownership,
             index: 0,
             span,
+            ownership,
         }
     }
 }
@@ -391,18 +386,21 @@ pin_project! {
         S: Service<Request<ReqB>, Response = Response<ResB>>,
         P: RetryPolicy<ReqB, ResB>,
     {
+        // Dropped in this order: what is in flight and what this layer was handed first, so the
+        // record is final when the owner calls the hooks.
         #[pin]
         state: State<S::Future, P::Prepare, <P::Classifier as Classify<ResB>>::Future>,
+        handed: Handed,
         first: Option<Request<ReqB>>,
         service: S,
         template: Option<Request<ReqB>>,
         classifier: Option<P::Classifier>,
         config: RetryConfig,
         context: CallContext,
-        ownership: Option<Ownership>,
         // The record's index of the attempt in flight.
         index: usize,
         span: tracing::Span,
+        ownership: Option<Ownership>,
     }
 }
 
@@ -441,12 +439,13 @@ where
                 StateProj::Preparing { future } => {
                     let classifier = ready!(future.poll(cx));
                     *this.classifier = Some(classifier);
-                    let Some(request) = this.first.take() else {
+                    let Some(mut request) = this.first.take() else {
                         unreachable!("the first request is sent once")
                     };
                     // The first attempt of this layer is the one a layer above handed down,
                     // when there is one on its way.
-                    *this.index = this.context.record().join_or_open();
+                    this.handed.sent();
+                    *this.index = this.context.record().dispatch(&mut request);
                     let future = this.service.call(request);
                     this.state.set(State::Calling { future });
                 }
@@ -504,6 +503,8 @@ where
                 StateProj::Readying => {
                     if let Err(error) = ready!(this.service.poll_ready(cx)) {
                         this.state.set(State::Done);
+                        let record = this.context.record();
+                        record.not_sent("the service below failed before it was ready".into());
                         if let Some(owner) = this.ownership.take() {
                             owner.finish();
                         }
@@ -516,8 +517,9 @@ where
                             "a re-send is only scheduled when a copy of the request was kept"
                         )
                     };
-                    *this.index = this.context.record().open();
-                    let future = this.service.call(clone_request(template));
+                    let mut request = clone_request(template);
+                    *this.index = this.context.record().dispatch(&mut request);
+                    let future = this.service.call(request);
                     this.state.set(State::Calling { future });
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),

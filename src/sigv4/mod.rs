@@ -155,7 +155,7 @@ pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::record::Outcome;
+use crate::record::{Handed, Outcome};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, is_valid_session_id};
 use session::{Chosen, Sessions, mcp_session_of};
@@ -311,8 +311,9 @@ impl SigV4InvokeLayer {
         }
     }
 
-    /// The layer's own runtime session id: the one requests that name none carry now (with
-    /// [`RuntimeSessions::PerLayer`]).
+    /// The layer's own runtime session id: the one requests that name none carry now with
+    /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
+    /// it: each MCP session has its own.
     pub fn runtime_session_id(&self) -> String {
         self.shared.sessions.default_id().to_string()
     }
@@ -353,8 +354,9 @@ pub struct SigV4Invoke<S> {
 }
 
 impl<S> SigV4Invoke<S> {
-    /// The layer's own runtime session id: the one requests that name none carry now (with
-    /// [`RuntimeSessions::PerLayer`]).
+    /// The layer's own runtime session id: the one requests that name none carry now with
+    /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
+    /// it: each MCP session has its own.
     pub fn runtime_session_id(&self) -> String {
         self.shared.sessions.default_id().to_string()
     }
@@ -396,32 +398,44 @@ where
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
         let (context, ownership) = CallContext::enter(&mut request, LAYER, None);
-        let index = context.record().join_or_open();
-        let call = Call {
+        let mut call = Call {
+            handed: Handed::of(context.record(), &request),
+            index: 0,
             context,
             ownership,
-            index,
         };
-        let operation = match *request.method() {
-            Method::POST => Some(Operation::Invoke),
-            Method::DELETE if self.shared.stop_on_delete => Some(Operation::StopSession),
-            _ => None,
-        };
-        let Some(operation) = operation else {
-            // GET (the server-message stream), DELETE and anything else: not offered.
-            let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
-            let method = request.method().clone();
-            call.context.record().complete(index, || {
-                Outcome::NotSent(format!(
+        let operation =
+            match *request.method() {
+                Method::POST => Ok(Operation::Invoke),
+                Method::DELETE if self.shared.stop_on_delete => {
+                    let names_one = request.headers().contains_key(RUNTIME_SESSION_ID)
+                        || self.shared.sessions.to_stop(request.headers()).is_some();
+                    if names_one {
+                        Ok(Operation::StopSession)
+                    } else {
+                        Err("DELETE answered here with 405: no runtime session is bound to its MCP \
+                         session, so there is none to stop"
+                        .to_owned())
+                    }
+                }
+                ref method => Err(format!(
                     "{method} answered here with 405: InvokeAgentRuntime carries POST only"
-                ))
-            });
-            return ResponseFuture {
-                state: State::Local {
-                    response: Some(response),
-                },
-                call,
+                )),
             };
+        let operation = match operation {
+            Ok(operation) => operation,
+            Err(why) => {
+                // GET (the server-message stream), DELETE and anything else: not offered.
+                let response =
+                    answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+                call.handed.not_sent(why);
+                return ResponseFuture {
+                    state: State::Local {
+                        response: Some(response),
+                    },
+                    call,
+                };
+            }
         };
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
@@ -463,21 +477,28 @@ struct Signed {
     chosen: Option<Chosen>,
 }
 
-/// The call as this layer sees it: its context, its ownership when this layer is the first of
-/// the crate's, the attempt in the record.
+/// The call as this layer sees it: the attempt it was handed (until it sends it on) and the one
+/// it sent, its context, its ownership when this layer is the first of the crate's. (Dropped in
+/// this order: the record is final before the owner calls the hooks.)
 struct Call {
+    handed: Handed,
+    index: usize,
     context: CallContext,
     ownership: Option<Ownership>,
-    index: usize,
 }
 
 impl Call {
     /// Records a failure before sending and returns the error, with the record.
     fn not_sent(&mut self, error: Error) -> Error {
-        let record = self.context.record().clone();
-        record.complete(self.index, || Outcome::NotSent(error.to_string()));
+        self.handed.not_sent(error.to_string());
         self.end();
-        error.with_record(&record)
+        error.with_record(self.context.record())
+    }
+
+    /// Sends `request` on as this call's attempt.
+    fn dispatch<B>(&mut self, request: &mut Request<B>) {
+        self.handed.sent();
+        self.index = self.context.record().dispatch(request);
     }
 
     /// The call ends here with an answer or an error.
@@ -597,7 +618,7 @@ where
                             sign_attempt(&mut pending, body, &credentials, context)
                         });
                     let Signed {
-                        request,
+                        mut request,
                         secrets,
                         chosen,
                     } = match sent {
@@ -620,6 +641,7 @@ where
                         operation,
                         ..
                     } = pending;
+                    this.call.dispatch(&mut request);
                     let future = service.call(request);
                     this.state.set(State::Calling {
                         future,
@@ -717,7 +739,11 @@ fn sign_attempt<S>(
             let mcp_session = mcp_session_of(headers);
             let mut picked = None;
             let id = context.runtime_session(|| {
-                let chosen = shared.sessions.choose(mcp_session);
+                let chosen = match pending.operation {
+                    Operation::StopSession => shared.sessions.to_stop(headers),
+                    Operation::Invoke => None,
+                }
+                .unwrap_or_else(|| shared.sessions.choose(mcp_session));
                 let id = chosen.id.clone();
                 picked = Some(chosen);
                 id

@@ -1,6 +1,6 @@
 //! Which runtime session a request goes to: the MCP session's, never the last caller's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -24,11 +24,15 @@ pub enum RuntimeSessions {
     /// `Mcp-Session-Id` (the `initialize` that opens a session) gets a runtime session of its
     /// own; the `Mcp-Session-Id` its answer carries is then bound to it, so every later request
     /// of that MCP session goes to the same microVM, and no other does. A successful
-    /// `StopRuntimeSession` unbinds it. At most 10,000 MCP sessions are remembered (the oldest
-    /// is forgotten first).
+    /// `StopRuntimeSession` unbinds it; a DELETE of an MCP session bound to none is answered
+    /// 405 here (there is nothing to stop). At most 10,000 MCP sessions are remembered: beyond
+    /// that, the one used least recently is forgotten (its next request gets a new microVM).
     ///
-    /// MCP's stateless protocol versions (2026-07-28 and later) have no `Mcp-Session-Id`: name
-    /// the runtime session per request there, in the header.
+    /// A server that never hands out an `Mcp-Session-Id` — a stateless one, as AgentCore's
+    /// guide sets MCP servers up, and every server on MCP's stateless protocol versions
+    /// (2026-07-28 and later) — gets a new runtime session for every request this way: name
+    /// the runtime session per request in the header instead, or use one
+    /// [`PerLayer`](Self::PerLayer) layer per MCP client.
     PerMcpSession,
 }
 
@@ -42,21 +46,39 @@ pub(crate) struct Sessions {
     bound: Mutex<Bound>,
 }
 
+/// The runtime session of each MCP session, with when it was last used.
 #[derive(Default)]
 struct Bound {
-    ids: HashMap<String, Arc<str>>,
-    order: VecDeque<String>,
+    ids: HashMap<String, (Arc<str>, u64)>,
+    clock: u64,
 }
 
 impl Bound {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// The runtime session of `mcp_session`, marked used now.
+    fn get(&mut self, mcp_session: &str) -> Option<Arc<str>> {
+        let now = self.tick();
+        let (id, used) = self.ids.get_mut(mcp_session)?;
+        *used = now;
+        Some(id.clone())
+    }
+
+    /// Binds `mcp_session` to `id`; over the cap, forgets the MCP session used least recently.
     fn bind(&mut self, mcp_session: &str, id: Arc<str>) {
-        if self.ids.insert(mcp_session.to_owned(), id).is_none() {
-            self.order.push_back(mcp_session.to_owned());
-            while self.order.len() > MAX_BOUND {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.ids.remove(&oldest);
-                }
-            }
+        let now = self.tick();
+        self.ids.insert(mcp_session.to_owned(), (id, now));
+        if self.ids.len() > MAX_BOUND
+            && let Some(oldest) = self
+                .ids
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(key, _)| key.clone())
+        {
+            self.ids.remove(&oldest);
         }
     }
 }
@@ -105,8 +127,8 @@ impl Sessions {
             (RuntimeSessions::PerMcpSession, None) => new_id(),
             (RuntimeSessions::PerMcpSession, Some(key)) => {
                 let mut bound = self.lock_bound();
-                match bound.ids.get(key) {
-                    Some(id) => id.clone(),
+                match bound.get(key) {
+                    Some(id) => id,
                     None => {
                         let id = new_id();
                         bound.bind(key, id.clone());
@@ -119,6 +141,24 @@ impl Sessions {
             id,
             mcp_session: mcp_session.map(str::to_owned),
         }
+    }
+
+    /// The runtime session a DELETE without one of its own stops: the layer's own, or the one
+    /// bound to its MCP session — none when none is bound (nothing to stop).
+    pub(crate) fn to_stop(&self, request: &HeaderMap) -> Option<Chosen> {
+        let mcp_session = mcp_session_of(request);
+        let id = match self.mode {
+            RuntimeSessions::PerLayer => self.default_id(),
+            RuntimeSessions::PerMcpSession => self
+                .lock_bound()
+                .ids
+                .get(mcp_session?)
+                .map(|(id, _)| id.clone())?,
+        };
+        Some(Chosen {
+            id,
+            mcp_session: mcp_session.map(str::to_owned),
+        })
     }
 
     /// What a later attempt of a call uses: the id its first attempt was given.
@@ -157,8 +197,16 @@ impl Sessions {
                 let Some(key) = key else { return };
                 let id: Arc<str> = returned.map_or_else(|| chosen.id.clone(), Into::into);
                 let mut bound = self.lock_bound();
+                // Never another MCP session's runtime session: that would put two sessions'
+                // state in one microVM.
+                let taken = id != chosen.id
+                    && bound
+                        .ids
+                        .iter()
+                        .any(|(other, (other_id, _))| other != key && *other_id == id);
                 match bound.ids.get(key) {
-                    Some(current) if *current != chosen.id => {}
+                    _ if taken => {}
+                    Some((current, _)) if *current != chosen.id => {}
                     _ => bound.bind(key, id),
                 }
             }
@@ -169,9 +217,8 @@ impl Sessions {
     pub(crate) fn forget(&self, chosen: &Chosen) {
         if let (RuntimeSessions::PerMcpSession, Some(key)) = (self.mode, &chosen.mcp_session) {
             let mut bound = self.lock_bound();
-            if bound.ids.get(key) == Some(&chosen.id) {
+            if bound.ids.get(key).is_some_and(|(id, _)| *id == chosen.id) {
                 bound.ids.remove(key);
-                bound.order.retain(|k| k != key);
             }
         }
     }
@@ -240,8 +287,10 @@ mod tests {
         s.adopt(&init_b, &answer(&init_b.id, Some("mcp-b")));
         assert_eq!(s.choose(Some("mcp-a")).id, init_a.id);
         assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
-        // An answer to A's request never changes B's session.
+        // An answer to A's request never changes B's session, nor puts A in B's.
         let a = s.choose(Some("mcp-a"));
+        s.adopt(&a, &answer(&init_b.id, Some("mcp-b")));
+        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id, "B's id is B's");
         s.adopt(&a, &answer(&"e".repeat(36), Some("mcp-b")));
         assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
         assert_eq!(&*s.choose(Some("mcp-a")).id, "e".repeat(36).as_str());
