@@ -125,6 +125,7 @@ pub mod rule;
 pub mod session_busy;
 pub mod sigv4;
 pub mod throttle;
+mod uri;
 
 pub use body::PeekedBody;
 pub use context::{CallBudget, replay_permission};

@@ -41,6 +41,14 @@ impl FuzzBody {
 
 pub struct ScriptBody(Vec<Result<Frame<Bytes>, std::io::Error>>);
 
+impl ScriptBody {
+    /// The same body with `frame` after everything else.
+    pub fn then_frame(mut self, frame: Result<Frame<Bytes>, std::io::Error>) -> Self {
+        self.0.insert(0, frame);
+        self
+    }
+}
+
 impl Body for ScriptBody {
     type Data = Bytes;
     type Error = std::io::Error;

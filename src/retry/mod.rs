@@ -64,13 +64,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use http::{Request, Response, Uri};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::context::{CallContext, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::uri::Shown;
 pub use backoff::Backoff;
 use sealed::{Classified, Classify, Decide, RetryAction};
 
@@ -331,7 +332,7 @@ where
             "agentcore_tower::call",
             layer = config.layer,
             method = %request.method(),
-            uri = %UriWithoutQuery(request.uri()),
+            uri = %Shown(request.uri()),
         );
         let template = (context.max_attempts(config.backoff.max_attempts()) > 1)
             .then(|| clone_request(&request));
@@ -361,22 +362,6 @@ fn clone_request<B: Clone>(request: &Request<B>) -> Request<B> {
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
     copy
-}
-
-/// Displays a URI for logs: scheme, host, port and path — never its user information (which
-/// may hold a password) nor its query (which may carry anything).
-pub(crate) struct UriWithoutQuery<'a>(pub(crate) &'a Uri);
-
-impl fmt::Display for UriWithoutQuery<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let (Some(scheme), Some(authority)) = (self.0.scheme(), self.0.authority()) {
-            write!(f, "{scheme}://{}", authority.host())?;
-            if let Some(port) = authority.port() {
-                write!(f, ":{port}")?;
-            }
-        }
-        f.write_str(self.0.path())
-    }
 }
 
 pin_project! {
@@ -607,7 +592,7 @@ fn decide<ReqB>(
         wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         retry_after_s = reason.retry_after.map(|d| d.as_secs()),
         cause,
-        uri = %UriWithoutQuery(template.uri()),
+        uri = %Shown(template.uri()),
         "sending again"
     );
     if let Some(hook) = &config.on_retry {
@@ -629,21 +614,5 @@ fn round_up_to_millis(d: Duration) -> Duration {
         whole.saturating_add(Duration::from_millis(1))
     } else {
         whole
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_logged_uri_has_no_password_and_no_query() {
-        let uri: Uri = "http://user:password@mcp.invalid:8443/mcp?token=secret"
-            .parse()
-            .unwrap();
-        assert_eq!(
-            UriWithoutQuery(&uri).to_string(),
-            "http://mcp.invalid:8443/mcp"
-        );
     }
 }

@@ -109,9 +109,32 @@
 //! operation models come back: `content-type`, `content-length`, `mcp-session-id`,
 //! `mcp-protocol-version`, the runtime session id and session endpoint URL, `retry-after`,
 //! `x-amzn-errortype`, `x-amzn-requestid`, the trace headers. A service error keeps its status
-//! and `x-amzn-errortype`, so the retry layers above can decide. The attempt's signature and
-//! session token are redacted from every header and body byte the app reads
-//! (`InvalidSignatureException` quotes the canonical request, which carries the token).
+//! and `x-amzn-errortype`, so the retry layers above can decide. No trailer comes back (the
+//! operation models none). The attempt's signature and session token are redacted from every
+//! header and body byte the app reads (`InvalidSignatureException` quotes the canonical request,
+//! which carries the token), plainly or JSON-escaped, with masks as long as what they cover, so
+//! `Content-Length` stays exact (see below). The outcome, the error type and the runtime session
+//! id are read from the answer after it is redacted.
+//!
+//! # Redaction
+//! * **What is caught**: each secret spelled plainly, or JSON-escaped character by character in
+//!   any mix — `\/` for `/`, `\uXXXX` (either case of hex digits) for any character: the forms
+//!   a JSON encoder may produce and a JSON parser turns back into the secret.
+//! * **How**: in a body, a match is masked with as many bytes as it spans (`[redacted]` then
+//!   `*`s), so the body's length, its `Content-Length` and its `size_hint` stay exact; a header
+//!   value with a secret in it becomes `[redacted]` as a whole.
+//! * **Across frames**: only what could be the start of a secret at the end of a frame is held
+//!   back until the next frame tells — at most six bytes per character of the longest secret
+//!   (every character escaped); an SSE event is never kept waiting for the next one.
+//! * **A body cut short**: when a body ends or fails in the middle of what could be a secret, 8
+//!   or more of its bytes are delivered masked (then the error, if any); fewer are delivered as
+//!   they came — no secret can be told from 7 of its bytes, and an answer that merely ends with
+//!   the first letters of one is not mangled.
+//! * **What no filter can catch**: a server that has a secret can always encode it in a form no
+//!   filter knows (base64 of it, percent-encoding, its hex in other case, split by other text,
+//!   a timing channel). The promise is that the forms an honest mistake or a plain echo
+//!   produce — quoting the canonical request in an error, echoing a header, JSON-encoding it —
+//!   never reach the app.
 //!
 //! A 404 from the service (`x-amzn-errortype: ResourceNotFoundException`: a wrong runtime ARN or
 //! qualifier) comes back as a 404 too. MCP clients read a 404 on a request that carries an
@@ -124,7 +147,7 @@
 mod answer;
 mod credentials;
 mod gate;
-pub mod redact;
+mod redact;
 mod request;
 mod session;
 mod target;

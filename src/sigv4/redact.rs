@@ -1,27 +1,6 @@
 //! Redaction: an attempt's secrets (its signature, the session token it was signed with) kept out
-//! of every byte the app reads, in headers and across the frames of a streamed body.
-//!
-//! **What is caught.** Each secret spelled plainly, or JSON-escaped character by character in
-//! any mix: `\/` for `/`, and `\uXXXX` (either case of hex digits) for any character — the forms
-//! a JSON encoder may produce and a JSON parser turns back into the secret. In a body, a match is
-//! masked with as many bytes as it spans (`[redacted]` then `*`s), so the length of the body,
-//! its `Content-Length` and its `size_hint` stay exact: framing above stays honest. A header
-//! value or a trailer with a secret in it becomes `[redacted]` as a whole.
-//!
-//! **Across frames.** Only what could be the start of a secret at the end of a frame is held
-//! back until the next frame tells — at most six bytes per character of the longest secret (its
-//! every character escaped), so an SSE event is never kept waiting for the next one.
-//!
-//! **At the end.** A body that ends — or fails — in the middle of what could be a secret: when 8
-//! or more of its bytes had arrived, they are delivered masked (then the error, if any); fewer
-//! are delivered as they came. No secret can be told from 7 of its bytes, and an answer that
-//! happens to end with the first letters of one is not mangled.
-//!
-//! **What no filter can catch.** A server that has a secret can encode it in a form no filter
-//! knows — base64 of it, percent-encoding, hex in another case, split by other text, spread
-//! over a timing channel. What the filter promises is that the forms an honest mistake or a
-//! plain echo produce (quoting the canonical request in an error, echoing a header, JSON
-//! encoding it) never reach the app.
+//! of every byte the app reads, in headers and across the frames of a streamed body. What it
+//! catches and promises is in the [module docs of `sigv4`](super#redaction).
 //!
 //! Written here: no crate does a streaming multi-needle replace over JSON-escaped text that
 //! holds back only a possible partial match.

@@ -62,7 +62,8 @@ pub enum ConfigError {
     InvalidRegion(String),
     /// The endpoint override is not an absolute `http`/`https` URL with a host.
     InvalidEndpoint {
-        /// The endpoint as given.
+        /// The endpoint as given, without what could be a secret in it (user information, a
+        /// query).
         endpoint: String,
         /// Why it was refused.
         reason: String,
@@ -134,7 +135,7 @@ impl std::error::Error for ConfigError {}
 /// let err = InvokeTarget::runtime_id("my_agent-AbC123", "12345").region("us-east-1").resolve().unwrap_err();
 /// assert_eq!(err.to_string(), "the account id `12345` is not 12 digits");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct InvokeTarget {
     runtime: String,
     account_id: Option<String>,
@@ -143,6 +144,23 @@ pub struct InvokeTarget {
     endpoint: Option<String>,
     fips: bool,
     dual_stack: bool,
+}
+
+impl fmt::Debug for InvokeTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InvokeTarget")
+            .field("runtime", &self.runtime)
+            .field("account_id", &self.account_id)
+            .field("qualifier", &self.qualifier)
+            .field("region", &self.region)
+            .field(
+                "endpoint",
+                &self.endpoint.as_deref().map(crate::uri::shown_text),
+            )
+            .field("fips", &self.fips)
+            .field("dual_stack", &self.dual_stack)
+            .finish()
+    }
 }
 
 impl InvokeTarget {
@@ -260,7 +278,7 @@ impl InvokeTarget {
                 .path_and_query(path_and_query)
                 .build()
                 .map_err(|e| ConfigError::InvalidEndpoint {
-                    endpoint: self.endpoint.clone().unwrap_or_default(),
+                    endpoint: crate::uri::shown_text(self.endpoint.as_deref().unwrap_or_default()),
                     reason: e.to_string(),
                 })
         };
@@ -313,7 +331,7 @@ fn region_host(region: &str, fips: bool, dual_stack: bool) -> String {
 
 fn parse_endpoint(endpoint: &str) -> Result<(Scheme, Authority, String), ConfigError> {
     let refuse = |reason: &str| ConfigError::InvalidEndpoint {
-        endpoint: endpoint.to_owned(),
+        endpoint: crate::uri::shown_text(endpoint),
         reason: reason.to_owned(),
     };
     let uri: Uri = endpoint.parse().map_err(|_| refuse("not a URL"))?;
@@ -566,10 +584,19 @@ mod tests {
             assert_eq!(
                 err(InvokeTarget::arn(ARN).endpoint(endpoint)),
                 ConfigError::InvalidEndpoint {
-                    endpoint: endpoint.into(),
+                    endpoint: crate::uri::shown_text(endpoint),
                     reason: reason.into()
                 },
                 "{endpoint}"
+            );
+            let shown = format!(
+                "{} {:?}",
+                err(InvokeTarget::arn(ARN).endpoint(endpoint)),
+                InvokeTarget::arn(ARN).endpoint(endpoint)
+            );
+            assert!(
+                !shown.contains("user:pw") && !shown.contains("a=b"),
+                "{shown}"
             );
         }
         assert_eq!(
