@@ -204,7 +204,8 @@ fn escape_at(at: &[u8]) -> Escape {
     };
     match kind {
         b'/' | b'\\' | b'"' => Escape::Char(kind, 2),
-        b'b' | b'f' | b'n' | b'r' | b't' => Escape::Char(OPAQUE, 2),
+        // `\b`, `\n`, … decode to control characters, which no secret has; read as the letter
+        // instead, a secret that begins with it is found too (`\b` before `b16a…`).
         b'u' => {
             let digits = &at[2..at.len().min(LONGEST_ESCAPE)];
             if !digits.iter().all(u8::is_ascii_hexdigit) {
