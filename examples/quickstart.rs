@@ -33,9 +33,7 @@ type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 type Stack = BoxCloneService<Request<Full<Bytes>>, Response<Body>, agentcore_tower::Error>;
 
 /// The body the stack answers with over a client whose body is `B`.
-type StackBody<B> = agentcore_tower::body::ObservedBody<
-    agentcore_tower::PeekedBody<agentcore_tower::sigv4::InvokeBody<B>>,
->;
+type StackBody<B> = agentcore_tower::RecommendedBody<B>;
 
 fn boxed<T>(response: Response<T>) -> Response<Body>
 where

@@ -36,10 +36,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::body::ObservedBody;
 use agentcore_tower::recommended_layers;
-use agentcore_tower::sigv4::{CachedCredentials, InvokeBody, InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{BoxError, PeekedBody, ReplayGuardLayer};
+use agentcore_tower::sigv4::{CachedCredentials, InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::{BoxError, ReplayGuardLayer};
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -83,7 +82,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The JSON-RPC error code of a failure on the way to the server.
 const PROXY_ERROR: i64 = -32000;
 
-type ResBody = ObservedBody<PeekedBody<InvokeBody<hyper::body::Incoming>>>;
+type ResBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
 type Stack = BoxCloneSyncService<Request<Full<Bytes>>, Response<ResBody>, BoxError>;
 
 // ---------------------------------------------------------------------------------------------

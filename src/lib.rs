@@ -114,10 +114,12 @@
 mod macros;
 pub mod body;
 mod context;
+pub mod contract;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
 mod jsonrpc;
+mod peek;
 pub mod record;
 pub mod replay;
 pub mod retry;
@@ -145,6 +147,11 @@ pub use rule::{
 pub use session_busy::{SessionBusy, SessionBusyRetry, SessionBusyRetryLayer};
 pub use sigv4::{InvokeTarget, SigV4Invoke, SigV4InvokeLayer};
 pub use throttle::{ThrottleRetry, ThrottleRetryLayer, Throttled};
+
+/// The body of the responses of the [`recommended_layers`] over an HTTP client whose responses
+/// have bodies `B` (hyper's `Incoming`, reqwest's body…): to name the stack's type in a struct.
+pub type RecommendedBody<B> =
+    body::ObservedBody<PeekedBody<PeekedBody<PeekedBody<sigv4::InvokeBody<B>>>>>;
 
 /// The four layers in the recommended order, as one [`Layer`](tower::Layer): see
 /// [`recommended_layers`].

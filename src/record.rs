@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use http::{Extensions, HeaderMap, StatusCode};
 
+use crate::contract::{Classified, Form, PlatformError, REQUIRED_ACCEPT};
 use crate::rule::{FailureKind, Permission};
 
 /// The record of every attempt one call made. Shared: clones see the same attempts.
@@ -127,6 +128,15 @@ impl AttemptRecord {
         open
     }
 
+    /// Notes the platform error the answer of the attempt at `index` carried, unless noted.
+    pub(crate) fn note_platform(&self, index: usize, platform: Option<Classified>) {
+        if let (Some(attempt), Some(platform)) = (self.lock().list.get_mut(index), platform)
+            && attempt.platform.is_none()
+        {
+            attempt.platform = Some(platform);
+        }
+    }
+
     /// Completes the attempt at `index` with what came back, unless a layer below already did.
     pub(crate) fn complete(&self, index: usize, outcome: impl FnOnce() -> Outcome) {
         if let Some(attempt) = self.lock().list.get_mut(index)
@@ -220,6 +230,7 @@ impl Attempts {
         self.list.push(Attempt {
             number,
             outcome: Outcome::Pending,
+            platform: None,
             decisions: Vec::new(),
         });
         self.tokens.push(0);
@@ -251,6 +262,7 @@ impl fmt::Display for AttemptRecord {
 pub struct Attempt {
     number: u32,
     outcome: Outcome,
+    platform: Option<Classified>,
     decisions: Vec<Decision>,
 }
 
@@ -263,6 +275,12 @@ impl Attempt {
     /// What came back ([`Outcome::Pending`] while nothing has).
     pub fn outcome(&self) -> &Outcome {
         &self.outcome
+    }
+
+    /// The error of the platform's table its answer carried, in either form (see
+    /// [`contract`](crate::contract)), when one of the crate's retry layers read it.
+    pub fn platform_error(&self) -> Option<&Classified> {
+        self.platform.as_ref()
     }
 
     /// What each layer that had an opinion decided about it, innermost first.
@@ -287,6 +305,17 @@ impl Attempt {
 impl fmt::Display for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{} {}", self.number, self.outcome)?;
+        match &self.platform {
+            // The head form is the status and error type already shown; say what they mean
+            // only where the table adds something.
+            Some(platform) if matches!(platform.form(), Form::JsonRpc(_)) => {
+                write!(f, " ({platform})")?;
+            }
+            Some(platform) if platform.error() == PlatformError::RequestUnacceptable => {
+                write!(f, " (the Accept header must be `{REQUIRED_ACCEPT}`)")?;
+            }
+            _ => {}
+        }
         let mut sep = " -> ";
         for decision in &self.decisions {
             write!(f, "{sep}{decision}")?;

@@ -112,7 +112,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::future::{Future, Ready, ready};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
@@ -122,11 +122,12 @@ use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use pin_project_lite::pin_project;
 
-use crate::body::{ObservedBody, ReadToBytes};
+use crate::body::{ObservedBody, PeekedBody, ReadToBytes};
 use crate::context::CallContext;
+use crate::contract::{Classified, Form, PlatformError};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind, ParsedBody};
-use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
 use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{
     Assumption, By, Failure, FailureKind, MayHaveRun, Permission, ReplayRule, SharedReplayRule,
@@ -490,8 +491,8 @@ where
     ReqB: HttpBody + Clone,
     ResB: HttpBody,
 {
-    type Body = ObservedBody<ResB>;
-    type Classifier = MayHaveRunOrNeverSent;
+    type Body = ObservedBody<PeekedBody<ResB>>;
+    type Judge = MayHaveRunOrNeverSent;
     type Prepare = Prepare<ReqB>;
 
     fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
@@ -589,12 +590,15 @@ mod imp {
         pub(super) learn: Option<Arc<RwLock<HashSet<String>>>>,
     }
 
-    impl<B> Classify<B> for MayHaveRunOrNeverSent {
-        type Body = ObservedBody<B>;
-        type Future = Ready<Classified<ObservedBody<B>>>;
+    impl<B: HttpBody> Judge<B> for MayHaveRunOrNeverSent {
+        type Body = ObservedBody<PeekedBody<B>>;
 
-        fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
-            let action = match &result {
+        fn judge(
+            &self,
+            answer: Result<&Response<PeekedBody<B>>, &Error>,
+            platform: Option<Classified>,
+        ) -> RetryAction {
+            let (failure, cause, retry_after) = match answer {
                 Err(error) if error.kind() == ErrorKind::Service => {
                     let (failure, cause) = match error.failure_kind() {
                         FailureKind::NeverSent => (Failure::NeverDelivered, "never sent"),
@@ -611,22 +615,40 @@ mod imp {
                             "transport error",
                         ),
                     };
-                    RetryAction::Retry(RetryReason {
-                        failure,
-                        cause,
-                        retry_after: None,
-                    })
+                    (failure, cause, None)
                 }
-                Ok(response) if response.status().is_server_error() => {
-                    RetryAction::Retry(RetryReason {
-                        failure: Failure::MayHaveRun(MayHaveRun::ServerError(response.status())),
-                        cause: "HTTP 5xx",
-                        retry_after: crate::retry_after(response.headers()),
-                    })
+                Err(_) => return RetryAction::NoOpinion,
+                Ok(response) => {
+                    let retry_after = crate::retry_after(response.headers());
+                    match platform {
+                        // -32010 in an HTTP 200, or 424: the runtime's code failed, the tool may
+                        // have run.
+                        Some(p) if p.error() == PlatformError::RuntimeClientError => (
+                            Failure::MayHaveRun(MayHaveRun::RuntimeClientError),
+                            match p.form() {
+                                Form::JsonRpc(_) => "RuntimeClientError (JSON-RPC -32010)",
+                                _ => "RuntimeClientError (HTTP 424)",
+                            },
+                            retry_after,
+                        ),
+                        _ if response.status().is_server_error() => (
+                            Failure::MayHaveRun(MayHaveRun::ServerError(response.status())),
+                            "HTTP 5xx",
+                            retry_after,
+                        ),
+                        _ => return RetryAction::NoOpinion,
+                    }
                 }
-                _ => RetryAction::NoOpinion,
             };
-            let result = result.map(|response| match &self.learn {
+            RetryAction::Retry(RetryReason {
+                failure,
+                cause,
+                retry_after,
+            })
+        }
+
+        fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<ObservedBody<PeekedBody<B>>> {
+            match &self.learn {
                 Some(learned) if response.status().is_success() => {
                     let sse = !crate::jsonrpc::is_json_content_type(response.headers());
                     let learned = learned.clone();
@@ -637,8 +659,7 @@ mod imp {
                     })
                 }
                 _ => response.map(ObservedBody::new),
-            });
-            ready(Classified { result, action })
+            }
         }
     }
 }

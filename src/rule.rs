@@ -29,7 +29,7 @@ pub enum Failure {
     /// The platform refused the request, by a contract that says it refuses before running it.
     Refused(Refusal),
     /// The request may have run: a connection dropped after it may have been written, a
-    /// timeout, a 5xx.
+    /// timeout, a 5xx, a `RuntimeClientError`.
     MayHaveRun(MayHaveRun),
     /// The transport proves the request was never written.
     NeverDelivered,
@@ -64,6 +64,9 @@ pub enum MayHaveRun {
     Transport(FailureKind),
     /// A 5xx answer.
     ServerError(http::StatusCode),
+    /// AgentCore's `RuntimeClientError` (JSON-RPC -32010 in an HTTP 200, or HTTP 424): the
+    /// runtime's code failed, after the tool may have run.
+    RuntimeClientError,
 }
 
 impl Failure {

@@ -119,9 +119,7 @@
 //! `serde_json::Value`, [`is_session_busy_json`] over bytes, and [`is_session_busy_head`] for
 //! the 409 form.
 
-use std::future::{Future, Ready, ready};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::future::{Ready, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -131,10 +129,11 @@ use serde_json::Value;
 
 use crate::body::PeekedBody;
 use crate::context::CallContext;
+use crate::contract::{
+    Classified, Form, PlatformError, classify_head, classify_json, classify_json_rpc,
+};
 use crate::error::Error;
-use crate::jsonrpc::{content_length, first_significant_byte, is_json_content_type};
-use crate::record::aws_error_type;
-use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
 use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
@@ -143,7 +142,7 @@ pub const SESSION_BUSY_CODE: i64 = -32005;
 
 /// The exact message of the session-busy refusal. `ConflictException` shares the code with
 /// another message and is not retryable, so the message is part of the match.
-pub const SESSION_BUSY_MESSAGE: &str = "Session operation in progress, please retry";
+pub const SESSION_BUSY_MESSAGE: &str = crate::contract::SESSION_BUSY_MESSAGE;
 
 /// The AWS error type of the refusal's HTTP 409 form, in `x-amzn-errortype`.
 pub const RETRYABLE_CONFLICT_EXCEPTION: &str = "RetryableConflictException";
@@ -155,11 +154,11 @@ pub const SESSION_BUSY_DOCUMENTATION: [&str; 2] = [
 ];
 
 const LAYER: &str = "session_busy";
-const DEFAULT_PEEK_LIMIT: usize = 4096;
 
 /// Whether a parsed JSON value is the session-busy reply: ONE JSON-RPC 2.0 response object
 /// (`"jsonrpc": "2.0"`, an `id` that is a string, a number or null, no `result`) whose `error`
-/// has the integer code -32005 and exactly the message [`SESSION_BUSY_MESSAGE`].
+/// has the integer code -32005 and exactly the message [`SESSION_BUSY_MESSAGE`] (see
+/// [`contract`](crate::contract), which reads every error of the table).
 ///
 /// A batch (an array) is never a match, even when every member is: some of its replies may be
 /// the record of work that ran.
@@ -174,25 +173,11 @@ const DEFAULT_PEEK_LIMIT: usize = 4096;
 /// assert!(!is_session_busy_reply(&json!([busy])));
 /// ```
 pub fn is_session_busy_reply(value: &Value) -> bool {
-    let Some(reply) = value.as_object() else {
-        return false;
-    };
-    let is_response = reply.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
-        && matches!(
-            reply.get("id"),
-            Some(Value::String(_) | Value::Number(_) | Value::Null)
-        )
-        && !reply.contains_key("result");
-    let Some(error) = reply.get("error").and_then(Value::as_object) else {
-        return false;
-    };
-    is_response
-        && error.get("code").and_then(Value::as_i64) == Some(SESSION_BUSY_CODE)
-        && error.get("message").and_then(Value::as_str) == Some(SESSION_BUSY_MESSAGE)
+    is_busy(classify_json_rpc(value))
 }
 
 /// Whether a complete JSON body is the session-busy reply (see [`is_session_busy_reply`]).
-/// Bytes in which the digits `32005` do not occur are answered without parsing.
+/// Bytes in which `-32` does not occur are answered without parsing.
 ///
 /// ```
 /// use agentcore_tower::session_busy::is_session_busy_json;
@@ -200,15 +185,7 @@ pub fn is_session_busy_reply(value: &Value) -> bool {
 /// assert!(!is_session_busy_json(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
 /// ```
 pub fn is_session_busy_json(bytes: &[u8]) -> bool {
-    // A number cannot be escaped in JSON: without these digits, the code cannot be -32005.
-    if first_significant_byte(bytes) != Some(b'{')
-        || memchr::memmem::find(bytes, b"32005").is_none()
-    {
-        return false;
-    }
-    #[cfg(test)]
-    tests::JSON_PARSES.with(|n| n.set(n.get() + 1));
-    serde_json::from_slice::<Value>(bytes).is_ok_and(|v| is_session_busy_reply(&v))
+    is_busy(classify_json(bytes))
 }
 
 /// Whether a response head is the refusal's HTTP 409 form: status 409 and
@@ -225,15 +202,18 @@ pub fn is_session_busy_json(bytes: &[u8]) -> bool {
 /// assert!(!is_session_busy_head(StatusCode::CONFLICT, &headers));
 /// ```
 pub fn is_session_busy_head(status: StatusCode, headers: &HeaderMap) -> bool {
-    status == StatusCode::CONFLICT && aws_error_type(headers) == Some(RETRYABLE_CONFLICT_EXCEPTION)
+    is_busy(classify_head(status, headers))
+}
+
+fn is_busy(platform: Option<crate::contract::Classified>) -> bool {
+    platform.is_some_and(|p| p.error() == PlatformError::RetryableConflict)
 }
 
 /// The policy of [`SessionBusyRetryLayer`]: the session-busy refusal, in either of its two
 /// forms, is worth sending again; anything else is not this layer's business.
 #[derive(Clone, Copy, Debug)]
-pub struct SessionBusy {
-    peek_limit: usize,
-}
+#[non_exhaustive]
+pub struct SessionBusy;
 
 /// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
 /// of its two forms, after a short backoff. See the [module docs](self).
@@ -251,21 +231,12 @@ impl SessionBusyRetryLayer {
     pub const fn new() -> Self {
         RetryLayer::with_policy(
             LAYER,
-            SessionBusy {
-                peek_limit: DEFAULT_PEEK_LIMIT,
-            },
+            SessionBusy,
             Backoff::new(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
                 .with_max_attempts(6)
                 .with_max_total_wait(Duration::from_secs(15)),
         )
-    }
-
-    /// Sets how many bytes of an HTTP 200 `application/json` answer may be read ahead to look
-    /// for the refusal (default 4096). A larger answer is passed on without being matched.
-    pub fn peek_limit(mut self, bytes: usize) -> Self {
-        self.policy_mut().peek_limit = bytes;
-        self
     }
 }
 
@@ -280,144 +251,49 @@ where
     ResB: Body<Data = Bytes> + Unpin,
 {
     type Body = PeekedBody<ResB>;
-    type Classifier = SessionBusy;
+    type Judge = SessionBusy;
     type Prepare = Ready<SessionBusy>;
 
     fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
-        ready(*self)
+        ready(SessionBusy)
     }
 }
 
 const BUSY_200: &str = "session busy (JSON-RPC -32005)";
 const BUSY_409: &str = "session busy (HTTP 409 RetryableConflictException)";
 
-fn busy(cause: &'static str) -> RetryAction {
-    RetryAction::Retry(RetryReason {
-        failure: Failure::Refused(Refusal::SessionBusy),
-        cause,
-        retry_after: None,
-    })
-}
-
-/// The decision: the 409 form from the head; the 200 form after a bounded read-ahead.
-impl<B> Classify<B> for SessionBusy
-where
-    B: Body<Data = Bytes> + Unpin,
-{
+/// The decision: the refusal in either form, as the loop read it off the answer.
+impl<B: Body> Judge<B> for SessionBusy {
     type Body = PeekedBody<B>;
-    type Future = ReadAhead<B>;
 
-    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
-        let response = match result {
-            Ok(response) => response,
-            Err(error) => return ReadAhead::done(Err(error), RetryAction::NoOpinion),
+    fn judge(
+        &self,
+        _answer: Result<&Response<PeekedBody<B>>, &Error>,
+        platform: Option<Classified>,
+    ) -> RetryAction {
+        let cause = match platform {
+            Some(p) if p.error() == PlatformError::RetryableConflict => match p.form() {
+                Form::JsonRpc(_) => BUSY_200,
+                _ => BUSY_409,
+            },
+            _ => return RetryAction::NoOpinion,
         };
-        let (status, headers) = (response.status(), response.headers());
-        if is_session_busy_head(status, headers) {
-            return ReadAhead::done(Ok(response.map(PeekedBody::new)), busy(BUSY_409));
-        }
-        let worth_reading = status == StatusCode::OK
-            && is_json_content_type(headers)
-            && content_length(headers).is_none_or(|n| n <= self.peek_limit as u64);
-        if !worth_reading {
-            return ReadAhead::done(Ok(response.map(PeekedBody::new)), RetryAction::NoOpinion);
-        }
-        let (parts, body) = response.into_parts();
-        ReadAhead {
-            state: Some((parts, PeekedBody::new(body))),
-            done: None,
-            peek_limit: self.peek_limit,
-        }
+        RetryAction::Retry(RetryReason {
+            failure: Failure::Refused(Refusal::SessionBusy),
+            cause,
+            retry_after: None,
+        })
+    }
+
+    fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<PeekedBody<B>> {
+        response
     }
 }
-
-/// The read-ahead future: public in a private module, so the sealed policy can name it while
-/// no user can.
-mod imp {
-    use super::*;
-
-    /// Reads the start of an answer, then decides.
-    pub struct ReadAhead<B: Body> {
-        pub(super) state: Option<(http::response::Parts, PeekedBody<B>)>,
-        pub(super) done: Option<Classified<PeekedBody<B>>>,
-        pub(super) peek_limit: usize,
-    }
-
-    impl<B: Body> ReadAhead<B> {
-        pub(super) fn done(
-            result: Result<Response<PeekedBody<B>>, Error>,
-            action: RetryAction,
-        ) -> Self {
-            Self {
-                state: None,
-                done: Some(Classified { result, action }),
-                peek_limit: 0,
-            }
-        }
-    }
-
-    impl<B> Future for ReadAhead<B>
-    where
-        B: Body<Data = Bytes> + Unpin,
-    {
-        type Output = Classified<PeekedBody<B>>;
-
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let this = self.get_mut();
-            if let Some(done) = this.done.take() {
-                return Poll::Ready(done);
-            }
-            let Some((_, body)) = this.state.as_mut() else {
-                panic!("ReadAhead polled after it completed")
-            };
-            // Stop as soon as the body cannot be one JSON object.
-            let could_be_an_object =
-                |held: &[u8]| first_significant_byte(held).is_none_or(|b| b == b'{');
-            std::task::ready!(body.poll_read_ahead(cx, this.peek_limit, could_be_an_object));
-            let Some((parts, body)) = this.state.take() else {
-                unreachable!("checked above")
-            };
-            let matched = body.is_complete()
-                && body.held_len() <= this.peek_limit
-                && is_session_busy_json(&body.held_bytes());
-            let action = if matched {
-                busy(BUSY_200)
-            } else {
-                RetryAction::NoOpinion
-            };
-            Poll::Ready(Classified {
-                result: Ok(Response::from_parts(parts, body)),
-                action,
-            })
-        }
-    }
-}
-
-use imp::ReadAhead;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    thread_local! {
-        pub(super) static JSON_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    }
-
-    #[test]
-    fn an_ordinary_answer_never_reaches_the_parser() {
-        let before = JSON_PARSES.with(|n| n.get());
-        assert!(!is_session_busy_json(
-            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}"#
-        ));
-        assert!(!is_session_busy_json(
-            br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32005}}]"#
-        ));
-        assert!(!is_session_busy_json(b"not json at all"));
-        assert_eq!(JSON_PARSES.with(|n| n.get()), before);
-        assert!(is_session_busy_json(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#));
-        assert_eq!(JSON_PARSES.with(|n| n.get()), before + 1);
-    }
 
     #[test]
     fn value_matcher_table() {

@@ -94,12 +94,16 @@
 use std::future::{Ready, ready};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body::Body;
 
+use crate::body::PeekedBody;
 use crate::context::CallContext;
+use crate::contract::{Classified, Form, PlatformError};
 use crate::error::Error;
 use crate::retry::retry_after;
-use crate::retry::sealed::{Classified, Classify, Decide, RetryAction, RetryReason};
+use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
 use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
@@ -140,9 +144,12 @@ impl Default for ThrottleRetryLayer {
     }
 }
 
-impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled {
-    type Body = ResB;
-    type Classifier = Throttled;
+impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled
+where
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    type Body = PeekedBody<ResB>;
+    type Judge = Throttled;
     type Prepare = Ready<Throttled>;
 
     fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
@@ -150,21 +157,33 @@ impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled {
     }
 }
 
-impl<B> Classify<B> for Throttled {
-    type Body = B;
-    type Future = Ready<Classified<B>>;
+impl<B: Body> Judge<B> for Throttled {
+    type Body = PeekedBody<B>;
 
-    fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future {
-        let action = match &result {
-            Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
-                RetryAction::Retry(RetryReason {
-                    failure: Failure::Refused(Refusal::Throttled),
-                    cause: "HTTP 429",
-                    retry_after: retry_after::retry_after(response.headers()),
-                })
-            }
-            _ => RetryAction::NoOpinion,
+    fn judge(
+        &self,
+        answer: Result<&Response<PeekedBody<B>>, &Error>,
+        platform: Option<Classified>,
+    ) -> RetryAction {
+        let Ok(response) = answer else {
+            return RetryAction::NoOpinion;
         };
-        ready(Classified { result, action })
+        let throttled = platform.is_some_and(|p| p.error() == PlatformError::Throttling);
+        let cause = match platform.map(|p| p.form()) {
+            _ if response.status() == StatusCode::TOO_MANY_REQUESTS => "HTTP 429",
+            Some(Form::JsonRpc(_)) if throttled => {
+                "throttled (JSON-RPC -32003, shared with ServiceQuotaExceeded)"
+            }
+            _ => return RetryAction::NoOpinion,
+        };
+        RetryAction::Retry(RetryReason {
+            failure: Failure::Refused(Refusal::Throttled),
+            cause,
+            retry_after: retry_after::retry_after(response.headers()),
+        })
+    }
+
+    fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<PeekedBody<B>> {
+        response
     }
 }

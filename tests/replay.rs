@@ -75,7 +75,13 @@ fn rpc(body: &'static str) -> Request<Full<Bytes>> {
 }
 
 type Outcome2 = Result<
-    http::Response<agentcore_tower::body::ObservedBody<agentcore_tower::PeekedBody<TestBody>>>,
+    http::Response<
+        agentcore_tower::body::ObservedBody<
+            agentcore_tower::PeekedBody<
+                agentcore_tower::PeekedBody<agentcore_tower::PeekedBody<TestBody>>,
+            >,
+        >,
+    >,
     Error,
 >;
 

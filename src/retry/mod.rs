@@ -64,16 +64,19 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Request, Response};
+use http_body::Body;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::context::{CallContext, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
+use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::uri::Shown;
 pub use backoff::Backoff;
-use sealed::{Classified, Classify, Decide, RetryAction};
+use sealed::{Decide, Judge, RetryAction};
 
 /// What a policy's decision is made of. Sealed: the crate's three policies implement it.
 pub(crate) mod sealed {
@@ -82,37 +85,37 @@ pub(crate) mod sealed {
 
     use http::{Request, Response};
 
+    use crate::body::PeekedBody;
     use crate::context::CallContext;
+    use crate::contract::Classified;
     use crate::error::Error;
     use crate::rule::Failure;
 
     /// A policy over requests with bodies `ReqB` and responses with bodies `ResB`.
-    pub trait Decide<ReqB, ResB>: Clone {
+    pub trait Decide<ReqB, ResB: http_body::Body>: Clone {
         /// The body of the responses the layer hands up.
         type Body;
         /// What decides about each attempt of one call.
-        type Classifier: Classify<ResB, Body = Self::Body>;
+        type Judge: Judge<ResB, Body = Self::Body>;
         /// Looks at a call before its first attempt (the guard reads the body).
-        type Prepare: Future<Output = Self::Classifier>;
+        type Prepare: Future<Output = Self::Judge>;
         /// Starts a call.
         fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare;
     }
 
-    /// A decision over one attempt's result. It may need to read (part of) the body first, so
-    /// it answers with a future.
-    pub trait Classify<B> {
+    /// A decision over one attempt's result, once the loop has read the platform error it
+    /// carries, if any (the answer's head, or its bounded read-ahead: see `peek`).
+    pub trait Judge<B: http_body::Body> {
         /// The body of the responses it hands back.
         type Body;
-        /// Its answer.
-        type Future: Future<Output = Classified<Self::Body>>;
-        /// Decides about one attempt's result.
-        fn classify(&self, result: Result<Response<B>, Error>) -> Self::Future;
-    }
-
-    /// What a decision hands back: the result (possibly with a rewrapped body) and its opinion.
-    pub struct Classified<B> {
-        pub result: Result<Response<B>, Error>,
-        pub action: RetryAction,
+        /// What it makes of the result.
+        fn judge(
+            &self,
+            answer: Result<&Response<PeekedBody<B>>, &Error>,
+            platform: Option<Classified>,
+        ) -> RetryAction;
+        /// The response as the layer hands it up.
+        fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<Self::Body>;
     }
 
     /// What a decision makes of one attempt's result.
@@ -137,9 +140,9 @@ pub(crate) mod sealed {
 /// What a [`RetryLayer`] re-sends: one of the crate's three policies —
 /// [`Throttled`](crate::Throttled), [`SessionBusy`](crate::SessionBusy),
 /// [`ReplayDeclarations`](crate::ReplayDeclarations). Sealed: it cannot be implemented outside this crate.
-pub trait RetryPolicy<ReqB, ResB>: Decide<ReqB, ResB> {}
+pub trait RetryPolicy<ReqB, ResB: Body>: Decide<ReqB, ResB> {}
 
-impl<P: Decide<ReqB, ResB>, ReqB, ResB> RetryPolicy<ReqB, ResB> for P {}
+impl<P: Decide<ReqB, ResB>, ReqB, ResB: Body> RetryPolicy<ReqB, ResB> for P {}
 
 /// What an `on_retry` hook is told before a re-send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,11 +173,12 @@ impl fmt::Debug for OnRetry {
     }
 }
 
-/// A retry layer's settings: its name, its schedule and its hooks.
+/// A retry layer's settings: its name, its schedule, its read-ahead and its hooks.
 #[derive(Clone, Debug)]
 struct RetryConfig {
     layer: &'static str,
     backoff: Backoff,
+    peek_limit: usize,
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
 }
@@ -197,6 +201,7 @@ impl<P> RetryLayer<P> {
             config: RetryConfig {
                 layer,
                 backoff,
+                peek_limit: DEFAULT_PEEK_LIMIT,
                 on_retry: None,
                 on_record: None,
             },
@@ -243,6 +248,15 @@ impl<P> RetryLayer<P> {
     /// Replaces the whole schedule at once.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.config.backoff = backoff;
+        self
+    }
+
+    /// Sets how many bytes of an HTTP 200 `application/json` answer may be read ahead to find
+    /// a platform error in its JSON-RPC form (default 4096: such a reply is about 100 bytes). A
+    /// larger answer is passed on unread. When several of the crate's layers are stacked, the
+    /// innermost reads ahead and the others take its finding: an answer is read ahead once.
+    pub fn peek_limit(mut self, bytes: usize) -> Self {
+        self.config.peek_limit = bytes;
         self
     }
 
@@ -312,6 +326,7 @@ where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
     ReqB: Clone,
+    ResB: Body<Data = Bytes> + Unpin,
     P: RetryPolicy<ReqB, ResB>,
 {
     type Response = Response<P::Body>;
@@ -343,7 +358,7 @@ where
             first: Some(request),
             service,
             template,
-            classifier: None,
+            judge: None,
             config: self.config.clone(),
             context,
             index: 0,
@@ -369,17 +384,18 @@ pin_project! {
     pub struct ResponseFuture<S, ReqB, ResB, P>
     where
         S: Service<Request<ReqB>, Response = Response<ResB>>,
+        ResB: Body,
         P: RetryPolicy<ReqB, ResB>,
     {
         // Dropped in this order: what is in flight and what this layer was handed first, so the
         // record is final when the owner calls the hooks.
         #[pin]
-        state: State<S::Future, P::Prepare, <P::Classifier as Classify<ResB>>::Future>,
+        state: State<S::Future, P::Prepare, PeekResult<ResB>>,
         handed: Handed,
         first: Option<Request<ReqB>>,
         service: S,
         template: Option<Request<ReqB>>,
-        classifier: Option<P::Classifier>,
+        judge: Option<P::Judge>,
         config: RetryConfig,
         context: CallContext,
         // The record's index of the attempt in flight.
@@ -412,6 +428,7 @@ where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: Clone,
+    ResB: Body<Data = Bytes> + Unpin,
     P: RetryPolicy<ReqB, ResB>,
 {
     type Output = Result<Response<P::Body>, Error>;
@@ -422,8 +439,8 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Preparing { future } => {
-                    let classifier = ready!(future.poll(cx));
-                    *this.classifier = Some(classifier);
+                    let judge = ready!(future.poll(cx));
+                    *this.judge = Some(judge);
                     let Some(mut request) = this.first.take() else {
                         unreachable!("the first request is sent once")
                     };
@@ -444,14 +461,17 @@ where
                             }
                             Err(error) => Outcome::Failure(error.failure_kind()),
                         });
-                    let Some(classifier) = this.classifier.as_ref() else {
-                        unreachable!("prepared before the first attempt")
-                    };
-                    let future = classifier.classify(result);
+                    let future = peek_result(result, this.config.peek_limit);
                     this.state.set(State::Classifying { future });
                 }
                 StateProj::Classifying { future } => {
-                    let Classified { result, action } = ready!(future.poll(cx));
+                    let (result, platform) = ready!(future.poll(cx));
+                    this.context.record().note_platform(*this.index, platform);
+                    let Some(judge) = this.judge.as_ref() else {
+                        unreachable!("prepared before the first attempt")
+                    };
+                    let action = judge.judge(result.as_ref(), platform);
+                    let result = result.map(|response| judge.wrap(response));
                     match decide(action, this.template.as_ref(), this.config, this.context) {
                         Next::Wait(wait) => {
                             // Release the refused answer now: its body is not read further,
@@ -516,6 +536,7 @@ where
 impl<S, ReqB, ResB, P> fmt::Debug for ResponseFuture<S, ReqB, ResB, P>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: Body,
     P: RetryPolicy<ReqB, ResB>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
