@@ -563,7 +563,8 @@ async fn reqwest_sends_the_signed_request_unaltered() {
     assert_eq!(headers["host"], endpoint.trim_start_matches("http://"));
     assert_eq!(headers["content-length"], ADD.len().to_string());
 
-    // Without `accept`: reqwest adds its default `accept: */*`, which is not signed.
+    // Without `accept`: the signer sends the one the MCP contract requires, signed, so reqwest
+    // adds none of its own (it would add an unsigned `accept: */*`, which the runtime refuses).
     let request = Request::post("http://agentcore.invalid/mcp")
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from_static(ADD.as_bytes())))
@@ -579,10 +580,7 @@ async fn reqwest_sends_the_signed_request_unaltered() {
     let (_, headers) = handed.lock().unwrap()[1].clone();
     let handed_list = header_list(&headers);
     assert_eq!(minus(&handed_list, &seen.headers), [], "{seen:#?}");
-    assert_eq!(
-        minus(&seen.headers, &handed_list),
-        [("accept".to_owned(), "*/*".to_owned())],
-        "{seen:#?}"
-    );
-    assert!(!signed_headers(&headers).iter().any(|s| s == "accept"));
+    assert_eq!(minus(&seen.headers, &handed_list), [], "{seen:#?}");
+    assert_eq!(headers["accept"], "application/json, text/event-stream");
+    assert!(signed_headers(&headers).iter().any(|s| s == "accept"));
 }

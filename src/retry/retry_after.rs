@@ -1,26 +1,54 @@
-//! `Retry-After` (RFC 9110 §10.2.3): how long a server asked us to wait.
+//! How long a server asked us to wait: `Retry-After` (RFC 9110 §10.2.3: seconds or an
+//! HTTP-date) and AWS's own `x-amz-retry-after` (whole milliseconds, as the AWS SDKs read it).
 
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 use http::header::RETRY_AFTER;
 
-/// Reads the one `Retry-After` header of a response head, at the current wall-clock time.
+/// The header AWS services put their wait in, in milliseconds.
+const AMZ_RETRY_AFTER: &str = "x-amz-retry-after";
+
+/// Reads the wait a response head asks for, at the current wall-clock time: its one
+/// `Retry-After` (see [`parse_retry_after`]) and its one `x-amz-retry-after` (whole
+/// milliseconds, `1*DIGIT`). When both are there, the longer wins: each says "not before", so
+/// only the longer satisfies both. Several values of one header count as none of it: the server
+/// did not say one thing.
 ///
-/// See [`parse_retry_after`] for what is accepted. Several `Retry-After` headers count as
-/// none: the server did not say one thing.
+/// ```
+/// use std::time::Duration;
+/// use agentcore_tower::retry_after;
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("x-amz-retry-after", "1500".parse().unwrap());
+/// assert_eq!(retry_after(&headers), Some(Duration::from_millis(1500)));
+/// headers.insert("retry-after", "1".parse().unwrap());
+/// assert_eq!(retry_after(&headers), Some(Duration::from_millis(1500)), "the longer wins");
+/// ```
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     retry_after_at(headers, SystemTime::now())
 }
 
 /// [`retry_after`] at a given time `now` (for HTTP-dates).
 pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let mut values = headers.get_all(RETRY_AFTER).iter();
+    let standard = one(headers, RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now));
+    let amz = one(headers, AMZ_RETRY_AFTER)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    standard.max(amz)
+}
+
+/// The one value of `name`, when there is exactly one and it is text.
+fn one<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
         return None;
     }
-    parse_retry_after(value.to_str().ok()?, now)
+    value
+        .to_str()
+        .ok()
+        .map(|v| v.trim_matches(|c| c == ' ' || c == '\t'))
 }
 
 /// Parses one `Retry-After` value: `delay-seconds` (`1*DIGIT`) or an HTTP-date in any of the

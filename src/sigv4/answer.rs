@@ -25,7 +25,7 @@ use pin_project_lite::pin_project;
 use super::redact::{REDACTED, Redactor, Secrets};
 
 /// The response headers that come back to the app.
-pub(crate) const RESPONSE_HEADERS: [&str; 15] = [
+pub(crate) const RESPONSE_HEADERS: [&str; 16] = [
     "content-type",
     "content-length",
     "mcp-session-id",
@@ -33,6 +33,7 @@ pub(crate) const RESPONSE_HEADERS: [&str; 15] = [
     "x-amzn-bedrock-agentcore-runtime-session-id",
     "x-amzn-bedrock-agentcore-runtime-session-endpoint-url",
     "retry-after",
+    "x-amz-retry-after",
     "x-amzn-errortype",
     "x-amzn-requestid",
     "x-amz-request-id",

@@ -103,6 +103,13 @@ pub(crate) fn invoke_headers(
             headers.insert(name.clone(), value.clone());
         }
     }
+    if !headers.contains_key(http::header::ACCEPT) {
+        // The MCP contract refuses (406 / -32011) a request that does not accept both.
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static(crate::contract::REQUIRED_ACCEPT),
+        );
+    }
     if !headers.contains_key(CONTENT_TYPE) {
         // The SDK's default for a blob payload.
         headers.insert(
