@@ -3,23 +3,26 @@
 //! custom MCP clients.
 //!
 //! The runtime maps its exceptions onto JSON-RPC errors inside an **HTTP 200** on an MCP runtime
-//! (the developer guide's "MCP protocol contract", "Error handling"), and onto HTTP statuses with
+//! — "Most errors are carried in the JSON-RPC `error` object with an HTTP 200 status code"
+//! (developer guide, "MCP protocol contract", "Error handling") — and onto HTTP statuses with
 //! `x-amzn-errortype` in the `InvokeAgentRuntime` API reference. The table as read on
-//! 2026-12-01:
+//! 2026-12-01 (the page's codes, exceptions, statuses and messages; the last column is this
+//! crate's reading — the page gives retry guidance only for `RetryableConflictException`,
+//! "retry with short exponential backoff"):
 //!
-//! | JSON-RPC (HTTP 200) | HTTP form | [`PlatformError`] | what it means for a re-send ([`Meaning`]) |
-//! |---|---|---|---|
-//! | -32001 | 401 `UnauthorizedException` | `Unauthorized` | final |
-//! | -32002 | 403 `AccessDeniedException` | `AccessDenied` | final |
-//! | -32003 "Rate limit exceeded - Too many requests" | 429 `ThrottlingException` | `Throttling` | refused before execution: wait and re-send |
-//! | (the same -32003: the two cannot be told apart) | 402 `ServiceQuotaExceededException` | `ServiceQuotaExceeded` | the JSON-RPC form as throttling; the HTTP form final |
-//! | -32004 | 404 `ResourceNotFoundException` | `ResourceNotFound` | final |
-//! | -32005 "Resource conflict - Resource already exists" | 409 `ConflictException` | `Conflict` | final |
-//! | -32005 "Session operation in progress, please retry" | 409 `RetryableConflictException` | `RetryableConflict` | refused before execution: short backoff, re-send |
-//! | -32006 | 400 `ValidationException` | `Validation` | final |
-//! | -32010 "Tool execution error…" | 424 `RuntimeClientError` | `RuntimeClientError` | may have run: only what is declared replayable |
-//! | -32011 | 406 | `RequestUnacceptable` | final: `Accept` must be `application/json, text/event-stream` |
-//! | -32603 | 500 `InternalServerException` (any 5xx) | `Internal` | JSON-RPC form final (outcome unknown); HTTP form may have run |
+//! | JSON-RPC | message | HTTP form (API reference) | [`PlatformError`] | for a re-send ([`Meaning`]) |
+//! |---|---|---|---|---|
+//! | -32001 (HTTP 401) | "Authentication error - Invalid credentials" | 401 `UnauthorizedException` | `Unauthorized` | final |
+//! | -32002 (HTTP 403) | "Authorization error - Insufficient permissions" | 403 `AccessDeniedException` | `AccessDenied` | final |
+//! | -32003 | "Rate limit exceeded - Too many requests" | 429 `ThrottlingException` | `Throttling` | refused before execution: wait, re-send |
+//! | -32003 (the same reply: the two cannot be told apart) | the same | 402 `ServiceQuotaExceededException` | `ServiceQuotaExceeded` | JSON-RPC form: as throttling; HTTP form: final |
+//! | -32004 | "Resource not found - Requested resource does not exist" | 404 `ResourceNotFoundException` | `ResourceNotFound` | final |
+//! | -32005 | "Resource conflict - Resource already exists" | 409 `ConflictException` | `Conflict` | final |
+//! | -32005 | "Session operation in progress, please retry" | 409 `RetryableConflictException` | `RetryableConflict` | refused before execution: short backoff, re-send |
+//! | -32006 | "Validation error - Invalid request data" | 400 `ValidationException` | `Validation` | final |
+//! | -32010 | "Tool execution error - Please check your CloudWatch logs for more information" | 424 `RuntimeClientError` | `RuntimeClientError` | may have run (the tool's own code failed): re-send only what is declared replayable |
+//! | -32011 (HTTP 406) | "Accept Header Error - MCP protocol requires Accept header: application/json, text/event-stream" | — | `RequestUnacceptable` | final; the signer sends that `Accept` when the app sends none |
+//! | -32603 | "Internal error - Server error" (any other exception) | 500 `InternalServerException`, any 5xx | `Internal` | JSON-RPC form: final (the outcome is unknown); HTTP form: may have run |
 //!
 //! **How exactly each form is matched.** The JSON-RPC form is ONE JSON-RPC 2.0 response object
 //! (`"jsonrpc": "2.0"`, an `id`, an `error`, no `result`) whose integer `error.code` is the
@@ -106,7 +109,7 @@ impl PlatformError {
             PlatformError::RetryableConflict => "RetryableConflictException",
             PlatformError::Validation => "ValidationException",
             PlatformError::RuntimeClientError => "RuntimeClientError",
-            PlatformError::RequestUnacceptable => "McpRequestUnacceptable",
+            PlatformError::RequestUnacceptable => "McpRequestUnacceptableException",
             PlatformError::Internal => "InternalServerException",
         }
     }
@@ -415,7 +418,7 @@ mod tests {
         );
         assert_eq!(
             reply(-32011, "x").unwrap().to_string(),
-            "JSON-RPC -32011 McpRequestUnacceptable (the Accept header must be `application/json, text/event-stream`)"
+            "JSON-RPC -32011 McpRequestUnacceptableException (the Accept header must be `application/json, text/event-stream`)"
         );
         assert_eq!(reply(-32000, "x"), None);
         // A batch, a result beside the error, a float code: no.

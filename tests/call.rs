@@ -591,7 +591,7 @@ async fn a_deadline_outside_the_stack_leaves_the_evidence_in_the_apps_record() {
 }
 
 #[tokio::test]
-async fn names_that_cannot_be_headers_are_sent_without_mcp_name() {
+async fn names_that_cannot_be_plain_headers_are_encoded_or_left_out() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let stack = ServiceBuilder::new()
         .layer(recommended_layers(
@@ -615,15 +615,16 @@ async fn names_that_cannot_be_headers_are_sent_without_mcp_name() {
     let audit = emulator.audit();
     assert_eq!(audit.received.len(), 3);
     assert_eq!(audit.signature_failures, 0, "signed as sent");
-    for (received, method) in
-        audit
-            .received
-            .iter()
-            .zip(["tools/call", "prompts/get", "resources/read"])
-    {
+    // Empty and too long: left out; non-ASCII: the MCP specification's Base64 sentinel form.
+    let expected = [
+        ("tools/call", None),
+        ("prompts/get", Some("=?base64?Y2Fmw6k=?=")),
+        ("resources/read", None),
+    ];
+    for (received, (method, name)) in audit.received.iter().zip(expected) {
         assert!(received.signed);
         assert_eq!(received.mcp_method.as_deref(), Some(method));
-        assert_eq!(received.mcp_name, None);
+        assert_eq!(received.mcp_name.as_deref(), name);
     }
 }
 

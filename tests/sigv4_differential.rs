@@ -180,7 +180,11 @@ impl Members {
     fn apply(&self, call: InvokeAgentRuntimeFluentBuilder) -> InvokeAgentRuntimeFluentBuilder {
         let owned = |value: Option<&str>| value.map(str::to_owned);
         call.set_content_type(owned(self.content_type))
-            .set_accept(owned(self.accept))
+            // The layer sends the Accept the MCP contract requires when the app sent none: the
+            // SDK call it stands for has that member.
+            .set_accept(
+                owned(self.accept).or(Some(agentcore_tower::contract::REQUIRED_ACCEPT.to_owned())),
+            )
             .set_mcp_session_id(owned(self.mcp_session_id))
             .set_mcp_protocol_version(owned(self.mcp_protocol_version))
             .set_mcp_method(owned(self.mcp_method))
@@ -672,6 +676,7 @@ async fn arn_with_colon_and_slash_no_qualifier_no_token() {
     assert_eq!(
         ours.authorization("our layer").signed_headers,
         [
+            "accept",
             "content-length",
             "content-type",
             "host",

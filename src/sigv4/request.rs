@@ -60,23 +60,41 @@ fn invalid(detail: String) -> Error {
 /// The largest `mcp-method` and `mcp-name` the model accepts.
 const MCP_ROUTING_MAX: usize = 1024;
 
-/// A value the crate adds of its own accord (`mcp-method`, `mcp-name`): only when it can be one
-/// within the model's limits — visible ASCII, 1 to 1,024 characters. These headers are optional,
-/// so a name that cannot be one (empty, non-ASCII, too long) is left out and the call goes on.
+/// A value the crate adds of its own accord (`mcp-method`, `mcp-name`), as the MCP specification
+/// (2026-07-28, "Value Encoding") writes it: as it is when it is a safe plain ASCII header value
+/// (visible ASCII and spaces, no whitespace at either end, not itself looking like the
+/// sentinel), else Base64 of its UTF-8 in the sentinel form `=?base64?…?=`. None when it is
+/// empty or, either way, longer than the model's 1,024 characters: these headers are optional
+/// to the runtime, so the call goes on without.
 fn routing_value(text: &str) -> Option<HeaderValue> {
-    let fits = (1..=MCP_ROUTING_MAX).contains(&text.len())
-        && text.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
-    fits.then(|| HeaderValue::from_str(text).ok()).flatten()
+    let plain = !text.is_empty()
+        && text.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.starts_with("=?base64?");
+    let value = if plain {
+        std::borrow::Cow::Borrowed(text)
+    } else if text.is_empty() {
+        return None;
+    } else {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+        std::borrow::Cow::Owned(format!("=?base64?{encoded}?="))
+    };
+    (value.len() <= MCP_ROUTING_MAX)
+        .then(|| HeaderValue::from_str(&value).ok())
+        .flatten()
 }
 
-/// The methods AgentCore routes on, which get `mcp-method` and `mcp-name`.
-fn routed_method(method: Option<&str>) -> Option<&'static str> {
-    match method? {
-        "tools/call" => Some("tools/call"),
-        "resources/read" => Some("resources/read"),
-        "prompts/get" => Some("prompts/get"),
-        _ => None,
-    }
+/// The first MCP protocol version that asks for `Mcp-Method` on every request.
+const STATELESS_MCP: &str = "2026-07-28";
+
+/// The methods that get `mcp-method` (and `mcp-name`): the three AgentCore routes on, and —
+/// for MCP 2026-07-28 and later, which requires it on every request — every method.
+fn routed_method(method: Option<&str>, every: bool) -> Option<(&str, bool)> {
+    let method = method?;
+    let named = matches!(method, "tools/call" | "resources/read" | "prompts/get");
+    (named || every).then_some((method, named))
 }
 
 /// Builds the headers of an `InvokeAgentRuntime` request from the MCP request's, in the order the
@@ -126,11 +144,21 @@ pub(crate) fn invoke_headers(
             context.set_parsed(parsed);
             read
         });
+        // Dates compare as text: 2026-07-28 and later.
+        let every = original
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= STATELESS_MCP);
         if let JsonRpcBody::Single(message) = &*parsed
-            && let Some(method) = routed_method(message.method.as_deref())
+            && let Some((method, named)) = routed_method(message.method.as_deref(), every)
+            && let Some(value) = routing_value(method)
         {
-            headers.insert(MCP_METHOD, HeaderValue::from_static(method));
-            let name = message.name.as_deref().and_then(routing_value);
+            headers.insert(MCP_METHOD, value);
+            let name = message
+                .name
+                .as_deref()
+                .filter(|_| named)
+                .and_then(routing_value);
             if let (false, Some(name)) = (headers.contains_key(&MCP_NAME), name) {
                 headers.insert(MCP_NAME, name);
             }
@@ -400,24 +428,20 @@ mod tests {
     }
 
     #[test]
-    fn names_that_cannot_be_headers_are_left_out_and_the_call_goes_on() {
+    fn names_are_sent_as_the_mcp_spec_encodes_them_or_left_out() {
         let long_uri = format!("file:///{}", "a".repeat(2000));
-        for body in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"","arguments":{}}}"#
-                .to_owned(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"caf\u00e9"}}"#
-                .to_owned(),
-            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"café"}}"#
-                .to_owned(),
-            format!(
-                r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"{long_uri}"}}}}"#
-            ),
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\nb"}}"#.to_owned(),
+        for (body, name) in [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"","arguments":{}}}"#.to_owned(), None),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"caf\u00e9"}}"#.to_owned(), Some("=?base64?Y2Fmw6k=?=")),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"café"}}"#.to_owned(), Some("=?base64?Y2Fmw6k=?=")),
+            (format!(r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"{long_uri}"}}}}"#), None),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\nb"}}"#.to_owned(), Some("=?base64?YQpi?=")),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":" padded"}}"#.to_owned(), Some("=?base64?IHBhZGRlZA==?=")),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"=?base64?x?="}}"#.to_owned(), Some("=?base64?PT9iYXNlNjQ/eD89?=")),
         ] {
             let body = Bytes::from(body);
-            let h = headers_for(&HeaderMap::new(), &body)
-                .unwrap_or_else(|e| panic!("{e} for {body:?}"));
-            assert!(h.get("mcp-name").is_none(), "{body:?}");
+            let h = headers_for(&HeaderMap::new(), &body).unwrap_or_else(|e| panic!("{e} for {body:?}"));
+            assert_eq!(h.get("mcp-name").map(|v| v.to_str().unwrap()), name, "{body:?}");
             assert!(h.get("mcp-method").is_some(), "{body:?}");
         }
         // At the model's limit it still travels.
@@ -427,6 +451,22 @@ mod tests {
         ));
         let h = headers_for(&HeaderMap::new(), &body).unwrap();
         assert_eq!(h["mcp-name"], uri.as_str());
+    }
+
+    #[test]
+    fn every_method_gets_mcp_method_from_mcp_2026_07_28() {
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        assert!(
+            headers_for(&HeaderMap::new(), &ping)
+                .unwrap()
+                .get("mcp-method")
+                .is_none()
+        );
+        let mut stateless = HeaderMap::new();
+        stateless.insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
+        let h = headers_for(&stateless, &ping).unwrap();
+        assert_eq!(h["mcp-method"], "ping");
+        assert!(h.get("mcp-name").is_none());
     }
 
     #[test]
