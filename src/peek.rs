@@ -34,18 +34,20 @@ where
         Ok(response) => response,
         Err(error) => return PeekResult::Ready(Some((Err(error), None))),
     };
-    let status = response.status();
-    let known = response.extensions().get::<Peeked>().map(|p| p.0);
-    let found = known
-        .or_else(|| (status != StatusCode::OK).then(|| classify_head(status, response.headers())));
-    if let Some(found) = found {
+    if let Some(Peeked(found)) = response.extensions().get::<Peeked>().copied() {
         return PeekResult::done(response.map(PeekedBody::new), found);
     }
-    let headers = response.headers();
-    let worth_reading =
-        is_json_content_type(headers) && content_length(headers).is_none_or(|n| n <= limit as u64);
+    let (status, headers) = (response.status(), response.headers());
+    // The contract's JSON-RPC form: an HTTP 200, or the 401, 403 and 406 of its table.
+    let json_rpc_status = matches!(status.as_u16(), 200 | 401 | 403 | 406);
+    let worth_reading = json_rpc_status
+        && is_json_content_type(headers)
+        && content_length(headers).is_none_or(|n| n <= limit as u64);
     if !worth_reading {
-        return PeekResult::done(response.map(PeekedBody::new), None);
+        let found = (status != StatusCode::OK)
+            .then(|| classify_head(status, headers))
+            .flatten();
+        return PeekResult::done(response.map(PeekedBody::new), found);
     }
     let (parts, body) = response.into_parts();
     PeekResult::Reading(Some((parts, PeekedBody::new(body))), limit)
@@ -91,8 +93,34 @@ where
         };
         let found = (body.is_complete() && body.held_len() <= limit)
             .then(|| classify_json(&body.held_bytes()))
-            .flatten();
+            .flatten()
+            .or_else(|| {
+                (parts.status != StatusCode::OK)
+                    .then(|| classify_head(parts.status, &parts.headers))
+                    .flatten()
+            });
         parts.extensions.insert(Peeked(found));
         Poll::Ready((Ok(Response::from_parts(parts, body)), found))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_json_rpc_form_is_read_off_a_401_too() {
+        let body = http_body_util::Full::new(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Authentication error - Invalid credentials"}}"#,
+        ));
+        let response = Response::builder()
+            .status(401)
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let (_, found) = peek_result(Ok(response), DEFAULT_PEEK_LIMIT).await;
+        let found = found.unwrap();
+        assert_eq!(found.error(), crate::contract::PlatformError::Unauthorized);
+        assert_eq!(found.form(), crate::contract::Form::JsonRpc(-32001));
     }
 }

@@ -306,13 +306,17 @@ impl fmt::Display for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{} {}", self.number, self.outcome)?;
         match &self.platform {
-            // The head form is the status and error type already shown; say what they mean
-            // only where the table adds something.
             Some(platform) if matches!(platform.form(), Form::JsonRpc(_)) => {
                 write!(f, " ({platform})")?;
             }
+            // The head form: the status and the error type are shown already — only the 406
+            // says nothing by itself, and only the contract gives it a meaning.
             Some(platform) if platform.error() == PlatformError::RequestUnacceptable => {
-                write!(f, " (the Accept header must be `{REQUIRED_ACCEPT}`)")?;
+                write!(
+                    f,
+                    " ({} (the Accept header must be `{REQUIRED_ACCEPT}`))",
+                    platform.error()
+                )?;
             }
             _ => {}
         }

@@ -105,6 +105,25 @@ pub enum Fault {
     BusyAfterRun,
     /// The answer comes after this delay (the tool runs).
     Slow(Duration),
+    /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
+    /// the contract's code, status, exception and exact message. Nothing runs — except for
+    /// `RuntimeClientError`, where the tool runs and then its code fails.
+    Platform {
+        /// Which row of the table.
+        error: crate::contract::PlatformError,
+        /// In which form.
+        form: PlatformForm,
+    },
+}
+
+/// The form a [`Fault::Platform`] is answered in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlatformForm {
+    /// The MCP contract's: a JSON-RPC error (in an HTTP 200, or the status the table gives).
+    JsonRpc,
+    /// The API reference's: the HTTP status with `x-amzn-errortype`.
+    Http,
 }
 
 /// Random fault rates for `tools/call` requests (each in `[0, 1]`), drawn from a seeded RNG so

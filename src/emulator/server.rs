@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::mcp;
-use super::{BusyForm, Fault, Received, RetryAfter, State};
+use super::{BusyForm, Fault, PlatformForm, Received, RetryAfter, State};
 use crate::body::ReadToBytes;
 use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
 
@@ -291,6 +291,14 @@ async fn invoke(
             let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": SESSION_BUSY_CODE, "message": "Resource conflict - Resource already exists"}});
             return Ok(with_session(json_answer(state, &reply), session_header));
         }
+        Some(Fault::Platform { error, form })
+            if error != crate::contract::PlatformError::RuntimeClientError =>
+        {
+            return Ok(with_session(
+                platform_error(state, error, form, &inspected.id),
+                session_header,
+            ));
+        }
         Some(Fault::HealthCheckFailed) => {
             let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
             return Ok(with_session(json_answer(state, &reply), session_header));
@@ -325,6 +333,12 @@ async fn invoke(
                 session_header,
             ));
         }
+        Some(Fault::Platform { error, form }) => {
+            return Ok(with_session(
+                platform_error(state, error, form, &inspected.id),
+                session_header,
+            ));
+        }
         Some(Fault::BusyAfterRun) => {
             let mut response = respond(
                 StatusCode::OK,
@@ -352,6 +366,74 @@ async fn invoke(
         }
     }
     Ok(with_session(response, session_header))
+}
+
+/// A row of the runtime's error table, in the form asked for, as the contract and the API
+/// reference give it.
+fn platform_error(
+    state: &State,
+    error: crate::contract::PlatformError,
+    form: PlatformForm,
+    id: &Value,
+) -> Response<AnswerBody> {
+    use crate::contract::PlatformError as E;
+    let message = match error {
+        E::Unauthorized => "Authentication error - Invalid credentials",
+        E::AccessDenied => "Authorization error - Insufficient permissions",
+        E::Throttling | E::ServiceQuotaExceeded => crate::contract::THROTTLED_MESSAGE,
+        E::ResourceNotFound => "Resource not found - Requested resource does not exist",
+        E::Conflict => crate::contract::CONFLICT_MESSAGE,
+        E::RetryableConflict => crate::contract::SESSION_BUSY_MESSAGE,
+        E::Validation => "Validation error - Invalid request data",
+        E::RuntimeClientError => {
+            "Tool execution error - Please check your CloudWatch logs for more information"
+        }
+        E::RequestUnacceptable => {
+            "Accept Header Error - MCP protocol requires Accept header: application/json, text/event-stream"
+        }
+        _ => "Internal error - Server error",
+    };
+    match error {
+        E::Throttling | E::ServiceQuotaExceeded => state.record(|a| a.throttled += 1),
+        E::RetryableConflict => state.record(|a| a.busy_refusals += 1),
+        E::Internal => state.record(|a| a.server_errors += 1),
+        _ => {}
+    }
+    match form {
+        PlatformForm::JsonRpc => {
+            let status = match error {
+                E::Unauthorized => StatusCode::UNAUTHORIZED,
+                E::AccessDenied => StatusCode::FORBIDDEN,
+                E::RequestUnacceptable => StatusCode::NOT_ACCEPTABLE,
+                _ => StatusCode::OK,
+            };
+            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.json_rpc_code(), "message": message}});
+            let mut response = json_answer(state, &reply);
+            *response.status_mut() = status;
+            response
+        }
+        _ => {
+            let status = match error {
+                E::Unauthorized => StatusCode::UNAUTHORIZED,
+                E::AccessDenied => StatusCode::FORBIDDEN,
+                E::Throttling => StatusCode::TOO_MANY_REQUESTS,
+                E::ServiceQuotaExceeded => StatusCode::PAYMENT_REQUIRED,
+                E::ResourceNotFound => StatusCode::NOT_FOUND,
+                E::Conflict | E::RetryableConflict => StatusCode::CONFLICT,
+                E::Validation => StatusCode::BAD_REQUEST,
+                E::RuntimeClientError => StatusCode::FAILED_DEPENDENCY,
+                E::RequestUnacceptable => {
+                    return respond(
+                        StatusCode::NOT_ACCEPTABLE,
+                        &[("content-type", "application/json")],
+                        json!({"message": message}).to_string(),
+                    );
+                }
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            aws_error(status, error.exception(), message)
+        }
+    }
 }
 
 fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Response<AnswerBody> {

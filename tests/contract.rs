@@ -1,0 +1,323 @@
+//! The runtime's whole error table, in each of its forms, through the full stack against the
+//! emulator: for every row, the attempts, the record's words, the bytes delivered and how often
+//! the tool ran.
+
+mod common;
+
+use std::time::Duration;
+
+use agentcore_tower::contract::{Form, PlatformError};
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
+use agentcore_tower::{
+    AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+};
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::{Value, json};
+use tower::{Layer, ServiceBuilder, ServiceExt};
+
+const TABLE: [PlatformError; 11] = [
+    PlatformError::Unauthorized,
+    PlatformError::AccessDenied,
+    PlatformError::Throttling,
+    PlatformError::ServiceQuotaExceeded,
+    PlatformError::ResourceNotFound,
+    PlatformError::Conflict,
+    PlatformError::RetryableConflict,
+    PlatformError::Validation,
+    PlatformError::RuntimeClientError,
+    PlatformError::RequestUnacceptable,
+    PlatformError::Internal,
+];
+
+/// What the stack does with a row, for a declared-idempotent tool and for an undeclared one.
+#[derive(Debug, PartialEq, Eq)]
+enum Expect {
+    /// Refused before execution: sent again, by this layer, whatever the tool.
+    SentAgainBy(&'static str),
+    /// May have run: sent again only for the declared tool, by the guard.
+    SentAgainIfDeclared,
+    /// Delivered as it came.
+    Delivered,
+}
+
+fn expect(error: PlatformError, form: PlatformForm) -> Expect {
+    use PlatformError as E;
+    match (error, form) {
+        (E::Throttling, _) | (E::ServiceQuotaExceeded, PlatformForm::JsonRpc) => {
+            Expect::SentAgainBy("throttle")
+        }
+        (E::RetryableConflict, _) => Expect::SentAgainBy("session_busy"),
+        (E::RuntimeClientError, _) | (E::Internal, PlatformForm::Http) => {
+            Expect::SentAgainIfDeclared
+        }
+        _ => Expect::Delivered,
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    body: Bytes,
+    record: AttemptRecord,
+}
+
+async fn call(emulator: &Emulator, request: Request<Full<Bytes>>) -> Answer {
+    let signer = emulator.signer().build().unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(
+            ReplayGuardLayer::new()
+                .idempotent_tools(["add"])
+                .base_delay(Duration::from_millis(1)),
+        )
+        .layer(ThrottleRetryLayer::new().base_delay(Duration::from_millis(1)))
+        .layer(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(1)))
+        .layer(signer)
+        .service(http_client());
+    let response: Response<_> = stack.oneshot(request).await.unwrap();
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    let status = response.status();
+    let (body, _) = read_all(response.into_body()).await;
+    Answer {
+        status,
+        body,
+        record,
+    }
+}
+
+#[tokio::test]
+async fn every_row_of_the_table_in_each_form() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let mut id = 0;
+    for error in TABLE {
+        for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
+            for tool in ["add", "counter"] {
+                id += 1;
+                let ran_before = emulator.audit().executions_of(tool);
+                emulator.push_fault(Fault::Platform { error, form });
+                let args = if tool == "add" {
+                    json!({"a": 1, "b": 2})
+                } else {
+                    json!({})
+                };
+                let answer = call(&emulator, tool_call(id, tool, args)).await;
+                let ran = emulator.audit().executions_of(tool) - ran_before;
+                let attempts = answer.record.attempts();
+                let row = format!("{error:?} {form:?} {tool}:\n{}", answer.record);
+
+                // The record names the row, in the form it came in.
+                let platform = attempts[0]
+                    .platform_error()
+                    .unwrap_or_else(|| panic!("{row}\n{attempts:#?}"));
+                // ServiceQuotaExceeded's JSON-RPC form is throttling's reply: read as that.
+                let read_as = match (error, form) {
+                    (PlatformError::ServiceQuotaExceeded, PlatformForm::JsonRpc) => {
+                        PlatformError::Throttling
+                    }
+                    _ => error,
+                };
+                assert_eq!(platform.error(), read_as, "{row}");
+                assert_eq!(
+                    matches!(platform.form(), Form::JsonRpc(_)),
+                    form == PlatformForm::JsonRpc,
+                    "{row}"
+                );
+                assert!(
+                    answer.record.to_string().contains(error.exception()),
+                    "{row}"
+                );
+                if error == PlatformError::RequestUnacceptable {
+                    assert!(
+                        answer.record.to_string().contains(
+                            "the Accept header must be `application/json, text/event-stream`"
+                        ),
+                        "{row}"
+                    );
+                }
+
+                let runs_on_fault = u64::from(error == PlatformError::RuntimeClientError);
+                let resent = match expect(error, form) {
+                    Expect::SentAgainBy(layer) => {
+                        assert_eq!(attempts[0].decisions()[0].layer(), layer, "{row}");
+                        true
+                    }
+                    Expect::SentAgainIfDeclared => tool == "add",
+                    Expect::Delivered => false,
+                };
+                if resent {
+                    assert_eq!(attempts.len(), 2, "{row}");
+                    assert!(
+                        matches!(
+                            attempts[0].decisions()[0].verdict(),
+                            Verdict::SentAgain { .. }
+                        ),
+                        "{row}"
+                    );
+                    assert_eq!(answer.status, 200, "{row}");
+                    let result: Value = serde_json::from_slice(&answer.body).unwrap();
+                    assert!(result.get("result").is_some(), "{row}: {result}");
+                    assert_eq!(ran, 1 + runs_on_fault, "{row}");
+                } else {
+                    assert_eq!(attempts.len(), 1, "{row}");
+                    assert_eq!(ran, runs_on_fault, "{row}");
+                    // Delivered byte for byte as the emulator answered it.
+                    let delivered: Value = serde_json::from_slice(&answer.body).expect(&row);
+                    match (form, error) {
+                        (PlatformForm::JsonRpc, _) => {
+                            assert_eq!(delivered["error"]["code"], error.json_rpc_code(), "{row}");
+                            assert_eq!(delivered["id"], id, "{row}");
+                        }
+                        _ => assert!(delivered["message"].is_string(), "{row}"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn throttling_in_an_http_200_is_waited_out_and_given_up_on_intact() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let throttled = Fault::Platform {
+        error: PlatformError::Throttling,
+        form: PlatformForm::JsonRpc,
+    };
+    // Twice, then an answer: two waits, the tool ran once.
+    emulator.push_fault(throttled);
+    emulator.push_fault(throttled);
+    let answer = call(&emulator, tool_call(1, "counter", json!({}))).await;
+    assert_eq!(answer.record.len(), 3, "{}", answer.record);
+    assert_eq!(emulator.counter(), 1);
+    let first = answer.record.to_string();
+    assert!(
+        first.starts_with("#1 HTTP 200 (JSON-RPC -32003 ThrottlingException (or ServiceQuotaExceededException: they share the reply)) -> throttle: throttled (JSON-RPC -32003, shared with ServiceQuotaExceeded), sent again after"),
+        "{first}"
+    );
+    // For ever: the last refusal, intact, at the throttle layer's cap.
+    for _ in 0..10 {
+        emulator.push_fault(throttled);
+    }
+    let answer = call(&emulator, tool_call(2, "counter", json!({}))).await;
+    assert_eq!(answer.record.len(), 3, "{}", answer.record);
+    assert!(matches!(
+        answer.record.attempts()[2].decisions()[0].verdict(),
+        Verdict::AttemptsExhausted {
+            max_attempts: 3,
+            ..
+        }
+    ));
+    assert_eq!(answer.status, 200);
+    let refusal = json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32003, "message": "Rate limit exceeded - Too many requests"}});
+    assert_eq!(
+        serde_json::from_slice::<Value>(&answer.body).unwrap(),
+        refusal
+    );
+    assert_eq!(emulator.counter(), 1, "nothing ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_look_alike_of_the_throttling_reply_is_delivered_at_once() {
+    let look_alike = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32003,"message":"Quota of this MCP server exceeded"}}"#;
+    let inner = Scripted::new([Step::Respond(response(
+        200,
+        &[("content-type", "application/json")],
+        look_alike,
+    ))]);
+    let shared = inner.shared();
+    let response = ThrottleRetryLayer::new()
+        .layer(inner)
+        .oneshot(json_request(TOOLS_CALL))
+        .await
+        .unwrap();
+    assert_eq!(shared.calls(), 1);
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    assert_eq!(record.attempts()[0].platform_error(), None);
+    let (body, _) = read_all(response.into_body()).await;
+    assert_eq!(&body[..], look_alike);
+}
+
+#[tokio::test(start_paused = true)]
+async fn x_amz_retry_after_is_waited_to_the_millisecond() {
+    let inner = Scripted::new([
+        Step::Respond(response(
+            429,
+            &[
+                ("x-amz-retry-after", "1500"),
+                ("x-amzn-errortype", "ThrottlingException"),
+            ],
+            b"{}",
+        )),
+        Step::Respond(response(200, &[], b"{}")),
+    ]);
+    let started = tokio::time::Instant::now();
+    let response = ThrottleRetryLayer::new()
+        .layer(inner)
+        .oneshot(json_request(TOOLS_CALL))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_millis(1500));
+    let record = AttemptRecord::of_response(&response).unwrap();
+    assert_eq!(
+        record.attempts()[0].decisions()[0].verdict(),
+        &Verdict::SentAgain {
+            cause: "HTTP 429",
+            wait: Duration::from_millis(1500),
+            retry_after: Some(Duration::from_millis(1500)),
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_stateless_mcp_session_that_never_initializes() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let signer = emulator.signer().build().unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(agentcore_tower::recommended_layers(
+            ReplayGuardLayer::new(),
+            signer.clone(),
+        ))
+        .service(http_client());
+    let stateless = |mut request: Request<Full<Bytes>>| {
+        request
+            .headers_mut()
+            .insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
+        request
+    };
+    for (id, request) in [
+        rpc_request(1, "tools/list", json!({})),
+        tool_call(2, "add", json!({"a": 2, "b": 3})),
+        rpc_request(3, "ping", json!({})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let response = stack.clone().oneshot(stateless(request)).await.unwrap();
+        assert_eq!(response.status(), 200, "request {id}");
+        assert!(
+            response.headers().get("mcp-session-id").is_none(),
+            "no MCP session is minted"
+        );
+        let (body, _) = read_all(response.into_body()).await;
+        let answer: Value = serde_json::from_slice(&body).unwrap();
+        assert!(answer.get("result").is_some(), "request {id}: {answer}");
+    }
+    let audit = emulator.audit();
+    assert_eq!(
+        audit.sessions_started, 1,
+        "one runtime session carries the stickiness"
+    );
+    for received in &audit.received {
+        assert_eq!(
+            received.mcp_method, received.method,
+            "Mcp-Method on every request"
+        );
+        assert_eq!(
+            received.runtime_session_id.as_deref(),
+            Some(signer.runtime_session_id().as_str())
+        );
+        assert_eq!(received.mcp_session_id, None);
+    }
+    assert_eq!(audit.received[1].mcp_name.as_deref(), Some("add"));
+}
