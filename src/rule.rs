@@ -44,13 +44,18 @@ pub enum Refusal {
     /// AgentCore Runtime's "session operation in progress" (JSON-RPC -32005 in an HTTP 200, or
     /// HTTP 409 `RetryableConflictException`).
     SessionBusy,
+    /// The signature was refused (an expired token, a clock off by minutes): the service
+    /// authenticates a request before it runs anything.
+    CredentialsRejected,
 }
 
 impl Refusal {
     /// What re-sending after this refusal assumes.
     pub const fn assumption(self) -> Assumption {
         match self {
-            Refusal::Throttled => Assumption::RejectedBeforeExecution,
+            Refusal::Throttled | Refusal::CredentialsRejected => {
+                Assumption::RejectedBeforeExecution
+            }
             Refusal::SessionBusy => Assumption::RefusedBeforeExecution,
         }
     }

@@ -321,3 +321,113 @@ async fn a_stateless_mcp_session_that_never_initializes() {
     }
     assert_eq!(audit.received[1].mcp_name.as_deref(), Some("add"));
 }
+
+/// A provider of the emulator's credentials that counts how often it is asked.
+#[derive(Debug)]
+struct Counting(
+    aws_credential_types::Credentials,
+    std::sync::Arc<std::sync::atomic::AtomicU32>,
+);
+
+impl aws_credential_types::provider::ProvideCredentials for Counting {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        aws_credential_types::provider::future::ProvideCredentials::ready(Ok(self.0.clone()))
+    }
+}
+
+#[tokio::test]
+async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signed() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let asked = std::sync::Arc::new(AtomicU32::new(0));
+    let cached = agentcore_tower::sigv4::CachedCredentials::new(Counting(
+        emulator.credentials(),
+        asked.clone(),
+    ));
+    // Our clock is 10 minutes ahead.
+    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
+        cached,
+    )
+    .clock(|| std::time::SystemTime::now() + Duration::from_secs(600))
+    .build()
+    .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(agentcore_tower::recommended_layers(
+            ReplayGuardLayer::new(),
+            signer,
+        ))
+        .service(http_client());
+
+    // The skewed clock: refused once, the offset taken from the answer's Date, then accepted.
+    let response = stack
+        .clone()
+        .oneshot(tool_call(1, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    assert_eq!(record.len(), 2, "{record}");
+    assert!(
+        record
+            .to_string()
+            .starts_with("#1 HTTP 403 InvalidSignatureException -> sigv4: clock skew"),
+        "{record}"
+    );
+    assert_eq!(emulator.counter(), 1);
+    // Corrected for good: the next call is signed right the first time.
+    let response = stack
+        .clone()
+        .oneshot(tool_call(2, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "the cache was dropped for the re-send"
+    );
+
+    // An expired token: the cache dropped, the credentials resolved again, sent once more.
+    emulator.push_fault(Fault::ExpiredToken);
+    let response = stack
+        .clone()
+        .oneshot(tool_call(3, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    assert_eq!(
+        record.attempts()[0].to_string(),
+        "#1 HTTP 403 ExpiredTokenException -> sigv4: expired credentials (ExpiredTokenException), sent again after 0ms (by adapter, assumes rejected-before-execution); effect unknown"
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    assert_eq!(emulator.counter(), 3, "ran once per call");
+
+    // Twice expired: only one re-send; any other 403: none.
+    emulator.push_fault(Fault::ExpiredToken);
+    emulator.push_fault(Fault::ExpiredToken);
+    let response = stack
+        .clone()
+        .oneshot(tool_call(4, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 2);
+    emulator.push_fault(Fault::Platform {
+        error: PlatformError::AccessDenied,
+        form: PlatformForm::Http,
+    });
+    let response = stack
+        .oneshot(tool_call(5, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
+}

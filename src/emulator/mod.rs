@@ -105,6 +105,8 @@ pub enum Fault {
     BusyAfterRun,
     /// The answer comes after this delay (the tool runs).
     Slow(Duration),
+    /// HTTP 403 `ExpiredTokenException`: the signing credentials expired. Nothing runs.
+    ExpiredToken,
     /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
     /// the contract's code, status, exception and exact message. Nothing runs — except for
     /// `RuntimeClientError`, where the tool runs and then its code fails.

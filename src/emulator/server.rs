@@ -299,6 +299,17 @@ async fn invoke(
                 session_header,
             ));
         }
+        Some(Fault::ExpiredToken) => {
+            state.record(|a| a.signature_failures += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::FORBIDDEN,
+                    "ExpiredTokenException",
+                    "The security token included in the request is expired",
+                ),
+                session_header,
+            ));
+        }
         Some(Fault::HealthCheckFailed) => {
             let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
             return Ok(with_session(json_answer(state, &reply), session_header));

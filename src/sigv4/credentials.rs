@@ -1,6 +1,8 @@
 //! A caching credentials provider, for providers that do not cache themselves.
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -28,18 +30,34 @@ const REUSE_WITHOUT_EXPIRY: Duration = Duration::from_secs(15 * 60);
 /// Credentials are reused until 5 minutes before their expiry; credentials without an expiry,
 /// for 15 minutes. Concurrent attempts wait for one resolution. A failed resolution is not
 /// cached: the next attempt asks again.
+#[derive(Clone)]
 pub struct CachedCredentials {
+    shared: Arc<Cache>,
+}
+
+struct Cache {
     inner: SharedCredentialsProvider,
-    cached: tokio::sync::Mutex<Option<(Credentials, Instant)>>,
+    cached: tokio::sync::Mutex<Option<(Credentials, Instant, u64)>>,
+    /// Bumped by [`CachedCredentials::invalidate`]: what was cached before is not reused.
+    generation: AtomicU64,
 }
 
 impl CachedCredentials {
     /// Caches what `provider` resolves.
     pub fn new(provider: impl ProvideCredentials + 'static) -> Self {
         Self {
-            inner: SharedCredentialsProvider::new(provider),
-            cached: tokio::sync::Mutex::new(None),
+            shared: Arc::new(Cache {
+                inner: SharedCredentialsProvider::new(provider),
+                cached: tokio::sync::Mutex::new(None),
+                generation: AtomicU64::new(0),
+            }),
         }
+    }
+
+    /// Drops what is cached: the next resolution asks the provider again. The signer does this
+    /// when the service says the credentials expired. Clones share the cache.
+    pub fn invalidate(&self) {
+        self.shared.generation.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -58,15 +76,18 @@ impl ProvideCredentials for CachedCredentials {
         Self: 'a,
     {
         future::ProvideCredentials::new(async move {
+            let cache = &self.shared;
             // Held across the refresh: concurrent attempts wait for one resolution.
-            let mut cached = self.cached.lock().await;
-            if let Some((credentials, fetched)) = cached.as_ref()
+            let mut cached = cache.cached.lock().await;
+            let generation = cache.generation.load(Ordering::SeqCst);
+            if let Some((credentials, fetched, of)) = cached.as_ref()
+                && *of == generation
                 && still_fresh(credentials, *fetched)
             {
                 return Ok(credentials.clone());
             }
-            let credentials = self.inner.provide_credentials().await?;
-            *cached = Some((credentials.clone(), Instant::now()));
+            let credentials = cache.inner.provide_credentials().await?;
+            *cached = Some((credentials.clone(), Instant::now(), generation));
             Ok(credentials)
         })
     }
@@ -83,7 +104,7 @@ impl fmt::Debug for CachedCredentials {
 mod tests {
     use super::*;
     use aws_credential_types::provider::error::CredentialsError;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     #[derive(Debug)]
     struct Counting {
@@ -138,5 +159,19 @@ mod tests {
             "refreshed near expiry"
         );
         assert_eq!(format!("{cached:?}"), "CachedCredentials { .. }");
+        // Invalidated: asked again, though what was cached is still fresh.
+        let far = CachedCredentials::new(Counting {
+            calls: AtomicUsize::new(0),
+            expiry: Some(SystemTime::now() + Duration::from_secs(3600)),
+            fail_first: false,
+        });
+        let a = far.provide_credentials().await.unwrap();
+        far.clone().invalidate();
+        let b = far.provide_credentials().await.unwrap();
+        let c = far.provide_credentials().await.unwrap();
+        assert_eq!(
+            (a.access_key_id(), b.access_key_id(), c.access_key_id()),
+            ("AKID0", "AKID1", "AKID1")
+        );
     }
 }

@@ -156,8 +156,9 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::error::CredentialsError;
@@ -178,7 +179,8 @@ pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::record::{Handed, Outcome};
+use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::rule::{Failure, Refusal};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, is_valid_session_id};
 use session::{Chosen, Sessions, mcp_session_of};
@@ -193,10 +195,111 @@ type CredentialsFuture =
 struct Shared {
     target: ResolvedTarget,
     credentials: SharedCredentialsProvider,
+    /// The cache to drop when the service says the credentials expired, when the provider is a
+    /// [`CachedCredentials`].
+    cache: Option<CachedCredentials>,
     sessions: Sessions,
     user_id: Option<String>,
     stop_on_delete: bool,
     clock: Clock,
+    /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
+    /// that ours is off by more than [`SKEW_THRESHOLD`] (as the AWS SDKs correct it).
+    skew_ms: AtomicI64,
+}
+
+/// How far the clocks must be apart before the signer corrects its own (the AWS SDKs' 4 min).
+const SKEW_THRESHOLD: Duration = Duration::from_secs(4 * 60);
+
+/// Why a refused attempt is sent once more, freshly signed.
+#[derive(Clone, Copy, Debug)]
+enum Refresh {
+    /// `ExpiredTokenException`: the credentials are resolved again, the cache dropped.
+    Expired,
+    /// A signature refused while the answer's `Date` is this far from our clock (ms, the
+    /// server's minus ours).
+    Skewed(i64),
+}
+
+impl Refresh {
+    fn cause(&self) -> &'static str {
+        match self {
+            Refresh::Expired => "expired credentials (ExpiredTokenException)",
+            Refresh::Skewed(_) => {
+                "clock skew (the signature was refused and the answer's Date is more than 4 minutes from our clock)"
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// The time to date a signature by: our clock, corrected by the skew seen.
+    fn now(&self) -> SystemTime {
+        let skew = self.skew_ms.load(Ordering::Relaxed);
+        let by = Duration::from_millis(skew.unsigned_abs());
+        let now = (self.clock)();
+        if skew >= 0 { now + by } else { now - by }
+    }
+
+    /// Whether an answer (its head redacted, and the server's time from its `Date`) calls for a
+    /// fresh signature: a 403 for an expired token, or for a signature while the clocks are
+    /// apart.
+    fn refresh_for(
+        &self,
+        status: StatusCode,
+        headers: &http::HeaderMap,
+        server_time: Option<SystemTime>,
+    ) -> Option<Refresh> {
+        if status != StatusCode::FORBIDDEN {
+            return None;
+        }
+        match crate::aws_error_type(headers)? {
+            "ExpiredTokenException" | "ExpiredToken" | "RequestExpired" => Some(Refresh::Expired),
+            "InvalidSignatureException"
+            | "SignatureDoesNotMatch"
+            | "RequestTimeTooSkewed"
+            | "AuthFailure"
+            | "AccessDeniedException" => {
+                let server = server_time?;
+                let ours = self.now();
+                let skew = match server.duration_since(ours) {
+                    Ok(ahead) => i64::try_from(ahead.as_millis()).ok()?,
+                    Err(behind) => -i64::try_from(behind.duration().as_millis()).ok()?,
+                };
+                (skew.unsigned_abs() > SKEW_THRESHOLD.as_millis() as u64)
+                    .then_some(Refresh::Skewed(skew))
+            }
+            _ => None,
+        }
+    }
+
+    /// Gets ready for the fresh signature: the cache dropped, the clock corrected.
+    fn refresh(&self, refresh: &Refresh) {
+        if let Some(cache) = &self.cache {
+            cache.invalidate();
+        }
+        if let Refresh::Skewed(skew) = refresh {
+            self.skew_ms.fetch_add(*skew, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A copy of a request's head, for a re-send: method, URI, version, headers, extensions.
+fn copy_parts(parts: &http::request::Parts) -> http::request::Parts {
+    let (mut copy, ()) = Request::new(()).into_parts();
+    copy.method = parts.method.clone();
+    copy.uri = parts.uri.clone();
+    copy.version = parts.version;
+    copy.headers = parts.headers.clone();
+    copy.extensions = parts.extensions.clone();
+    copy
+}
+
+/// The credentials provider of a re-send.
+fn again_provider<S>(prepared: Option<&Prepared<S>>) -> SharedCredentialsProvider {
+    let Some(prepared) = prepared else {
+        unreachable!("a re-send is prepared")
+    };
+    prepared.pending.shared.credentials.clone()
 }
 
 impl fmt::Debug for Shared {
@@ -216,6 +319,7 @@ impl fmt::Debug for Shared {
 pub struct SigV4InvokeLayerBuilder {
     target: InvokeTarget,
     credentials: SharedCredentialsProvider,
+    cache: Option<CachedCredentials>,
     session_id: Option<String>,
     sessions: RuntimeSessions,
     user_id: Option<String>,
@@ -285,10 +389,12 @@ impl SigV4InvokeLayerBuilder {
             shared: Arc::new(Shared {
                 target,
                 credentials: self.credentials,
+                cache: self.cache,
                 sessions: Sessions::new(self.sessions, session_id),
                 user_id: self.user_id,
                 stop_on_delete: self.stop_on_delete,
                 clock: self.clock,
+                skew_ms: AtomicI64::new(0),
             }),
         })
     }
@@ -318,13 +424,18 @@ impl SigV4InvokeLayer {
     /// Starts building a layer for `target`, signing with credentials from `credentials` (any
     /// provider: static `Credentials`, a `SharedCredentialsProvider`, aws-config's chain…),
     /// resolved for every attempt. A provider that does not cache by itself — aws-config's
-    /// default chain does not — runs on every attempt: wrap it in [`CachedCredentials`].
+    /// default chain does not — runs on every attempt: wrap it in [`CachedCredentials`] (whose
+    /// cache the layer then drops when the service says the credentials expired).
     pub fn builder(
         target: InvokeTarget,
         credentials: impl ProvideCredentials + 'static,
     ) -> SigV4InvokeLayerBuilder {
+        let cache = (&credentials as &dyn std::any::Any)
+            .downcast_ref::<CachedCredentials>()
+            .cloned();
         SigV4InvokeLayerBuilder {
             target,
+            cache,
             credentials: SharedCredentialsProvider::new(credentials),
             session_id: None,
             sessions: RuntimeSessions::PerLayer,
@@ -471,6 +582,7 @@ where
                     service,
                     shared: self.shared.clone(),
                     operation,
+                    may_refresh: true,
                 }),
             },
             call,
@@ -485,6 +597,9 @@ struct Pending<S> {
     service: S,
     shared: Arc<Shared>,
     operation: Operation,
+    /// Whether this call may still be sent once more with fresh credentials (an expired
+    /// token, a skewed clock).
+    may_refresh: bool,
 }
 
 struct Prepared<S> {
@@ -516,6 +631,42 @@ impl Call {
         self.handed.not_sent(error.to_string());
         self.end();
         error.with_record(self.context.record())
+    }
+
+    /// Whether the call may be sent once more after `refresh`: the call's rule and budget
+    /// allow it. Records the decision either way.
+    fn may_send_again(&self, refresh: &Refresh) -> bool {
+        let record = self.context.record();
+        let cause = refresh.cause();
+        let failure = Failure::Refused(Refusal::CredentialsRejected);
+        let verdict = if self.context.attempts() >= self.context.max_attempts(u32::MAX) {
+            Err(Verdict::AttemptsExhausted {
+                cause,
+                max_attempts: self.context.max_attempts(u32::MAX),
+            })
+        } else {
+            self.context
+                .permission(&failure)
+                .map_err(|reason| Verdict::Forbidden { cause, reason })
+        };
+        match verdict {
+            Ok(permission) => {
+                record.decide(Decision::new(
+                    LAYER,
+                    Verdict::SentAgain {
+                        cause,
+                        wait: std::time::Duration::ZERO,
+                        retry_after: None,
+                    },
+                    Some(permission),
+                ));
+                true
+            }
+            Err(verdict) => {
+                record.decide(Decision::new(LAYER, verdict, None));
+                false
+            }
+        }
     }
 
     /// Sends `request` on as this call's attempt.
@@ -570,6 +721,10 @@ pin_project! {
             chosen: Option<Chosen>,
             shared: Arc<Shared>,
             operation: Operation,
+            again: Option<Prepared<S>>,
+        },
+        Refreshing {
+            prepared: Option<Prepared<S>>,
         },
         Local {
             response: Option<Response<InvokeBody<ResB>>>,
@@ -627,6 +782,10 @@ where
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
                     let context = &this.call.context;
+                    // What a re-send with fresh credentials would need: the request as it came.
+                    let copy = pending
+                        .may_refresh
+                        .then(|| (copy_parts(&pending.parts), body.clone()));
                     let sent = resolved
                         .map_err(|e| {
                             // Name the provider's own failure (the first cause), not only the
@@ -666,12 +825,39 @@ where
                     } = pending;
                     this.call.dispatch(&mut request);
                     let future = service.call(request);
+                    let again = copy.map(|(parts, body)| Prepared {
+                        pending: Pending {
+                            parts,
+                            service,
+                            shared: shared.clone(),
+                            operation,
+                            may_refresh: false,
+                        },
+                        body,
+                    });
                     this.state.set(State::Calling {
                         future,
                         secrets,
                         chosen,
                         shared,
                         operation,
+                        again,
+                    });
+                }
+                StateProj::Refreshing { prepared } => {
+                    let Some(again) = prepared.as_mut() else {
+                        unreachable!("taken once")
+                    };
+                    if let Err(error) = std::task::ready!(again.pending.service.poll_ready(cx)) {
+                        this.state.set(State::Done);
+                        let error = Error::from_service(error);
+                        return Poll::Ready(Err(this.call.not_sent(error)));
+                    }
+                    let prepared = prepared.take();
+                    let provider = again_provider(prepared.as_ref());
+                    this.state.set(State::Resolving {
+                        credentials: Box::pin(async move { provider.provide_credentials().await }),
+                        prepared,
                     });
                 }
                 StateProj::Calling {
@@ -680,23 +866,49 @@ where
                     chosen,
                     shared,
                     operation,
+                    again,
                 } => {
                     let result = std::task::ready!(future.poll(cx));
                     let secrets = std::mem::take(secrets);
                     let chosen = chosen.take();
                     let shared = shared.clone();
                     let operation = *operation;
+                    let again = again.take();
                     this.state.set(State::Done);
                     let call = &mut *this.call;
                     let record = call.context.record().clone();
                     let result = match result {
                         Ok(response) => {
                             let (mut parts, body) = response.into_parts();
+                            // The server's clock, read before the head is filtered (the app
+                            // does not get `Date`): only parsed, never shown.
+                            let server_time = parts
+                                .headers
+                                .get(http::header::DATE)
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| httpdate::parse_http_date(v).ok());
                             // Redact first: nothing below is read from an unredacted head.
                             answer::filter_headers(&mut parts.headers, &secrets);
                             record.complete(call.index, || {
                                 Outcome::of_response(parts.status, &parts.headers)
                             });
+                            // An expired token or a skewed clock: once more, freshly signed.
+                            let refresh = again
+                                .is_some()
+                                .then(|| {
+                                    shared.refresh_for(parts.status, &parts.headers, server_time)
+                                })
+                                .flatten();
+                            if let (Some(refresh), Some(again)) = (refresh, again)
+                                && call.may_send_again(&refresh)
+                            {
+                                drop(body);
+                                shared.refresh(&refresh);
+                                this.state.set(State::Refreshing {
+                                    prepared: Some(again),
+                                });
+                                continue;
+                            }
                             if let Some(chosen) = &chosen {
                                 match operation {
                                     Operation::Invoke => {
@@ -815,7 +1027,7 @@ fn sign_attempt<S>(
         body,
         credentials,
         target.region(),
-        (shared.clock)(),
+        shared.now(),
         // Each attempt is a call of its own here: the extensions move to the signed request.
         std::mem::take(&mut pending.parts.extensions),
     )?;
