@@ -55,13 +55,20 @@
 //! ```
 //!
 //! # What it re-sends
-//! Only HTTP 429. A 429 is a refusal before execution; a 5xx, a transport error or a timeout
-//! may come after the request ran, and re-sending those is the replay rule's business
-//! ([`ReplayGuardLayer`](crate::replay)), not this layer's.
+//! Throttling, in both of AgentCore's forms ([`contract`](crate::contract)): HTTP 429, and an
+//! HTTP 200 `application/json` answer that is ONE JSON-RPC error -32003 with the contract's
+//! exact message "Rate limit exceeded - Too many requests" (read through the bounded
+//! read-ahead every retry layer shares; a batch, an SSE stream, another message or another
+//! code is delivered as it came). `ServiceQuotaExceededException` shares that reply, so the
+//! record says so; the assumption is still "rejected before execution". A 5xx, a transport
+//! error or a timeout may come after the request ran: re-sending those is the replay rule's
+//! business ([`ReplayGuardLayer`](crate::replay)), not this layer's.
 //!
 //! # How long it waits
 //! * A valid `Retry-After` (delta-seconds or an HTTP-date; see
-//!   [`parse_retry_after`](crate::parse_retry_after)) is the wait — it is not capped by
+//!   [`parse_retry_after`](crate::parse_retry_after)) or `x-amz-retry-after` (milliseconds, as
+//!   AWS services send it; the longer when both are there: see [`retry_after`](crate::retry_after))
+//!   is the wait — it is not capped by
 //!   [`max_delay`](ThrottleRetryLayer::max_delay), which only caps the computed backoff.
 //! * Otherwise exponential backoff with equal jitter from [`base_delay`](ThrottleRetryLayer::base_delay).
 //! * Either way the call's waits — this layer's and every other layer's — never add up to more

@@ -68,6 +68,19 @@
 //! signature. Resolving is cheap when the provider caches; aws-config's default chain does not
 //! (the AWS SDK caches in its own identity cache): wrap it in [`CachedCredentials`].
 //!
+//! # Expired credentials, a skewed clock
+//! One answer gets one more attempt, freshly signed, as the AWS SDKs do — when the call's rule
+//! and budget allow it, recorded by `sigv4` as "refused before execution":
+//! * a 403 `ExpiredTokenException`: the credentials are resolved again, the cache of a
+//!   [`CachedCredentials`] provider dropped first;
+//! * a 403 refusing the signature (`InvalidSignatureException`, `SignatureDoesNotMatch`,
+//!   `RequestTimeTooSkewed`, `AuthFailure`, `AccessDeniedException`) while the answer's `Date`
+//!   is more than 4 minutes from our clock: the signer's clock is corrected by that offset —
+//!   for every later attempt too — and the request signed again.
+//!
+//! No other 403 is sent again: a wrong key, a missing permission, a bad signature within the
+//! clock's tolerance stay what they are.
+//!
 //! # The runtime session
 //! A runtime session is a microVM with the MCP server's state in it: it belongs to one MCP
 //! session, never to whichever caller came last.
