@@ -334,12 +334,12 @@ pub fn classify(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
     thread_local! {
-        pub(super) static JSON_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        pub(crate) static JSON_PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
     fn head(status: u16, error_type: Option<&str>) -> Option<PlatformError> {

@@ -123,4 +123,26 @@ mod tests {
         assert_eq!(found.error(), crate::contract::PlatformError::Unauthorized);
         assert_eq!(found.form(), crate::contract::Form::JsonRpc(-32001));
     }
+
+    #[tokio::test]
+    async fn stacked_layers_read_an_answer_ahead_once() {
+        use crate::contract::tests::JSON_PARSES;
+        let body = http_body_util::Full::new(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32003,"message":"Rate limit exceeded - Too many requests"}}"#,
+        ));
+        let response = Response::builder()
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let before = JSON_PARSES.with(|n| n.get());
+        let (inner, first) = peek_result(Ok(response), DEFAULT_PEEK_LIMIT).await;
+        let (outer, second) = peek_result(inner, DEFAULT_PEEK_LIMIT).await;
+        let (_, third) = peek_result(outer, DEFAULT_PEEK_LIMIT).await;
+        assert!(first.is_some() && first == second && second == third);
+        assert_eq!(
+            JSON_PARSES.with(|n| n.get()),
+            before + 1,
+            "read ahead and parsed once"
+        );
+    }
 }
