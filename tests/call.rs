@@ -499,7 +499,7 @@ async fn fifty_mcp_sessions_over_one_layer_each_keep_their_own_runtime_session()
             signer,
         ))
         .service(http_client());
-    let sessions = futures::future::join_all((0..50u64).map(|n| {
+    let sessions = futures_util::future::join_all((0..50u64).map(|n| {
         let stack = stack.clone();
         async move {
             let initialize = rpc_request(n * 100, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}));
@@ -641,7 +641,7 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+    type Future = futures_util::future::BoxFuture<'static, Result<S::Response, S::Error>>;
 
     fn poll_ready(
         &mut self,
@@ -656,7 +656,7 @@ where
         *copy.extensions_mut() = request.extensions().clone();
         let (a, b) = (self.0.clone(), self.0.clone());
         Box::pin(async move {
-            let (first, _second) = futures::join!(a.oneshot(request), b.oneshot(copy));
+            let (first, _second) = futures_util::join!(a.oneshot(request), b.oneshot(copy));
             first
         })
     }

@@ -11,7 +11,7 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig, FaultRates};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
 use bytes::Bytes;
 use common::*;
-use futures::StreamExt;
+use futures_util::StreamExt;
 use http::Request;
 use http_body_util::Full;
 use serde_json::{Value, json};
@@ -74,7 +74,7 @@ async fn ten_thousand_calls_under_faults() {
 
     let counters_started = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let run = futures::stream::iter(0..CALLS)
+    let run = futures_util::stream::iter(0..CALLS)
         .map(|id| {
             let stack = stack.clone();
             let counters_started = counters_started.clone();

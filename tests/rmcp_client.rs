@@ -11,7 +11,7 @@ use std::time::Duration;
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::{AttemptRecord, Outcome, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use rmcp::RoleClient;

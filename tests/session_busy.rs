@@ -471,21 +471,20 @@ async fn size_hint_and_end_of_stream_stay_honest() {
     assert_eq!(body.size_hint().exact(), Some(0));
 }
 
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
-
-    /// For arbitrary bodies split arbitrarily into frames, what the app reads is what the
-    /// server sent (a matched busy reply is the one exception: it is re-sent, never delivered).
-    #[test]
-    fn what_the_app_reads_is_what_the_server_sent(
-        prefix in proptest::sample::select(vec![&b""[..], b"{", b" {\"jsonrpc\":\"2.0\",", b"[", BUSY, OK]),
-        tail in proptest::collection::vec(proptest::num::u8::ANY, 0..6000),
-        cuts in proptest::collection::vec(0usize..6100, 0..8),
-        json in proptest::bool::ANY,
-        error_at_end in proptest::bool::ANY,
-    ) {
+/// For random bodies split at random places into frames (seeded), what the app reads is what
+/// the server sent (a matched busy reply is the one exception: it is re-sent, never delivered).
+#[test]
+fn what_the_app_reads_is_what_the_server_sent() {
+    let mut rng = fastrand::Rng::with_seed(0xb05e);
+    let prefixes: [&[u8]; 6] = [b"", b"{", b" {\"jsonrpc\":\"2.0\",", b"[", BUSY, OK];
+    for _ in 0..256 {
+        let prefix = prefixes[rng.usize(0..prefixes.len())];
+        let tail: Vec<u8> = (0..rng.usize(0..6000)).map(|_| rng.u8(..)).collect();
         let sent: Vec<u8> = [prefix, &tail[..]].concat();
-        let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c < sent.len()).collect();
+        let mut cuts: Vec<usize> = (0..rng.usize(0..8))
+            .map(|_| rng.usize(0..6100))
+            .filter(|c| *c < sent.len())
+            .collect();
         cuts.sort_unstable();
         cuts.dedup();
         let mut chunks = Vec::new();
@@ -494,52 +493,96 @@ proptest::proptest! {
             chunks.push(Bytes::copy_from_slice(&sent[start..c]));
             start = c;
         }
+        let (json, error_at_end) = (rng.bool(), rng.bool());
         let mut frames = frames(chunks);
         if error_at_end {
             frames.push(Err("cut".into()));
         }
-        let headers: &[(&str, &str)] = if json { &[JSON] } else { &[("content-type", "application/octet-stream")] };
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-        let (data, _, error, calls) = rt.block_on(deliver(headers, ScriptedBody::new(frames)));
-        let is_busy = json && !error_at_end && agentcore_tower::session_busy::is_session_busy_json(&sent);
-        if is_busy {
-            proptest::prop_assert_eq!(calls, 2);
-            proptest::prop_assert_eq!(&data[..], OK);
+        let headers: &[(&str, &str)] = if json {
+            &[JSON]
         } else {
-            proptest::prop_assert_eq!(calls, 1);
-            proptest::prop_assert!(data[..] == sent[..]);
-            proptest::prop_assert_eq!(error.is_some(), error_at_end);
+            &[("content-type", "application/octet-stream")]
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let (data, _, error, calls) = rt.block_on(deliver(headers, ScriptedBody::new(frames)));
+        let is_busy =
+            json && !error_at_end && agentcore_tower::session_busy::is_session_busy_json(&sent);
+        if is_busy {
+            assert_eq!(calls, 2);
+            assert_eq!(&data[..], OK);
+        } else {
+            assert_eq!(calls, 1);
+            assert!(data[..] == sent[..]);
+            assert_eq!(error.is_some(), error_at_end);
         }
     }
 }
 
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
-
-    /// The matcher over arbitrary status, headers and body: a re-send exactly when the oracle
-    /// says the answer is the refusal (the fuzz target `session_busy` runs this longer).
-    #[test]
-    fn matches_exactly_when_the_oracle_says(
-        status in proptest::sample::select(vec![200u16, 201, 204, 400, 404, 409, 429, 500, 503]),
-        content_type in proptest::option::of(proptest::sample::select(vec!["application/json", "application/json; charset=utf-8", "text/event-stream", "text/plain", "application/json-rpc"])),
-        error_type in proptest::option::of(proptest::sample::select(vec!["RetryableConflictException", "RetryableConflictException:ns", "ConflictException", "ns#RetryableConflictException", "retryableconflictexception"])),
-        body in proptest::sample::select(vec![BUSY, CONFLICT, HEALTH, OK, b"", b"[]", b"{", b"-32005"]),
-    ) {
-        let mut headers = Vec::new();
-        if let Some(ct) = content_type { headers.push(("content-type", ct)); }
-        if let Some(et) = error_type { headers.push(("x-amzn-errortype", et)); }
-        let is_json = content_type.is_some_and(|c| c.starts_with("application/json") && !c.starts_with("application/json-"));
-        let oracle = (status == 409 && error_type.is_some_and(|e| e.starts_with("RetryableConflictException") || e == "ns#RetryableConflictException"))
-            || (status == 200 && is_json && body == BUSY);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-        let (calls, status_out, bytes) = rt.block_on(through(Step::Respond(response(status, &headers, body))));
-        if oracle {
-            proptest::prop_assert_eq!(calls, 2);
-            proptest::prop_assert_eq!(&bytes[..], OK);
-        } else {
-            proptest::prop_assert_eq!(calls, 1);
-            proptest::prop_assert_eq!(status_out, status);
-            proptest::prop_assert_eq!(&bytes[..], body);
+/// The matcher over every combination of status, headers and body from the table below: a
+/// re-send exactly when the oracle says the answer is the refusal (the fuzz target
+/// `session_busy` runs this over arbitrary inputs for longer).
+#[test]
+fn matches_exactly_when_the_oracle_says() {
+    let statuses = [200u16, 201, 204, 400, 404, 409, 429, 500, 503];
+    let content_types = [
+        None,
+        Some("application/json"),
+        Some("application/json; charset=utf-8"),
+        Some("text/event-stream"),
+        Some("text/plain"),
+        Some("application/json-rpc"),
+    ];
+    let error_types = [
+        None,
+        Some("RetryableConflictException"),
+        Some("RetryableConflictException:ns"),
+        Some("ConflictException"),
+        Some("ns#RetryableConflictException"),
+        Some("retryableconflictexception"),
+    ];
+    let bodies: [&'static [u8]; 8] = [BUSY, CONFLICT, HEALTH, OK, b"", b"[]", b"{", b"-32005"];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    for status in statuses {
+        for content_type in content_types {
+            for error_type in error_types {
+                for body in bodies {
+                    let mut headers = Vec::new();
+                    if let Some(ct) = content_type {
+                        headers.push(("content-type", ct));
+                    }
+                    if let Some(et) = error_type {
+                        headers.push(("x-amzn-errortype", et));
+                    }
+                    let is_json = content_type.is_some_and(|c| {
+                        c.starts_with("application/json") && !c.starts_with("application/json-")
+                    });
+                    let oracle = (status == 409
+                        && error_type.is_some_and(|e| {
+                            e.starts_with("RetryableConflictException")
+                                || e == "ns#RetryableConflictException"
+                        }))
+                        || (status == 200 && is_json && body == BUSY);
+                    let (calls, status_out, bytes) =
+                        rt.block_on(through(Step::Respond(response(status, &headers, body))));
+                    let case = format!("{status} {content_type:?} {error_type:?} {body:?}");
+                    if oracle {
+                        assert_eq!(calls, 2, "{case}");
+                        assert_eq!(&bytes[..], OK, "{case}");
+                    } else {
+                        assert_eq!(calls, 1, "{case}");
+                        assert_eq!(status_out, status, "{case}");
+                        assert_eq!(&bytes[..], body, "{case}");
+                    }
+                }
+            }
         }
     }
 }

@@ -36,7 +36,7 @@ fn proxy_binary() -> &'static Path {
             .unwrap_or_else(|| "cargo".into());
         let mut build = Command::new(cargo);
         build
-            .args(["build", "--quiet", "--example", "stdio_proxy", "--features", "emulator"])
+            .args(["build", "--quiet", "--example", "stdio_proxy", "--features", "emulator,proxy"])
             .arg("--manifest-path")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
             .arg("--target-dir")

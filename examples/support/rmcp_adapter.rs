@@ -76,9 +76,9 @@ use std::task::{Context, Poll};
 
 use agentcore_tower::AttemptRecord;
 use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::{BoxStream, StreamExt, TryStreamExt};
 use http::header::{
     ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
 };
@@ -709,7 +709,7 @@ where
             (EventSize::new(max_event), false),
             |(size, ended), chunk| {
                 if *ended {
-                    return futures::future::ready(None);
+                    return futures_util::future::ready(None);
                 }
                 let item = match chunk {
                     Ok(bytes) if !size.feed(&bytes) => {
@@ -719,7 +719,7 @@ where
                 };
                 // After an error the stream ends: nothing after it could be trusted.
                 *ended = item.is_err();
-                futures::future::ready(Some(item))
+                futures_util::future::ready(Some(item))
             },
         );
     SseStream::from_bytes_stream(bytes).boxed()

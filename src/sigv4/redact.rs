@@ -415,14 +415,23 @@ mod tests {
         assert_eq!(&frames[1][..], b"data: {}\n\n");
     }
 
-    proptest::proptest! {
-        #[test]
-        fn redaction_is_exact(
-            pieces in proptest::collection::vec(proptest::sample::select(vec!["x", "TOKEN99", "TOK", "EN99", "sigA", "si", "gA", " ", "\\u0054", "\\/", "\\", "\\b", "\\s"]), 0..30),
-            cuts in proptest::collection::vec(0usize..200, 0..6),
-        ) {
-            let text: String = pieces.concat();
-            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c < text.len()).collect();
+    /// Seeded random texts of secret pieces, escapes and other bytes, cut at random places:
+    /// the frames do not matter, the length is kept, no secret survives either reading.
+    #[test]
+    fn redaction_is_exact() {
+        let mut rng = fastrand::Rng::with_seed(0x4ed);
+        let pieces = [
+            "x", "TOKEN99", "TOK", "EN99", "sigA", "si", "gA", " ", "\\u0054", "\\/", "\\", "\\b",
+            "\\s",
+        ];
+        for _ in 0..3000 {
+            let text: String = (0..rng.usize(0..30))
+                .map(|_| pieces[rng.usize(0..pieces.len())])
+                .collect();
+            let mut cuts: Vec<usize> = (0..rng.usize(0..6))
+                .map(|_| rng.usize(0..200))
+                .filter(|c| *c < text.len())
+                .collect();
             cuts.sort_unstable();
             cuts.dedup();
             let mut frames = Vec::new();
@@ -436,14 +445,24 @@ mod tests {
             // The frames do not matter to what is masked (a mask cut by a frame may read `***`
             // where the whole reads `[redacted]`).
             let masked = |out: &[u8]| -> Vec<bool> {
-                out.iter().zip(text.as_bytes()).map(|(o, i)| o != i).collect()
+                out.iter()
+                    .zip(text.as_bytes())
+                    .map(|(o, i)| o != i)
+                    .collect()
             };
-            proptest::prop_assert_eq!(masked(&all), masked(&whole), "the frames do not matter");
-            proptest::prop_assert_eq!(all.len(), text.len(), "the length is kept");
+            assert_eq!(
+                masked(&all),
+                masked(&whole),
+                "the frames do not matter: {text:?}"
+            );
+            assert_eq!(all.len(), text.len(), "the length is kept");
             let decoded = String::from_utf8_lossy(&Decoded::of(&all).bytes).into_owned();
-            proptest::prop_assert!(!decoded.contains("TOKEN99") && !decoded.contains("sigA"), "{}", decoded);
+            assert!(
+                !decoded.contains("TOKEN99") && !decoded.contains("sigA"),
+                "{decoded}"
+            );
             let raw = String::from_utf8_lossy(&all).into_owned();
-            proptest::prop_assert!(!raw.contains("TOKEN99") && !raw.contains("sigA"), "{}", raw);
+            assert!(!raw.contains("TOKEN99") && !raw.contains("sigA"), "{raw}");
         }
     }
 }
