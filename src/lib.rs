@@ -122,7 +122,11 @@ mod jsonrpc;
 mod peek;
 pub mod record;
 pub mod replay;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod retry;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 pub mod rule;
 pub mod session_busy;
 pub mod sigv4;

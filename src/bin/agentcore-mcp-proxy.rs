@@ -1,0 +1,2 @@
+//! `agentcore-mcp-proxy`: an MCP proxy for AgentCore Runtime (feature `proxy`).
+fn main() {}

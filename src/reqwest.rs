@@ -1,0 +1,1 @@
+//! reqwest as the stack's HTTP client (feature `reqwest`).
