@@ -2,8 +2,7 @@
 //!
 //! It starts the emulator (a new runtime session provisions for 300 ms, answering the
 //! session-busy refusal meanwhile), builds the recommended stack — replay guard, throttle retry,
-//! session-busy retry, SigV4 — over `reqwest::Client` (through the small adapter in
-//! `examples/support/reqwest_adapter.rs`), and runs a short MCP session by hand: `initialize`,
+//! session-busy retry, SigV4 — over `reqwest::Client` (`agentcore_tower::reqwest`), and runs a short MCP session by hand: `initialize`,
 //! `notifications/initialized`, `tools/list`, `tools/call add {a:2,b:3}`, and `tools/call
 //! counter` after a scripted 429 with `Retry-After: 1`. For each it prints the answer and the
 //! call's attempt record, one line per attempt: the session-busy refusals waited out while the
@@ -13,18 +12,15 @@
 //! `InvalidSignatureException` when anything signed changed on the way: every 200 below shows
 //! that reqwest sent the signed request unaltered.
 //!
-//! Run: `cargo run --example reqwest_stack --features emulator`
-
-#[path = "support/reqwest_adapter.rs"]
-mod reqwest_adapter;
+//! Run: `cargo run --example reqwest_stack --features emulator,reqwest`
 
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::reqwest::ReqwestService;
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use reqwest_adapter::ReqwestService;
 use tower::{Service, ServiceExt};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -42,13 +38,13 @@ async fn main() -> Result<(), BoxError> {
     let signer = emulator.signer().build()?;
     // reqwest's own retries and redirects off (the stack decides re-sends); no proxy from the
     // environment between us and the emulator on 127.0.0.1.
-    let client = ReqwestService::client_builder().no_proxy().build()?;
+    let client = ReqwestService::with_client(|builder| builder.no_proxy())?;
     let mut stack = tower::ServiceBuilder::new()
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
-        .service(ReqwestService::new(client));
+        .service(client);
 
     let mut session: Option<String> = None;
     let messages = [

@@ -109,13 +109,13 @@ impl FailureKind {
     /// * **never sent** — proof that the request was not written:
     ///   [`RequestNotSent`] (for transports that can tell, wrap their error in it);
     ///   hyper-util's legacy client error with `is_connect()` (the connection was never
-    ///   established, so nothing was written on it); an [`std::io::Error`] of kind
-    ///   `ConnectionRefused`;
+    ///   established, so nothing was written on it), and (feature `reqwest`) a reqwest error with
+    ///   `is_connect()`; an [`std::io::Error`] of kind `ConnectionRefused`;
     /// * **connection dropped** — an `io::Error` of kind `ConnectionReset`,
     ///   `ConnectionAborted`, `BrokenPipe` or `UnexpectedEof`, or hyper's "incomplete message"
     ///   (the connection closed before the whole answer came);
     /// * **timed out** — an `io::Error` of kind `TimedOut`, hyper's timeout, tokio's or tower's
-    ///   `Elapsed`;
+    ///   `Elapsed`, and (feature `reqwest`) a reqwest timeout;
     /// * anything else → [`Other`](FailureKind::Other): nothing is known.
     ///
     /// hyper-util's legacy client re-sends by itself a request that was never started on a
@@ -131,6 +131,17 @@ impl FailureKind {
                 && client.is_connect()
             {
                 return FailureKind::NeverSent;
+            }
+            #[cfg(feature = "reqwest")]
+            if let Some(reqwest) = e.downcast_ref::<::reqwest::Error>() {
+                // A connection never established carried nothing (a connect timeout among
+                // them); reqwest's own timeout type is private, so it is asked here.
+                if reqwest.is_connect() {
+                    return FailureKind::NeverSent;
+                }
+                if reqwest.is_timeout() {
+                    return FailureKind::TimedOut;
+                }
             }
             if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
                 if hyper.is_incomplete_message() {

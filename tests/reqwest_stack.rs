@@ -1,22 +1,19 @@
-//! reqwest as the stack's inner HTTP client, through `examples/support/reqwest_adapter.rs`,
+//! reqwest as the stack's inner HTTP client, through `agentcore_tower::reqwest`,
 //! against the AgentCore emulator (which checks the SigV4 signature of every request) and
 //! against a raw TCP listener that shows what reqwest writes on the wire.
-
-#[path = "../examples/support/reqwest_adapter.rs"]
-mod reqwest_adapter;
 
 use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
+use agentcore_tower::reqwest::ReqwestService;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ErrorKind, FailureKind, Outcome, ReplayGuardLayer, Verdict};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
-use reqwest_adapter::ReqwestService;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::{Service, ServiceExt};
@@ -28,11 +25,8 @@ const ADD: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"na
 const COUNTER: &str =
     r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"counter","arguments":{}}}"#;
 
-fn client() -> reqwest::Client {
-    ReqwestService::client_builder()
-        .no_proxy()
-        .build()
-        .expect("a reqwest client")
+fn client() -> ReqwestService {
+    ReqwestService::with_client(|builder| builder.no_proxy()).expect("a reqwest client")
 }
 
 /// The recommended stack over reqwest, for `emulator`.
@@ -49,7 +43,7 @@ fn stack(
 /// The recommended stack over `client`, for `emulator`.
 fn stack_with(
     emulator: &Emulator,
-    client: reqwest::Client,
+    client: ReqwestService,
 ) -> impl Service<
     Request<Full<Bytes>>,
     Response = Response<impl Body<Data = Bytes, Error: Into<BoxError>>>,
@@ -61,7 +55,7 @@ fn stack_with(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
-        .service(ReqwestService::new(client))
+        .service(client)
 }
 
 fn mcp_request(session: Option<&str>, payload: &'static str) -> Request<Full<Bytes>> {
@@ -342,21 +336,16 @@ async fn a_dropped_counter_call_is_not_sent_again() {
     );
 }
 
-/// A timeout of reqwest's own (`ClientBuilder::timeout`) is NOT classified as a timeout by
-/// `FailureKind::of_error`: reqwest reports it as `reqwest::Error { kind: Request, source:
-/// reqwest::error::TimedOut }`, and `TimedOut` is a private type (reqwest's own
-/// `Error::is_timeout` is what recognises it). The attempt is recorded as `failed: error`
-/// (`FailureKind::Other`) rather than `timed out`. Both mean "may have run", so the replay rule
-/// decides the same; only the record is less precise. A `tower::timeout` layer (or tower-http's
-/// `TimeoutLayer`) above the stack is classified exactly.
+/// A timeout of reqwest's own (`ClientBuilder::timeout`) is classified as a timeout: reqwest
+/// reports it as `reqwest::Error { kind: Request, source: reqwest::error::TimedOut }`, whose
+/// `TimedOut` is a private type, so `FailureKind::of_error` asks `reqwest::Error::is_timeout`
+/// (feature `reqwest`). A timeout may come after the tool ran: the undeclared call is not sent
+/// again.
 #[tokio::test]
-async fn a_reqwest_timeout_is_classified_as_other() {
+async fn a_reqwest_timeout_is_classified_as_timed_out() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let client = ReqwestService::client_builder()
-        .no_proxy()
-        .timeout(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let client =
+        ReqwestService::with_client(|b| b.no_proxy().timeout(Duration::from_millis(200))).unwrap();
     let mut stack = stack_with(&emulator, client);
     let session = initialize(&mut stack).await;
 
@@ -381,13 +370,12 @@ async fn a_reqwest_timeout_is_classified_as_other() {
         "ours -> reqwest::Error -> TimedOut: {chain:#?}"
     );
     assert_eq!(chain[2], "TimedOut", "{chain:#?}");
-    // The gap: a timeout, classified as `Other`.
-    assert_eq!(error.failure_kind(), FailureKind::Other, "{chain:#?}");
+    assert_eq!(error.failure_kind(), FailureKind::TimedOut, "{chain:#?}");
     let record = error.record().expect("the error carries its record");
     assert_eq!(record.len(), 1, "{record}");
     assert_eq!(
         record.attempts()[0].outcome(),
-        &Outcome::Failure(FailureKind::Other),
+        &Outcome::Failure(FailureKind::TimedOut),
         "{record}"
     );
     // The emulator ran the tool before its slow answer; it was not sent again.
@@ -512,7 +500,7 @@ async fn reqwest_sends_the_signed_request_unaltered() {
                 request
             }
         })
-        .service(ReqwestService::new(client()));
+        .service(client());
 
     // With `accept`: nothing added, nothing changed.
     let response = ServiceExt::<Request<Full<Bytes>>>::ready(&mut stack)
