@@ -130,6 +130,7 @@ pub mod rmcp;
 pub mod rule;
 pub mod session_busy;
 pub mod sigv4;
+mod stack;
 pub mod throttle;
 mod uri;
 
@@ -150,54 +151,5 @@ pub use rule::{
 };
 pub use session_busy::{SessionBusy, SessionBusyRetry, SessionBusyRetryLayer};
 pub use sigv4::{InvokeTarget, SigV4Invoke, SigV4InvokeLayer};
+pub use stack::{RecommendedBody, RecommendedLayers, RecommendedStack, recommended_layers};
 pub use throttle::{ThrottleRetry, ThrottleRetryLayer, Throttled};
-
-/// The body of the responses of the [`recommended_layers`] over an HTTP client whose responses
-/// have bodies `B` (hyper's `Incoming`, reqwest's body…): to name the stack's type in a struct.
-pub type RecommendedBody<B> =
-    body::ObservedBody<PeekedBody<PeekedBody<PeekedBody<sigv4::InvokeBody<B>>>>>;
-
-/// The four layers in the recommended order, as one [`Layer`](tower::Layer): see
-/// [`recommended_layers`].
-pub type RecommendedLayers = tower::layer::util::Stack<
-    SigV4InvokeLayer,
-    tower::layer::util::Stack<
-        SessionBusyRetryLayer,
-        tower::layer::util::Stack<
-            ThrottleRetryLayer,
-            tower::layer::util::Stack<ReplayGuardLayer, tower::layer::util::Identity>,
-        >,
-    >,
->;
-
-/// The recommended stack, outer to inner: `guard`, a [`ThrottleRetryLayer`] and a
-/// [`SessionBusyRetryLayer`] with their defaults, then `signer` — one layer to put over the HTTP
-/// client. For other settings of the two retry layers, stack the four yourself.
-///
-/// ```
-/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-/// use agentcore_tower::{ReplayGuardLayer, recommended_layers};
-/// use aws_credential_types::Credentials;
-/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
-/// let signer = SigV4InvokeLayer::builder(
-///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
-///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
-/// )
-/// .build()?;
-/// let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-///     .build_http::<http_body_util::Full<bytes::Bytes>>();
-/// let stack = tower::ServiceBuilder::new()
-///     .layer(recommended_layers(ReplayGuardLayer::new().idempotent_tools(["lookup"]), signer))
-///     .service(client);
-/// # let _ = stack;
-/// # Ok(())
-/// # }
-/// ```
-pub fn recommended_layers(guard: ReplayGuardLayer, signer: SigV4InvokeLayer) -> RecommendedLayers {
-    tower::ServiceBuilder::new()
-        .layer(guard)
-        .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .layer(signer)
-        .into_inner()
-}

@@ -1,0 +1,129 @@
+//! The recommended stack, as one layer whose every layer can be configured, and names for its
+//! service and body types (to keep the stack in a struct).
+
+use tower::Layer;
+
+use crate::body::ObservedBody;
+use crate::sigv4::{InvokeBody, SigV4Invoke, SigV4InvokeLayer};
+use crate::{
+    PeekedBody, ReplayGuard, ReplayGuardLayer, SessionBusyRetry, SessionBusyRetryLayer,
+    ThrottleRetry, ThrottleRetryLayer,
+};
+
+/// The four layers in the recommended order, outer to inner — the guard, throttling,
+/// session busy, the signer — as one [`Layer`]: each with its defaults unless set here.
+///
+/// ```
+/// use std::time::Duration;
+/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::{RecommendedLayers, RecommendedStack, ReplayGuardLayer, ThrottleRetryLayer};
+/// use aws_credential_types::Credentials;
+/// use hyper_util::client::legacy::{Client, connect::HttpConnector};
+///
+/// // A struct that keeps the stack: its type has a name.
+/// struct McpClient {
+///     stack: RecommendedStack<Client<HttpConnector, http_body_util::Full<bytes::Bytes>>>,
+/// }
+///
+/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// let signer = SigV4InvokeLayer::builder(
+///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
+/// )
+/// .build()?;
+/// let layers = RecommendedLayers::new(signer)
+///     .guard(ReplayGuardLayer::new().idempotent_tools(["lookup"]))
+///     .throttle(ThrottleRetryLayer::new().max_total_wait(Duration::from_secs(30)));
+/// let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+/// let mcp = McpClient { stack: tower::ServiceBuilder::new().layer(layers).service(client) };
+/// # let _ = mcp.stack;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RecommendedLayers {
+    guard: ReplayGuardLayer,
+    throttle: ThrottleRetryLayer,
+    session_busy: SessionBusyRetryLayer,
+    signer: SigV4InvokeLayer,
+}
+
+impl RecommendedLayers {
+    /// The stack over `signer`, the three retry layers with their defaults.
+    pub fn new(signer: SigV4InvokeLayer) -> Self {
+        Self {
+            guard: ReplayGuardLayer::new(),
+            throttle: ThrottleRetryLayer::new(),
+            session_busy: SessionBusyRetryLayer::new(),
+            signer,
+        }
+    }
+
+    /// Uses this guard (its declarations, its schedule).
+    pub fn guard(mut self, guard: ReplayGuardLayer) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// Uses this throttling layer.
+    pub fn throttle(mut self, throttle: ThrottleRetryLayer) -> Self {
+        self.throttle = throttle;
+        self
+    }
+
+    /// Uses this session-busy layer.
+    pub fn session_busy(mut self, session_busy: SessionBusyRetryLayer) -> Self {
+        self.session_busy = session_busy;
+        self
+    }
+
+    /// The signer.
+    pub fn signer(&self) -> &SigV4InvokeLayer {
+        &self.signer
+    }
+}
+
+/// The service the [`RecommendedLayers`] build over an HTTP client `S`.
+pub type RecommendedStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>>>;
+
+/// The body of the responses of a [`RecommendedStack`] over an HTTP client whose responses have
+/// bodies `B` (hyper's `Incoming`, reqwest's body…).
+pub type RecommendedBody<B> = ObservedBody<PeekedBody<PeekedBody<PeekedBody<InvokeBody<B>>>>>;
+
+impl<S> Layer<S> for RecommendedLayers {
+    type Service = RecommendedStack<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        self.guard.layer(
+            self.throttle
+                .layer(self.session_busy.layer(self.signer.layer(inner))),
+        )
+    }
+}
+
+/// The recommended stack, outer to inner: `guard`, a [`ThrottleRetryLayer`] and a
+/// [`SessionBusyRetryLayer`] with their defaults, then `signer` — one layer to put over the HTTP
+/// client. [`RecommendedLayers`] sets every layer.
+///
+/// ```
+/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::{ReplayGuardLayer, recommended_layers};
+/// use aws_credential_types::Credentials;
+/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// let signer = SigV4InvokeLayer::builder(
+///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
+/// )
+/// .build()?;
+/// let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+///     .build_http::<http_body_util::Full<bytes::Bytes>>();
+/// let stack = tower::ServiceBuilder::new()
+///     .layer(recommended_layers(ReplayGuardLayer::new().idempotent_tools(["lookup"]), signer))
+///     .service(client);
+/// # let _ = stack;
+/// # Ok(())
+/// # }
+/// ```
+pub fn recommended_layers(guard: ReplayGuardLayer, signer: SigV4InvokeLayer) -> RecommendedLayers {
+    RecommendedLayers::new(signer).guard(guard)
+}
