@@ -458,6 +458,38 @@ impl SigV4InvokeLayer {
         }
     }
 
+    /// Starts building a layer for `target` from an AWS configuration (feature `aws-config`):
+    /// the region when neither the target nor its ARN names one, the endpoint when the target
+    /// sets none and the configuration has one, and the configuration's credentials provider,
+    /// cached ([`CachedCredentials`]: aws-config's chain does not cache by itself).
+    ///
+    /// ```no_run
+    /// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    /// let signer = SigV4InvokeLayer::from_sdk_config(
+    ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+    ///     &config,
+    /// )?
+    /// .build()?;
+    /// # let _ = signer;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "aws-config")]
+    pub fn from_sdk_config(
+        target: InvokeTarget,
+        config: &aws_config::SdkConfig,
+    ) -> Result<SigV4InvokeLayerBuilder, ConfigError> {
+        let provider = config
+            .credentials_provider()
+            .ok_or(ConfigError::NoCredentials)?;
+        Ok(Self::builder(
+            target.completed_by(config),
+            CachedCredentials::new(provider),
+        ))
+    }
+
     /// The layer's own runtime session id: the one requests that name none carry now with
     /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
     /// it: each MCP session has its own.
@@ -1059,5 +1091,46 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, feature = "aws-config"))]
+mod sdk_config_tests {
+    use super::*;
+
+    #[test]
+    fn a_signer_from_an_sdk_config_takes_what_the_target_leaves_open() {
+        let config = aws_config::SdkConfig::builder()
+            .region(aws_config::Region::new("eu-west-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                "AKID", "secret", None, None, "test",
+            )))
+            .build();
+        // A runtime id names no region: the configuration's.
+        let signer = SigV4InvokeLayer::from_sdk_config(
+            InvokeTarget::runtime_id("calc-AbC123", "123456789012"),
+            &config,
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        assert_eq!(signer.target().region(), "eu-west-1");
+        // An ARN names its own: it wins over the configuration's.
+        let signer = SigV4InvokeLayer::from_sdk_config(
+            InvokeTarget::arn(
+                "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/calc-AbC123",
+            ),
+            &config,
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        assert_eq!(signer.target().region(), "us-west-2");
+        let bare = aws_config::SdkConfig::builder().build();
+        assert_eq!(
+            SigV4InvokeLayer::from_sdk_config(InvokeTarget::runtime_id("x", "123456789012"), &bare)
+                .err(),
+            Some(ConfigError::NoCredentials)
+        );
     }
 }

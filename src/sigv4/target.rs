@@ -81,6 +81,8 @@ pub enum ConfigError {
         /// Its length in characters.
         length: usize,
     },
+    /// The AWS configuration has no credentials provider.
+    NoCredentials,
 }
 
 impl fmt::Display for ConfigError {
@@ -106,6 +108,9 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidRuntimeSessionId { length } => write!(
                 f,
                 "the runtime session id must be 33 to 256 visible ASCII characters (got {length})"
+            ),
+            ConfigError::NoCredentials => f.write_str(
+                "the AWS configuration has no credentials provider (no profile, no environment variables, no SSO session?)",
             ),
             ConfigError::InvalidRuntimeUserId { length } => write!(
                 f,
@@ -164,6 +169,22 @@ impl fmt::Debug for InvokeTarget {
 }
 
 impl InvokeTarget {
+    /// Fills what the target leaves open from an AWS configuration: the region when neither the
+    /// target nor its ARN names one, the endpoint when none is set and the configuration has one
+    /// (`AWS_ENDPOINT_URL`, a profile's `endpoint_url`).
+    #[cfg(feature = "aws-config")]
+    pub(crate) fn completed_by(mut self, config: &aws_config::SdkConfig) -> Self {
+        if let (Err(ConfigError::MissingRegion), Some(region)) =
+            (self.clone().resolve(), config.region())
+        {
+            self.region = Some(region.as_ref().to_owned());
+        }
+        if let (None, Some(endpoint)) = (&self.endpoint, config.endpoint_url()) {
+            self.endpoint = Some(endpoint.to_owned());
+        }
+        self
+    }
+
     /// The runtime named by its full ARN.
     pub fn arn(arn: impl Into<String>) -> Self {
         Self {
