@@ -39,11 +39,19 @@ async fn main() -> Result<(), BoxError> {
     // reqwest's own retries and redirects off (the stack decides re-sends); no proxy from the
     // environment between us and the emulator on 127.0.0.1.
     let client = ReqwestService::with_client(|builder| builder.no_proxy())?;
+    // tower-http's TraceLayer under the signer traces every attempt as it goes on the wire
+    // (method, URL, status, latency; never a header value), to stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::DEBUG)
+        .with_target(false)
+        .init();
     let mut stack = tower::ServiceBuilder::new()
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .service(client);
 
     let mut session: Option<String> = None;
