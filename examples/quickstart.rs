@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer};
+use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, Verdict};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -132,6 +132,7 @@ impl Mcp {
                     }
                 );
                 if let Some(record) = record {
+                    println!("  the stack: {}", what_the_stack_did(&record));
                     println!("  attempts:\n{}", indent(&record.to_string()));
                 }
             }
@@ -144,11 +145,44 @@ impl Mcp {
                 }
                 println!("  failed: {why}");
                 if let Some(record) = error.record() {
+                    println!("  the stack: {}", what_the_stack_did(record));
                     println!("  attempts:\n{}", indent(&record.to_string()));
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// One line of what the stack did with a call: its re-sends, and why it stopped.
+fn what_the_stack_did(record: &AttemptRecord) -> String {
+    let attempts = record.attempts();
+    let mut said = Vec::new();
+    for attempt in &attempts {
+        for decision in attempt.decisions() {
+            match decision.verdict() {
+                Verdict::SentAgain { cause, wait, .. } => said.push(format!(
+                    "{} sent it again after {} ms ({cause})",
+                    decision.layer(),
+                    wait.as_millis()
+                )),
+                Verdict::Forbidden { reason, .. } => {
+                    said.push(format!("did not send it again: {reason}"))
+                }
+                Verdict::AttemptsExhausted { max_attempts, .. } => {
+                    said.push(format!("gave up after {max_attempts} attempts"))
+                }
+                Verdict::WaitCeiling { .. } => said.push("gave up: the wait ceiling".into()),
+                _ => {}
+            }
+        }
+    }
+    let n = attempts.len();
+    let head = format!("{n} attempt{}", if n == 1 { "" } else { "s" });
+    if said.is_empty() {
+        format!("{head}, delivered as it came")
+    } else {
+        format!("{head}; {}", said.join("; "))
     }
 }
 
@@ -188,56 +222,67 @@ async fn emulated() -> Result<(), BoxError> {
         next_id: 0,
     };
 
-    // The runtime session is still provisioning: session busy re-sends until it is up.
-    mcp.send("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quickstart", "version": "1"}}), false).await?;
-    mcp.send("notifications/initialized", json!({}), true)
-        .await?;
-    mcp.send("tools/list", json!({}), false).await?;
+    println!(
+        "Each call prints the fault the emulator was told to apply, the answer, one line of what\n\
+         the stack did, and the attempt record. Every attempt ends in \"effect unknown\": a client\n\
+         cannot know whether the server ran it; the record says what each re-send assumed."
+    );
 
-    // Throttled, with Retry-After: 1 → waited out and sent again.
-    emulator.push_fault(Fault::Throttle {
-        retry_after: Some(RetryAfter::Seconds(1)),
-    });
-    mcp.send(
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
-        false,
-    )
-    .await?;
-
-    // The connection drops after `add` ran: declared idempotent, so the guard sends it again.
-    emulator.push_fault(Fault::DropAfterRun);
-    mcp.send(
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": 20, "b": 22}}),
-        false,
-    )
-    .await?;
-
-    // The connection drops after `counter` ran: NOT declared, so it is not sent again.
-    emulator.push_fault(Fault::DropAfterRun);
-    mcp.send(
-        "tools/call",
-        json!({"name": "counter", "arguments": {}}),
-        false,
-    )
-    .await?;
-
-    // The ConflictException look-alike is delivered as it came, never retried.
-    emulator.push_fault(Fault::ConflictLookAlike);
-    mcp.send(
-        "tools/call",
-        json!({"name": "counter", "arguments": {}}),
-        false,
-    )
-    .await?;
-
-    mcp.send(
-        "tools/call",
-        json!({"name": "counter", "arguments": {}}),
-        false,
-    )
-    .await?;
+    let calls: [(&str, Option<Fault>, &str, Value, bool); 8] = [
+        (
+            "none — but the new runtime session is still provisioning: session busy, in both forms",
+            None,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quickstart", "version": "1"}}),
+            false,
+        ),
+        ("none", None, "notifications/initialized", json!({}), true),
+        ("none", None, "tools/list", json!({}), false),
+        (
+            "HTTP 429 with Retry-After: 1 (refused before running)",
+            Some(Fault::Throttle {
+                retry_after: Some(RetryAfter::Seconds(1)),
+            }),
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+            false,
+        ),
+        (
+            "the connection drops after `add` ran (declared idempotent)",
+            Some(Fault::DropAfterRun),
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 20, "b": 22}}),
+            false,
+        ),
+        (
+            "the connection drops after `counter` ran (not declared: it may have run)",
+            Some(Fault::DropAfterRun),
+            "tools/call",
+            json!({"name": "counter", "arguments": {}}),
+            false,
+        ),
+        (
+            "the ConflictException look-alike (-32005 with another message: not the refusal)",
+            Some(Fault::ConflictLookAlike),
+            "tools/call",
+            json!({"name": "counter", "arguments": {}}),
+            false,
+        ),
+        (
+            "none",
+            None,
+            "tools/call",
+            json!({"name": "counter", "arguments": {}}),
+            false,
+        ),
+    ];
+    for (scripted, fault, method, params, notification) in calls {
+        if let Some(fault) = fault {
+            emulator.push_fault(fault);
+        }
+        println!("\n[emulator fault: {scripted}]");
+        mcp.send(method, params, notification).await?;
+    }
 
     let audit = emulator.audit();
     println!(
