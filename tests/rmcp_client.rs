@@ -1,19 +1,17 @@
-//! rmcp's client over this crate's tower stack, against the emulator; and the adapter
-//! (`examples/support/rmcp_adapter.rs`) on its own, against scripted HTTP answers.
+//! rmcp's client over this crate's tower stack, against the emulator; and
+//! `agentcore_tower::rmcp::TowerClient` on its own, against scripted HTTP answers.
 
-#[path = "../examples/support/rmcp_adapter.rs"]
-mod rmcp_adapter;
-
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::rmcp::{Exchange, RecordTapLayer, TowerClient, TowerClientError};
 use agentcore_tower::{AttemptRecord, Outcome, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -25,63 +23,93 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
-use rmcp_adapter::{Exchange, RecordTap, TowerClientError, TowerMcpClient};
+use tower::ServiceExt as _;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
 /// Every exchange the tap saw, with its attempt record.
-type Records = Arc<Mutex<Vec<(Exchange, Option<AttemptRecord>)>>>;
+type Records = Arc<Mutex<Vec<(Exchange, AttemptRecord)>>>;
 
 // ---------------------------------------------------------------------------------------------
 // rmcp over the full stack, against the emulator
 // ---------------------------------------------------------------------------------------------
 
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+>;
+
+fn http_client() -> HttpClient {
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+}
+
 /// rmcp's client over `RecordTap` → ReplayGuard → Throttle → SessionBusy → SigV4 → hyper-util,
 /// initialised against `emulator`.
 async fn connect(emulator: &Emulator) -> Result<(Client, Records), BoxError> {
+    connect_forgetful(emulator, Arc::default()).await
+}
+
+/// The same, the emulator standing for an MCP server that forgets the MCP sessions put in
+/// `sessions.forgotten` (see [`forgetful`]).
+async fn connect_forgetful(
+    emulator: &Emulator,
+    sessions: Arc<Mutex<McpSessions>>,
+) -> Result<(Client, Records), BoxError> {
     let signer = emulator.signer().build()?;
-    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
+    let records = Records::default();
+    let sink = records.clone();
     let stack = tower::ServiceBuilder::new()
+        .layer(RecordTapLayer::new(move |exchange, record| {
+            sink.lock()
+                .unwrap()
+                .push((exchange.clone(), record.clone()));
+        }))
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
-        .service(http);
-    let records = Records::default();
-    let sink = records.clone();
-    let stack = RecordTap::new(stack, move |exchange, record| {
-        sink.lock()
-            .unwrap()
-            .push((exchange.clone(), record.cloned()));
-    });
+        .service(forgetful(sessions));
     let config = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("rmcp-client-test", "0"),
     )
     .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    let transport = TowerMcpClient::new(stack).into_transport("http://agentcore.invalid/mcp");
+    let transport = TowerClient::new(stack).into_transport("http://agentcore.invalid/mcp");
     let client = config.serve(transport).await?;
     Ok((client, records))
+}
+
+/// The records of every exchange for `rpc_method` (and `tool`), in the order they ended.
+fn records_of(
+    records: &Records,
+    rpc_method: &str,
+    tool: Option<&str>,
+) -> Vec<(Exchange, AttemptRecord)> {
+    records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(e, _)| e.rpc_method.as_deref() == Some(rpc_method) && e.tool.as_deref() == tool)
+        .cloned()
+        .collect()
 }
 
 /// The record of the one exchange for `rpc_method` (and `tool`); fails when there is not
 /// exactly one.
 fn record_of(records: &Records, rpc_method: &str, tool: Option<&str>) -> AttemptRecord {
-    let records = records.lock().unwrap();
-    let matching: Vec<_> = records
-        .iter()
-        .filter(|(e, _)| e.rpc_method.as_deref() == Some(rpc_method) && e.tool.as_deref() == tool)
-        .collect();
+    let matching = records_of(records, rpc_method, tool);
     assert_eq!(
         matching.len(),
         1,
-        "exchanges for {rpc_method} {tool:?}: {records:?}"
+        "exchanges for {rpc_method} {tool:?}: {:?}",
+        records.lock().unwrap()
     );
-    matching[0]
-        .1
-        .clone()
-        .unwrap_or_else(|| panic!("{rpc_method} {tool:?} came back without an attempt record"))
+    let record = matching[0].1.clone();
+    assert!(
+        !record.is_empty(),
+        "{rpc_method} {tool:?} came back without an attempt"
+    );
+    record
 }
 
 fn response(status: u16, error_type: Option<&str>) -> Outcome {
@@ -266,8 +294,197 @@ async fn sse_answers_reach_rmcp() -> Result<(), BoxError> {
     Ok(())
 }
 
+/// The MCP sessions a [`forgetful`] server knew, and the ones it forgot.
+#[derive(Default)]
+struct McpSessions {
+    seen: HashSet<String>,
+    forgotten: HashSet<String>,
+}
+
+/// An HTTP client that stands for an MCP server which forgets its MCP sessions when told (it
+/// restarted): below the signer, it answers HTTP 404 to a request that carries a forgotten
+/// `Mcp-Session-Id`, as the Streamable HTTP transport requires, without `x-amzn-errortype` (the
+/// MCP server's answer, not AgentCore's), and sends it nowhere: the request runs nowhere. Every
+/// other request goes to the emulator.
+fn forgetful(
+    sessions: Arc<Mutex<McpSessions>>,
+) -> impl tower::Service<
+    Request<Full<Bytes>>,
+    Response = Response<Either<hyper::body::Incoming, Full<Bytes>>>,
+    Error = hyper_util::client::legacy::Error,
+    Future = impl Send,
+> + Clone
++ Send
++ Sync
++ 'static {
+    let http = http_client();
+    tower::service_fn(move |request: Request<Full<Bytes>>| {
+        let (http, sessions) = (http.clone(), sessions.clone());
+        async move {
+            let session = request
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if let Some(session) = session {
+                let mut sessions = sessions.lock().unwrap();
+                if sessions.forgotten.contains(&session) {
+                    // As the TypeScript SDK's server answers an unknown session.
+                    let body = r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#;
+                    return Ok(Response::builder()
+                        .status(404)
+                        .header("content-type", "application/json")
+                        .body(Either::Right(Full::new(Bytes::from_static(
+                            body.as_bytes(),
+                        ))))
+                        .unwrap());
+                }
+                sessions.seen.insert(session);
+            }
+            let response = http.oneshot(request).await?;
+            Ok::<_, hyper_util::client::legacy::Error>(response.map(Either::Left))
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_expired_mcp_session_is_opened_again_and_the_call_runs_once() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let sessions = Arc::new(Mutex::new(McpSessions::default()));
+    let (client, records) = connect_forgetful(&emulator, sessions.clone()).await?;
+    let first_session = {
+        let mut sessions = sessions.lock().unwrap();
+        let seen: Vec<String> = sessions.seen.drain().collect();
+        assert_eq!(seen.len(), 1, "one MCP session so far: {seen:?}");
+        sessions.forgotten.extend(seen.iter().cloned());
+        seen[0].clone()
+    };
+
+    // The server forgot the session: the first POST of `counter` (not idempotent) is answered
+    // 404; rmcp opens a new session and sends the request once more — a new call.
+    let result = client
+        .call_tool(CallToolRequestParams::new("counter"))
+        .await?;
+    assert_eq!(text_of(&result), ["1"]);
+
+    let audit = emulator.audit();
+    assert_eq!(
+        audit.executions_of("counter"),
+        1,
+        "the tool ran exactly once"
+    );
+    assert_eq!(emulator.counter(), 1);
+    let received = |method: &str| -> Vec<Option<String>> {
+        audit
+            .received
+            .iter()
+            .filter(|r| r.method.as_deref() == Some(method))
+            .map(|r| r.mcp_session_id.clone())
+            .collect()
+    };
+    // Two `initialize`s reached the server, neither with a session; the `tools/call` it
+    // received carried the new session: the 404'd one never reached it.
+    assert_eq!(received("initialize"), [None, None]);
+    let calls = received("tools/call");
+    assert_eq!(calls.len(), 1);
+    let second_session = calls[0].clone().expect("the re-send carries a session");
+    assert_ne!(second_session, first_session);
+    assert_eq!(
+        received("notifications/initialized"),
+        [Some(first_session), Some(second_session)]
+    );
+
+    // Both calls, each with its own record: one attempt each, the 404 delivered as it came.
+    let calls = records_of(&records, "tools/call", Some("counter"));
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let ((expired, expired_record), (resent, resent_record)) = (&calls[0], &calls[1]);
+    assert_eq!(
+        expired.request_id, resent.request_id,
+        "the same JSON-RPC request"
+    );
+    assert!(expired.request_id.is_some());
+    let attempts = expired_record.attempts();
+    assert_eq!(attempts.len(), 1, "{expired_record}");
+    assert!(
+        matches!(attempts[0].outcome(), Outcome::Response { status, .. } if *status == 404),
+        "{expired_record}"
+    );
+    assert!(!attempts[0].was_sent_again(), "{expired_record}");
+    assert_eq!(
+        expired_record.to_string(),
+        "#1 HTTP 404 -> replay_guard: delivered; effect unknown"
+    );
+    assert!(
+        attempts[0]
+            .decisions()
+            .iter()
+            .all(|d| d.verdict().is_delivered()),
+        "{expired_record}"
+    );
+    let attempts = resent_record.attempts();
+    assert_eq!(attempts.len(), 1, "{resent_record}");
+    assert_eq!(attempts[0].outcome(), &response(200, None));
+    assert_eq!(
+        resent_record.to_string(),
+        "#1 HTTP 200 -> replay_guard: delivered; effect unknown"
+    );
+    assert_eq!(records_of(&records, "initialize", None).len(), 2);
+
+    client.cancel().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_dropped_by_a_deadline_still_reaches_the_tap() -> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    emulator.push_fault(Fault::Slow(Duration::from_secs(3600)));
+    let seen = Records::default();
+    let sink = seen.clone();
+    // The deadline outside the tap: the tap's call is dropped, not failed.
+    let stack = tower::ServiceBuilder::new()
+        .layer(tower::timeout::TimeoutLayer::new(Duration::from_millis(
+            300,
+        )))
+        .layer(RecordTapLayer::new(move |exchange, record| {
+            sink.lock()
+                .unwrap()
+                .push((exchange.clone(), record.clone()));
+        }))
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            emulator.signer().build()?,
+        ))
+        .service(http_client());
+    // The app's own record, which the tap hands over.
+    let own = AttemptRecord::new();
+    let mut request = Request::post("http://agentcore.invalid/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Full::new(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"counter","arguments":{}}}"#,
+        )))?;
+    request.extensions_mut().insert(own.clone());
+    let error = stack.oneshot(request).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>(), "{error}");
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "handed over once");
+    let (exchange, record) = &seen[0];
+    assert_eq!(exchange.to_string(), "POST tools/call counter");
+    assert_eq!(
+        exchange.request_id,
+        Some(rmcp::model::NumberOrString::String("c-1".into()))
+    );
+    assert_eq!(record.to_string(), own.to_string(), "the app's own record");
+    assert_eq!(
+        record.to_string(),
+        "#1 sent, no answer yet -> replay_guard: call dropped before it ended (a deadline or cancellation outside); effect unknown"
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
-// The adapter alone, against scripted answers
+// TowerClient alone, against scripted answers
 // ---------------------------------------------------------------------------------------------
 
 /// The requests a scripted service received.
@@ -290,7 +507,7 @@ fn scripted(
         let response = response.body(Full::new(Bytes::from_static(body)));
         async move { response }
     });
-    (TowerMcpClient::new(service), seen)
+    (TowerClient::new(service), seen)
 }
 
 fn message(json: &str) -> ClientJsonRpcMessage {
@@ -711,7 +928,7 @@ async fn get_and_delete_405_tell_rmcp_to_carry_on() {
 
 #[tokio::test]
 async fn a_failing_service_is_a_client_error_with_its_cause() {
-    let client = TowerMcpClient::new(tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let client = TowerClient::new(tower::service_fn(|_: Request<Full<Bytes>>| async {
         Err::<Response<Full<Bytes>>, _>(std::io::Error::other("connection refused"))
     }));
     let result = post(&client, tools_list(), None).await;
