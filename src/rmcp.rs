@@ -977,7 +977,8 @@ type Sink = Arc<dyn Fn(&Exchange, &AttemptRecord) + Send + Sync>;
 
 /// A tower service that hands every call's [`AttemptRecord`] to a callback, with the
 /// [`Exchange`] it was for: to see the records above rmcp, which never hands the app an HTTP
-/// response. Put it outermost, between [`TowerClient`] and the stack.
+/// response. Put it outermost, between [`TowerClient`] and the stack ([`RecordTapLayer`] in a
+/// `ServiceBuilder`).
 ///
 /// Each call gets a record in its request's extensions (the one the request carries, else a
 /// new one), which this crate's layers below fill; the callback receives it once:
@@ -1036,15 +1037,6 @@ impl<S> RecordTap<S> {
     pub fn new(inner: S, sink: impl Fn(&Exchange, &AttemptRecord) + Send + Sync + 'static) -> Self {
         Self {
             inner,
-            sink: Arc::new(sink),
-        }
-    }
-
-    /// The layer that wraps a service in a `RecordTap` handing its records to `sink`.
-    pub fn layer(
-        sink: impl Fn(&Exchange, &AttemptRecord) + Send + Sync + 'static,
-    ) -> RecordTapLayer {
-        RecordTapLayer {
             sink: Arc::new(sink),
         }
     }
