@@ -31,6 +31,7 @@ use std::time::Duration;
 use http::Extensions;
 use tokio::time::Instant;
 
+use crate::budget::RetryBudget;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 use crate::record::{AttemptRecord, Decision, Verdict};
 use crate::rule::{Failure, Permission, SharedReplayRule};
@@ -105,6 +106,8 @@ pub struct CallContext(Arc<Inner>);
 
 struct Inner {
     record: AttemptRecord,
+    /// The budget shared with other calls, if any: the request's, or its first layer's.
+    retry_budget: Option<RetryBudget>,
     /// How many attempts the record held when the call began (an app may reuse a record).
     first: usize,
     budget: CallBudget,
@@ -144,11 +147,12 @@ impl CallContext {
         request: &mut http::Request<B>,
         layer: &'static str,
         hook: Option<&OnRecord>,
+        budget: Option<&RetryBudget>,
     ) -> (CallContext, Option<Ownership>) {
         let context = match request.extensions().get::<CallContext>() {
             Some(context) => context.clone(),
             None => {
-                let context = CallContext::new(request.extensions());
+                let context = CallContext::new(request.extensions(), budget);
                 let extensions = request.extensions_mut();
                 extensions.insert(context.record().clone());
                 extensions.insert(context.clone());
@@ -176,7 +180,7 @@ impl CallContext {
         (context, ownership)
     }
 
-    fn new(extensions: &Extensions) -> Self {
+    fn new(extensions: &Extensions, budget: Option<&RetryBudget>) -> Self {
         let record = extensions
             .get::<AttemptRecord>()
             .cloned()
@@ -184,6 +188,10 @@ impl CallContext {
         Self(Arc::new(Inner {
             first: record.len(),
             record,
+            retry_budget: extensions
+                .get::<RetryBudget>()
+                .cloned()
+                .or_else(|| budget.cloned()),
             budget: extensions.get::<CallBudget>().copied().unwrap_or_default(),
             state: Mutex::new(State {
                 rules: extensions
@@ -260,6 +268,34 @@ impl CallContext {
             None => state.resends.push((layer, 1)),
         }
         Ok(())
+    }
+
+    /// Takes the cost of a re-send after `failure` out of the shared budget; the tokens left
+    /// when it is not there. Without a budget, always granted.
+    pub(crate) fn withdraw(&self, failure: &Failure) -> Result<(), u32> {
+        match &self.0.retry_budget {
+            Some(budget) => budget.withdraw(failure),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wait before a re-send in the shared budget's counters.
+    pub(crate) fn count_wait(&self, wait: Duration) {
+        if let Some(budget) = &self.0.retry_budget {
+            budget.waited(wait);
+        }
+    }
+
+    /// What a re-send after `failure` costs.
+    pub(crate) fn cost(&self, failure: &Failure) -> u32 {
+        self.0.retry_budget.as_ref().map_or(0, |b| b.cost(failure))
+    }
+
+    /// Gives back what [`withdraw`](Self::withdraw) took, for a re-send that did not happen.
+    pub(crate) fn refund(&self, failure: &Failure) {
+        if let Some(budget) = &self.0.retry_budget {
+            budget.refund(failure);
+        }
     }
 
     /// Whether the call may be sent again after `failure`: every rule in force must permit it
@@ -359,18 +395,27 @@ pub(crate) struct Ownership {
 }
 
 impl Ownership {
-    /// The call ended with an answer or an error: the latest attempt is delivered.
-    pub(crate) fn finish(mut self) {
+    /// The call ended with an answer or an error (`succeeded`: a 2xx that carries no platform
+    /// error): the latest attempt is delivered.
+    pub(crate) fn finish(mut self, succeeded: bool) {
         self.finished = true;
         self.context.record().deliver_if_undecided(self.layer);
+        if let Some(budget) = &self.context.0.retry_budget {
+            budget.ended(self.context.attempts(), succeeded);
+        }
     }
 }
 
 impl Drop for Ownership {
     fn drop(&mut self) {
         let record = self.context.record();
-        if !self.finished && self.context.attempts() > 0 {
-            record.decide(Decision::new(self.layer, Verdict::CallDropped, None));
+        if !self.finished {
+            if self.context.attempts() > 0 {
+                record.decide(Decision::new(self.layer, Verdict::CallDropped, None));
+            }
+            if let Some(budget) = &self.context.0.retry_budget {
+                budget.ended(self.context.attempts(), false);
+            }
         }
         // The call is over: no layer that meets it later (a late dispatch through a buffer)
         // owns it again, and the hooks are called this once.

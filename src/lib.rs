@@ -113,6 +113,7 @@
 #[macro_use]
 mod macros;
 pub mod body;
+mod budget;
 mod context;
 pub mod contract;
 #[cfg(feature = "emulator")]
@@ -135,6 +136,7 @@ pub mod throttle;
 mod uri;
 
 pub use body::PeekedBody;
+pub use budget::{BudgetCounters, RetryBudget};
 pub use context::{CallBudget, replay_permission};
 pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
 pub use record::{

@@ -458,6 +458,16 @@ pub enum Verdict {
         /// What was left of the ceiling.
         remaining: Duration,
     },
+    /// A layer wanted to send again, but the retry budget shared with the other calls did not
+    /// have the re-send's cost (see [`RetryBudget`](crate::RetryBudget)).
+    BudgetExhausted {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// What the re-send would have cost.
+        cost: u32,
+        /// The tokens left.
+        left: u32,
+    },
     /// A layer wanted to send again, but the replay rule refused it.
     Forbidden {
         /// Why the layer wanted to send again.
@@ -508,6 +518,10 @@ impl fmt::Display for Verdict {
                 "delivered ({cause}, but a wait of {} passes the ceiling ({} left))",
                 Millis(*wait),
                 Millis(*remaining)
+            ),
+            Verdict::BudgetExhausted { cause, cost, left } => write!(
+                f,
+                "delivered ({cause}, but the retry budget is exhausted: {left} tokens left, {cost} needed)"
             ),
             Verdict::Forbidden { cause, reason } => {
                 write!(

@@ -228,7 +228,7 @@ pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, R
 impl SessionBusyRetryLayer {
     /// The layer with its defaults: 6 attempts, 100 ms base backoff, 2 s per wait, 15 s of
     /// waiting in all, a 4 KiB read-ahead.
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         RetryLayer::with_policy(
             LAYER,
             SessionBusy,

@@ -133,7 +133,7 @@ pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, R
 impl ThrottleRetryLayer {
     /// The layer with its defaults: 3 attempts, 10 s of waiting in all, 200 ms base backoff,
     /// 5 s per backoff wait.
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         RetryLayer::with_policy(
             "throttle",
             Throttled,

@@ -70,6 +70,7 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::budget::RetryBudget;
 use crate::context::{CallContext, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
@@ -179,6 +180,7 @@ struct RetryConfig {
     layer: &'static str,
     backoff: Backoff,
     peek_limit: usize,
+    budget: Option<RetryBudget>,
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
 }
@@ -195,13 +197,14 @@ pub struct RetryLayer<P> {
 
 impl<P> RetryLayer<P> {
     /// A layer named `layer` (in records and logs) with `policy` and `backoff`.
-    pub(crate) const fn with_policy(layer: &'static str, policy: P, backoff: Backoff) -> Self {
+    pub(crate) fn with_policy(layer: &'static str, policy: P, backoff: Backoff) -> Self {
         Self {
             policy,
             config: RetryConfig {
                 layer,
                 backoff,
                 peek_limit: DEFAULT_PEEK_LIMIT,
+                budget: Some(RetryBudget::new()),
                 on_retry: None,
                 on_record: None,
             },
@@ -248,6 +251,20 @@ impl<P> RetryLayer<P> {
     /// Replaces the whole schedule at once.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.config.backoff = backoff;
+        self
+    }
+
+    /// Draws this layer's calls' re-sends from `budget` (shared by its clones, and by every other
+    /// layer or stack it is handed to) instead of a budget of its own. A call uses the budget of
+    /// the first of the crate's layers it meets. See [`RetryBudget`].
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.config.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget for the calls this layer owns: only the call's caps bound its re-sends.
+    pub fn no_retry_budget(mut self) -> Self {
+        self.config.budget = None;
         self
     }
 
@@ -339,8 +356,12 @@ where
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
         let config = &self.config;
-        let (context, ownership) =
-            CallContext::enter(&mut request, config.layer, config.on_record.as_ref());
+        let (context, ownership) = CallContext::enter(
+            &mut request,
+            config.layer,
+            config.on_record.as_ref(),
+            config.budget.as_ref(),
+        );
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
         let span = tracing::debug_span!(
@@ -487,7 +508,15 @@ where
                             let owner = this.ownership.take();
                             let owns = owner.is_some();
                             if let Some(owner) = owner {
-                                owner.finish();
+                                // A success: a 2xx that carries no platform error.
+                                let succeeded = result.as_ref().is_ok_and(|r| {
+                                    r.status().is_success()
+                                        && record
+                                            .attempts()
+                                            .last()
+                                            .is_some_and(|a| a.platform_error().is_none())
+                                });
+                                owner.finish(succeeded);
                             }
                             return Poll::Ready(match result {
                                 Ok(mut response) => {
@@ -511,7 +540,7 @@ where
                         let record = this.context.record();
                         record.not_sent("the service below failed before it was ready".into());
                         if let Some(owner) = this.ownership.take() {
-                            owner.finish();
+                            owner.finish(false);
                         }
                         return Poll::Ready(Err(
                             Error::from_service(error).with_record(this.context.record())
@@ -588,7 +617,19 @@ fn decide<ReqB>(
             .retry_after
             .unwrap_or_else(|| config.backoff.delay(context.resends(layer) + 1)),
     );
+    // The budget shared by the calls of the stack, before the wait is taken.
+    if let Err(left) = context.withdraw(&reason.failure) {
+        return deliver(
+            Verdict::BudgetExhausted {
+                cause,
+                cost: context.cost(&reason.failure),
+                left,
+            },
+            Some(permission),
+        );
+    }
     if let Err(remaining) = context.reserve_wait(layer, config.backoff.max_total_wait(), wait) {
+        context.refund(&reason.failure);
         return deliver(
             Verdict::WaitCeiling {
                 cause,
@@ -598,6 +639,7 @@ fn decide<ReqB>(
             Some(permission),
         );
     }
+    context.count_wait(wait);
     record.decide(Decision::new(
         layer,
         Verdict::SentAgain {

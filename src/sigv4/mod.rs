@@ -576,7 +576,7 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        let (context, ownership) = CallContext::enter(&mut request, LAYER, None);
+        let (context, ownership) = CallContext::enter(&mut request, LAYER, None, None);
         let mut call = Call {
             handed: Handed::of(context.record(), &request),
             index: 0,
@@ -674,7 +674,7 @@ impl Call {
     /// Records a failure before sending and returns the error, with the record.
     fn not_sent(&mut self, error: Error) -> Error {
         self.handed.not_sent(error.to_string());
-        self.end();
+        self.end(false);
         error.with_record(self.context.record())
     }
 
@@ -693,6 +693,16 @@ impl Call {
             self.context
                 .permission(&failure)
                 .map_err(|reason| Verdict::Forbidden { cause, reason })
+                .and_then(|permission| {
+                    self.context
+                        .withdraw(&failure)
+                        .map(|()| permission)
+                        .map_err(|left| Verdict::BudgetExhausted {
+                            cause,
+                            cost: self.context.cost(&failure),
+                            left,
+                        })
+                })
         };
         match verdict {
             Ok(permission) => {
@@ -721,9 +731,9 @@ impl Call {
     }
 
     /// The call ends here with an answer or an error.
-    fn end(&mut self) {
+    fn end(&mut self, succeeded: bool) {
         if let Some(owner) = self.ownership.take() {
-            owner.finish();
+            owner.finish(succeeded);
         }
     }
 }
@@ -979,7 +989,9 @@ where
                             Err(error.with_record(&record))
                         }
                     };
-                    call.end();
+                    // The head says whether it succeeded; a platform error in a 200 is for the
+                    // layers above to read (they end the call when they own it).
+                    call.end(result.as_ref().is_ok_and(|r| r.status().is_success()));
                     return Poll::Ready(result);
                 }
                 StateProj::Local { response } => {
@@ -992,7 +1004,7 @@ where
                             .extensions_mut()
                             .insert(this.call.context.record().clone());
                     }
-                    this.call.end();
+                    this.call.end(false);
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),

@@ -304,7 +304,7 @@ mod tests {
     const SESSION: Option<&str> = Some("0123456789abcdef0123456789abcdef0");
 
     fn context() -> CallContext {
-        CallContext::enter(&mut Request::new(()), "test", None).0
+        CallContext::enter(&mut Request::new(()), "test", None, None).0
     }
 
     /// The headers for `original` and `body` in a new call, with the test's session id.

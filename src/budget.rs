@@ -1,0 +1,249 @@
+//! The retry budget: one token bucket shared by every call through a stack (or several), drawn
+//! from before any re-send by any layer — so a fleet of clients meeting a throttled runtime does
+//! not re-send in step and double the load it is refused under.
+//!
+//! Modelled on the AWS SDKs' retry quota (aws-smithy-runtime's `TokenBucket`, standard retry
+//! mode): a bucket of **500** tokens; a re-send after throttling costs **5**, after a failure
+//! that may have run or was never sent **14**; every call that ends in a success puts **1**
+//! back (never past the capacity). When a re-send's cost is not in the bucket, the answer is
+//! delivered as it came, recorded as [`Verdict::BudgetExhausted`](crate::Verdict).
+//!
+//! **Session busy costs nothing** by default: a runtime session answers it while it provisions
+//! — the normal cold start of every MCP session, short, and not a sign of load — and a budget
+//! that failed cold starts under load would be wrong. The call's own caps bound it.
+//!
+//! Each retry layer has a budget of its own unless given one; the call uses the budget of the
+//! first of the crate's layers it meets (the one that owns it), or the one in the request's
+//! extensions. Hand one [`RetryBudget`] to several layers or stacks to share it, or turn it off
+//! with [`RetryLayer::no_retry_budget`](crate::RetryLayer::no_retry_budget).
+//!
+//! ```
+//! use agentcore_tower::{RetryBudget, ThrottleRetryLayer, SessionBusyRetryLayer};
+//!
+//! // One budget for two stacks to the same runtime.
+//! let budget = RetryBudget::new().capacity(200);
+//! let a = ThrottleRetryLayer::new().retry_budget(budget.clone());
+//! let b = SessionBusyRetryLayer::new().retry_budget(budget.clone());
+//! # let _ = (a, b);
+//! assert_eq!(budget.counters().tokens, 200);
+//! ```
+//!
+//! The budget also counts what went through it ([`RetryBudget::counters`]): attempts, re-sends by
+//! cause, budget refusals and time waited — plain numbers to export to whatever metrics system
+//! the app uses.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::rule::{Failure, Refusal};
+
+/// A token bucket shared by the calls of one or more stacks. Cheap to clone: clones share the
+/// bucket. See the [module docs](self).
+#[derive(Clone)]
+pub struct RetryBudget(Arc<Inner>);
+
+struct Inner {
+    costs: Costs,
+    tokens: Mutex<u32>,
+    counts: Counts,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Costs {
+    capacity: u32,
+    throttled: u32,
+    failure: u32,
+    session_busy: u32,
+    success: u32,
+}
+
+#[derive(Default)]
+struct Counts {
+    calls: AtomicU64,
+    attempts: AtomicU64,
+    throttled: AtomicU64,
+    session_busy: AtomicU64,
+    failures: AtomicU64,
+    refusals: AtomicU64,
+    waited_ms: AtomicU64,
+}
+
+/// What a [`RetryBudget`] counted, at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BudgetCounters {
+    /// The tokens in the bucket now.
+    pub tokens: u32,
+    /// Calls ended.
+    pub calls: u64,
+    /// Attempts those calls made.
+    pub attempts: u64,
+    /// Re-sends after throttling (429, -32003).
+    pub resent_throttled: u64,
+    /// Re-sends after the session-busy refusal.
+    pub resent_session_busy: u64,
+    /// Re-sends after a failure that may have run or was never sent (and after a refused
+    /// signature).
+    pub resent_failures: u64,
+    /// Re-sends the budget refused.
+    pub budget_refusals: u64,
+    /// Time waited before re-sends, in all.
+    pub waited: Duration,
+}
+
+impl RetryBudget {
+    /// The AWS SDKs' retry quota: 500 tokens, 5 per re-send after throttling, 14 after a
+    /// failure, none after session busy, 1 back per call that succeeds.
+    pub fn new() -> Self {
+        Self::with(Costs {
+            capacity: 500,
+            throttled: 5,
+            failure: 14,
+            session_busy: 0,
+            success: 1,
+        })
+    }
+
+    fn with(costs: Costs) -> Self {
+        Self(Arc::new(Inner {
+            tokens: Mutex::new(costs.capacity),
+            costs,
+            counts: Counts::default(),
+        }))
+    }
+
+    fn rebuilt(&self, change: impl FnOnce(&mut Costs)) -> Self {
+        let mut costs = self.0.costs;
+        change(&mut costs);
+        Self::with(costs)
+    }
+
+    /// The bucket's size, and how full it starts.
+    pub fn capacity(self, tokens: u32) -> Self {
+        self.rebuilt(|c| c.capacity = tokens)
+    }
+
+    /// What a re-send after throttling (429, -32003) costs.
+    pub fn throttled_cost(self, tokens: u32) -> Self {
+        self.rebuilt(|c| c.throttled = tokens)
+    }
+
+    /// What a re-send after a failure that may have run, or was never sent, costs.
+    pub fn failure_cost(self, tokens: u32) -> Self {
+        self.rebuilt(|c| c.failure = tokens)
+    }
+
+    /// What a re-send after the session-busy refusal costs (default nothing: see the module
+    /// docs).
+    pub fn session_busy_cost(self, tokens: u32) -> Self {
+        self.rebuilt(|c| c.session_busy = tokens)
+    }
+
+    /// What a call that ends in a success puts back.
+    pub fn success_refill(self, tokens: u32) -> Self {
+        self.rebuilt(|c| c.success = tokens)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u32> {
+        self.0.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a re-send after `failure` costs.
+    pub(crate) fn cost(&self, failure: &Failure) -> u32 {
+        let costs = &self.0.costs;
+        match failure {
+            Failure::Refused(Refusal::Throttled) => costs.throttled,
+            Failure::Refused(Refusal::SessionBusy) => costs.session_busy,
+            Failure::Refused(_) | Failure::MayHaveRun(_) | Failure::NeverDelivered => costs.failure,
+        }
+    }
+
+    /// Takes a re-send's cost out of the bucket; the tokens left when it is not there.
+    pub(crate) fn withdraw(&self, failure: &Failure) -> Result<(), u32> {
+        let cost = self.cost(failure);
+        let mut tokens = self.lock();
+        if *tokens < cost {
+            drop(tokens);
+            self.0.counts.refusals.fetch_add(1, Ordering::Relaxed);
+            return Err(self.counters().tokens);
+        }
+        *tokens -= cost;
+        drop(tokens);
+        let counter = match failure {
+            Failure::Refused(Refusal::Throttled) => &self.0.counts.throttled,
+            Failure::Refused(Refusal::SessionBusy) => &self.0.counts.session_busy,
+            _ => &self.0.counts.failures,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Puts back the cost of a re-send that did not happen after all.
+    pub(crate) fn refund(&self, failure: &Failure) {
+        let cost = self.cost(failure);
+        let mut tokens = self.lock();
+        *tokens = tokens.saturating_add(cost).min(self.0.costs.capacity);
+        drop(tokens);
+        let counter = match failure {
+            Failure::Refused(Refusal::Throttled) => &self.0.counts.throttled,
+            Failure::Refused(Refusal::SessionBusy) => &self.0.counts.session_busy,
+            _ => &self.0.counts.failures,
+        };
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts a wait before a re-send.
+    pub(crate) fn waited(&self, wait: Duration) {
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self.0.counts.waited_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
+    /// A call ended after `attempts` attempts; a success puts tokens back.
+    pub(crate) fn ended(&self, attempts: u32, succeeded: bool) {
+        self.0.counts.calls.fetch_add(1, Ordering::Relaxed);
+        self.0
+            .counts
+            .attempts
+            .fetch_add(u64::from(attempts), Ordering::Relaxed);
+        if succeeded {
+            let mut tokens = self.lock();
+            *tokens = tokens
+                .saturating_add(self.0.costs.success)
+                .min(self.0.costs.capacity);
+        }
+    }
+
+    /// What it counted so far, and the tokens in the bucket now.
+    pub fn counters(&self) -> BudgetCounters {
+        let c = &self.0.counts;
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        BudgetCounters {
+            tokens: *self.lock(),
+            calls: load(&c.calls),
+            attempts: load(&c.attempts),
+            resent_throttled: load(&c.throttled),
+            resent_session_busy: load(&c.session_busy),
+            resent_failures: load(&c.failures),
+            budget_refusals: load(&c.refusals),
+            waited: Duration::from_millis(load(&c.waited_ms)),
+        }
+    }
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RetryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryBudget")
+            .field("costs", &self.0.costs)
+            .field("tokens", &*self.lock())
+            .finish()
+    }
+}
