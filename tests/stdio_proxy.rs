@@ -1,10 +1,10 @@
-//! The `stdio_proxy` example, run as a subprocess against the AgentCore Runtime emulator: JSON-RPC
-//! lines in on stdin, one JSON line per answer out on stdout.
+//! The `agentcore-mcp-proxy` binary, run as a subprocess against the AgentCore Runtime emulator:
+//! JSON-RPC lines in on stdin, one JSON line per answer out on stdout.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault};
@@ -15,56 +15,12 @@ use tokio::sync::mpsc;
 const LINE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long the proxy may take to exit once stdin is closed.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+/// A well-formed runtime ARN, for arguments that are refused before anything is sent.
+const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
 
-/// The example's binary. `cargo test` builds examples into `target/<profile>/examples/`, next to
-/// the `deps/` directory this test runs from; `cargo test --test stdio_proxy` does not build
-/// them. So the example is built here once per run, with cargo, into the same target directory
-/// (the one `CARGO_TARGET_DIR` named for this build, read off this test's own path) and the same
-/// profile: a no-op when it is fresh, and never a stale binary after the example changed.
+/// The proxy's binary, which cargo builds for this test (feature `proxy`).
 fn proxy_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test's own path");
-        let deps = exe.parent().expect("…/deps");
-        let profile_dir = deps.parent().expect("…/<profile>");
-        let target_dir = profile_dir.parent().expect("the target directory");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("stdio_proxy{}", std::env::consts::EXE_SUFFIX));
-        let cargo = std::env::var_os("CARGO")
-            .or_else(|| option_env!("CARGO").map(Into::into))
-            .unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--quiet", "--example", "stdio_proxy", "--features", "emulator,proxy"])
-            .arg("--manifest-path")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(target_dir);
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some("release") => {
-                build.arg("--release");
-            }
-            Some(other) => {
-                build.args(["--profile", other]);
-            }
-        }
-        let status = build.status();
-        match status {
-            Ok(status) if status.success() => {}
-            // Without cargo at hand (a test binary run by hand), a binary already built will do.
-            _ if binary.exists() => eprintln!(
-                "could not build the stdio_proxy example ({status:?}); using {}",
-                binary.display()
-            ),
-            _ => panic!(
-                "could not build the stdio_proxy example ({status:?}); run `cargo build --example stdio_proxy`"
-            ),
-        }
-        assert!(binary.exists(), "{} was not built", binary.display());
-        binary
-    })
+    Path::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"))
 }
 
 /// The proxy as a child process.
@@ -508,29 +464,63 @@ async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_sec
     assert!(!everything.contains(credentials.session_token().unwrap()));
 }
 
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_stdio_proxy_as_the_end_of_stdin_does() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let mut proxy = Proxy::start(&emulator, &["--stop-session-on-exit"]);
+    proxy.send(&initialize(1));
+    assert_eq!(proxy.next().await["id"], 1);
+    emulator.push_fault(Fault::Slow(Duration::from_secs(1)));
+    proxy.send(&call(2, "add", json!({"a": 1, "b": 2})));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // stdin stays open: the signal alone ends the run, after the call in flight.
+    let pid = proxy.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let answer = proxy.next().await;
+    assert_eq!(text_of(&answer), "3", "{answer}");
+    let deadline = Instant::now() + EXIT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = proxy.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no exit; stderr:\n{}",
+            proxy.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert!(proxy.stderr().contains("SIGTERM: shutting down"));
+    assert_eq!(emulator.audit().sessions_stopped, 1);
+}
+
 #[test]
 fn bad_arguments_get_the_usage_and_exit_code_2() {
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 7] = [
         &[],
         &["--region", "us-east-1"],
         &["--runtime-arn"],
+        &["--runtime-arn", ARN, "--no-such-flag"],
+        &["--runtime-arn", ARN, "--stop-session-on-exit=yes"],
         &[
             "--runtime-arn",
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123",
-            "--no-such-flag",
-        ],
-        &[
-            "--runtime-arn",
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123",
-            "--stop-session-on-exit=yes",
+            ARN,
+            "--region",
+            "us-east-1",
+            "--region",
+            "us-east-1",
         ],
         // Refused when the signing layer is built: not a region name.
-        &[
-            "--runtime-arn",
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123",
-            "--region",
-            "Not A Region",
-        ],
+        &["--runtime-arn", ARN, "--region", "Not A Region"],
     ];
     for args in cases {
         let output = command(args, &[])
@@ -544,15 +534,57 @@ fn bad_arguments_get_the_usage_and_exit_code_2() {
             "{args:?}: stdout is for JSON-RPC only"
         );
         assert!(
-            stderr.contains("usage: stdio_proxy --runtime-arn ARN"),
+            stderr.contains("agentcore-mcp-proxy: "),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("usage: agentcore-mcp-proxy --runtime-arn ARN"),
             "{args:?}: {stderr}"
         );
     }
-    let help = command(&["--help"], &[])
+}
+
+#[test]
+fn help_reads_like_a_manual_page_and_version_names_the_release() {
+    for flag in ["--help", "-h"] {
+        let help = command(&[flag], &[]).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(help.status.code(), Some(0));
+        assert!(help.stderr.is_empty());
+        let text = String::from_utf8(help.stdout).unwrap();
+        let mut at = 0;
+        for section in [
+            "NAME\n",
+            "SYNOPSIS\n",
+            "DESCRIPTION\n",
+            "OPTIONS\n",
+            "ENVIRONMENT\n",
+            "EXAMPLES\n",
+            "EXIT STATUS\n",
+        ] {
+            let found = text[at..]
+                .find(section)
+                .unwrap_or_else(|| panic!("no {section:?} after byte {at}:\n{text}"));
+            at += found + section.len();
+        }
+        for option in [
+            "--runtime-arn ARN",
+            "--region REGION",
+            "--qualifier QUALIFIER",
+            "--endpoint URL",
+            "--idempotent-tool NAME",
+            "--stop-session-on-exit",
+        ] {
+            assert!(text.contains(&format!("\n    {option}\n")), "{option}");
+        }
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    }
+    let version = command(&["--version"], &[])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(help.status.code(), Some(0));
-    assert!(help.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&help.stderr).contains("--idempotent-tool NAME"));
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(version.stdout).unwrap(),
+        format!("agentcore-mcp-proxy {}\n", env!("CARGO_PKG_VERSION"))
+    );
 }

@@ -1,2 +1,135 @@
-//! `agentcore-mcp-proxy`: an MCP proxy for AgentCore Runtime (feature `proxy`).
-fn main() {}
+//! `agentcore-mcp-proxy`: an MCP proxy to an IAM-authenticated AWS Bedrock AgentCore Runtime,
+//! for MCP clients that speak stdio. `--help` is its manual page.
+//!
+//! ```text
+//! cargo install agentcore-tower --features proxy
+//! agentcore-mcp-proxy --runtime-arn ARN
+//! ```
+
+#[path = "agentcore-mcp-proxy/answers.rs"]
+mod answers;
+#[path = "agentcore-mcp-proxy/cli.rs"]
+mod cli;
+#[path = "agentcore-mcp-proxy/sse.rs"]
+mod sse;
+#[path = "agentcore-mcp-proxy/stack.rs"]
+mod stack;
+#[path = "agentcore-mcp-proxy/stdio.rs"]
+mod stdio;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tracing::warn;
+
+use cli::{Args, Parsed};
+use stack::StartError;
+
+/// How long requests still running may go on once the proxy is told to stop.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long stopping the runtime sessions may take at exit.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+const NAME: &str = "agentcore-mcp-proxy";
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args(std::env::args_os().skip(1)) {
+        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Help) => {
+            print!("{}", cli::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Version) => {
+            println!("{NAME} {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => return usage_error(&message),
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("{NAME}: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(run(args));
+    // The stdin reader may still be blocked in a read: do not wait for it.
+    runtime.shutdown_background();
+    code
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("{NAME}: {message}\n\n{}\nSee `{NAME} --help`.", cli::USAGE);
+    ExitCode::from(2)
+}
+
+/// tracing to stderr, filtered by `RUST_LOG` (a level or directives; info by default).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let given = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let (filter, bad) = match given.as_deref().map(EnvFilter::try_new) {
+        None => (EnvFilter::new("info"), None),
+        Some(Ok(filter)) => (filter, None),
+        Some(Err(e)) => (EnvFilter::new("info"), Some(e)),
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter)
+        .init();
+    if let (Some(given), Some(e)) = (given, bad) {
+        warn!("RUST_LOG={given:?} is not a filter ({e}); logging at info");
+    }
+}
+
+async fn run(args: Args) -> ExitCode {
+    let mode = stack::Mode {
+        per_mcp_session: false,
+        stop_session_on_delete: args.stop_session_on_exit,
+    };
+    let built = match stack::build(&args, mode).await {
+        Ok(built) => built,
+        Err(StartError::Usage(message)) => return usage_error(&message),
+        Err(StartError::Failed(message)) => {
+            tracing::error!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    stdio::run(built.stack, built.uri, args.stop_session_on_exit).await
+}
+
+/// Resolves on SIGINT or SIGTERM, with the signal's name; never when they cannot be watched.
+async fn shutdown_signal() -> &'static str {
+    let interrupt = async {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => "SIGINT",
+            Err(e) => {
+                warn!("cannot watch for SIGINT: {e}");
+                std::future::pending().await
+            }
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                name = interrupt => name,
+                _ = terminate.recv() => "SIGTERM",
+            },
+            Err(e) => {
+                warn!("cannot watch for SIGTERM: {e}");
+                interrupt.await
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await
+}

@@ -1,0 +1,270 @@
+//! The command line: the manual page, the arguments, and what is wrong with them.
+
+use std::ffi::OsString;
+
+/// The short usage, after an error.
+pub const USAGE: &str = "\
+usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
+           [--qualifier QUALIFIER] [--endpoint URL] [--idempotent-tool NAME]...
+           [--stop-session-on-exit]
+       agentcore-mcp-proxy --help | --version
+";
+
+/// `--help`: the manual page.
+pub const HELP: &str = "\
+NAME
+    agentcore-mcp-proxy - an MCP proxy to AWS Bedrock AgentCore Runtime,
+    over stdio
+
+SYNOPSIS
+    agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
+                        [--qualifier QUALIFIER] [--endpoint URL]
+                        [--idempotent-tool NAME]... [--stop-session-on-exit]
+    agentcore-mcp-proxy --help | --version
+
+DESCRIPTION
+    Lets an MCP client use an MCP server hosted on AgentCore Runtime behind
+    IAM (SigV4) authentication, with the credentials of the standard AWS
+    chain.
+
+    The MCP stdio transport: newline-delimited JSON-RPC messages on standard
+    input; every answer and every server message (JSON or SSE from the runtime)
+    as one line on standard output, which carries nothing else; logs on standard
+    error. Requests run concurrently: a slow tool does not hold up a ping. One
+    runtime session (one microVM) serves the whole run. When standard input
+    closes, or on SIGINT or SIGTERM, requests still running get up to 10 s to
+    finish; with --stop-session-on-exit the runtime session is then stopped.
+
+    Every request goes through the agentcore-tower stack, outer to inner: one
+    120 s deadline for the whole call, the replay guard, throttle retry (HTTP
+    429, honouring Retry-After), session-busy retry (a runtime session still
+    provisioning), then SigV4 signing of InvokeAgentRuntime, afresh for every
+    attempt, over HTTPS (rustls, the webpki roots; http:// only for a local
+    test endpoint). A request whose answer may have been lost after it ran (a
+    dropped connection, a 5xx) is sent again only when it calls a tool named
+    by --idempotent-tool: any other may have run, and never runs twice.
+
+    A request the stack gives up on is answered with a JSON-RPC error (code
+    -32000) naming what happened, the record of every attempt in
+    error.data.attempts; so is an HTTP error from AgentCore without a
+    JSON-RPC body (error.data.httpStatus, error.data.errorType). A message
+    that is not JSON gets a parse error (-32700), and nothing is sent.
+
+OPTIONS
+    --runtime-arn ARN
+        The runtime to invoke:
+        arn:aws:bedrock-agentcore:REGION:ACCOUNT:runtime/ID. Required.
+
+    --region REGION
+        The region to sign for. Default: the ARN's (a profile's default
+        region never sends the call elsewhere), else the configured one.
+
+    --qualifier QUALIFIER
+        The runtime endpoint to invoke. Default: DEFAULT.
+
+    --endpoint URL
+        Where to send, e.g. a VPC endpoint. Default:
+        AWS_ENDPOINT_URL_BEDROCK_AGENTCORE, else AWS_ENDPOINT_URL, else the
+        region's.
+
+    --idempotent-tool NAME
+        A tool that may be sent again after its answer was lost: one that is
+        safe to run twice. Repeatable.
+
+    --stop-session-on-exit
+        At exit, stop the runtime session (StopRuntimeSession) rather than
+        leave it to expire.
+
+    -h, --help
+        This page, on standard output.
+
+    -V, --version
+        The version, on standard output.
+
+ENVIRONMENT
+    AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, ...
+        The standard AWS credentials chain: environment, profiles (SSO and
+        assume-role included), web identity, container and instance roles.
+        Credentials are cached, and resolved again 5 minutes before they
+        expire.
+
+    AWS_REGION, AWS_DEFAULT_REGION
+        The configured region (see --region).
+
+    AWS_ENDPOINT_URL_BEDROCK_AGENTCORE, AWS_ENDPOINT_URL
+        The endpoint (see --endpoint); not read when
+        AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true.
+
+    RUST_LOG
+        What to log on standard error: a level (error, warn, info, debug,
+        trace, off) or tracing directives (agentcore_tower=debug,info).
+        Default: info. No secret is logged.
+
+EXAMPLES
+    The command of a desktop MCP client (stdio):
+        agentcore-mcp-proxy --runtime-arn \\
+            arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/srv-AbC123
+
+    An SSO profile, a tool safe to repeat, the microVM stopped at exit:
+        AWS_PROFILE=dev agentcore-mcp-proxy --runtime-arn ARN \\
+            --idempotent-tool lookup --stop-session-on-exit
+
+EXIT STATUS
+    0   Standard input closed, or SIGINT or SIGTERM: the proxy shut down.
+    1   The proxy could not start: no credentials provider, no TLS.
+    2   The command line is wrong: nothing was started.
+";
+
+/// The proxy's settings, as the command line gives them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Args {
+    pub runtime_arn: String,
+    pub region: Option<String>,
+    pub qualifier: Option<String>,
+    pub endpoint: Option<String>,
+    pub idempotent_tools: Vec<String>,
+    pub stop_session_on_exit: bool,
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    Run(Args),
+    Help,
+    Version,
+}
+
+/// Reads the arguments (without the program name).
+pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut args = Args::default();
+    let mut arn = None;
+    let mut raw = raw.into_iter();
+    while let Some(arg) = raw.next() {
+        let arg = arg
+            .into_string()
+            .map_err(|a| format!("the argument {a:?} is not valid UTF-8"))?;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        let mut value = |flag: &str| -> Result<String, String> {
+            let value = match inline.clone() {
+                Some(value) => value,
+                None => raw
+                    .next()
+                    .ok_or_else(|| format!("{flag} needs a value"))?
+                    .into_string()
+                    .map_err(|a| format!("the value {a:?} of {flag} is not valid UTF-8"))?,
+            };
+            if value.is_empty() {
+                return Err(format!("{flag} needs a non-empty value"));
+            }
+            Ok(value)
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            "--runtime-arn" => {
+                once(&arn, "--runtime-arn")?;
+                arn = Some(value("--runtime-arn")?);
+            }
+            "--region" => {
+                once(&args.region, "--region")?;
+                args.region = Some(value("--region")?);
+            }
+            "--qualifier" => {
+                once(&args.qualifier, "--qualifier")?;
+                args.qualifier = Some(value("--qualifier")?);
+            }
+            "--endpoint" => {
+                once(&args.endpoint, "--endpoint")?;
+                args.endpoint = Some(value("--endpoint")?);
+            }
+            "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
+            "--stop-session-on-exit" if inline.is_none() => args.stop_session_on_exit = true,
+            "--stop-session-on-exit" => return Err("--stop-session-on-exit takes no value".into()),
+            other if other.starts_with('-') => return Err(format!("unknown option `{other}`")),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    args.runtime_arn = arn.ok_or("--runtime-arn is required")?;
+    Ok(Parsed::Run(args))
+}
+
+/// Refuses a second value for a single-valued option.
+fn once<T>(slot: &Option<T>, flag: &str) -> Result<(), String> {
+    match slot {
+        Some(_) => Err(format!("{flag} is given twice")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
+
+    fn parse(args: &[&str]) -> Result<Parsed, String> {
+        parse_args(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn every_option_is_read_in_both_spellings() {
+        let parsed = parse(&[
+            "--runtime-arn",
+            ARN,
+            "--region=eu-west-1",
+            "--qualifier",
+            "prod",
+            "--endpoint=http://127.0.0.1:9",
+            "--idempotent-tool",
+            "add",
+            "--idempotent-tool=echo",
+            "--stop-session-on-exit",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed,
+            Parsed::Run(Args {
+                runtime_arn: ARN.into(),
+                region: Some("eu-west-1".into()),
+                qualifier: Some("prod".into()),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                idempotent_tools: vec!["add".into(), "echo".into()],
+                stop_session_on_exit: true,
+            })
+        );
+        assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
+        assert_eq!(parse(&["-V"]).unwrap(), Parsed::Version);
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let cases: [(&[&str], &str); 7] = [
+            (&[], "--runtime-arn is required"),
+            (&["--runtime-arn"], "--runtime-arn needs a value"),
+            (&["--runtime-arn="], "--runtime-arn needs a non-empty value"),
+            (
+                &["--runtime-arn", ARN, "--runtime-arn", ARN],
+                "--runtime-arn is given twice",
+            ),
+            (&["--runtime-arn", ARN, "--nope"], "unknown option `--nope`"),
+            (
+                &["--runtime-arn", ARN, "stray"],
+                "unexpected argument `stray`",
+            ),
+            (
+                &["--runtime-arn", ARN, "--stop-session-on-exit=yes"],
+                "--stop-session-on-exit takes no value",
+            ),
+        ];
+        for (args, expected) in cases {
+            let error = parse(args).unwrap_err();
+            assert!(error.starts_with(expected), "{args:?}: {error}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Server-sent events.
+
+/// An incremental `text/event-stream` reader: each event's `data:` lines, joined by `\n`.
+#[derive(Default)]
+pub struct SseParser {
+    /// Bytes of a line not ended yet.
+    pending: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl SseParser {
+    pub fn feed(&mut self, chunk: &[u8], mut on_event: impl FnMut(Vec<u8>)) {
+        self.pending.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(offset) = self.pending[start..]
+            .iter()
+            .position(|&b| b == b'\n' || b == b'\r')
+        {
+            let end = start + offset;
+            let next = match self.pending[end] {
+                b'\r' if end + 1 == self.pending.len() => break, // `\r\n` may be split
+                b'\r' if self.pending[end + 1] == b'\n' => end + 2,
+                _ => end + 1,
+            };
+            let line = self.pending[start..end].to_vec();
+            self.line(&line, &mut on_event);
+            start = next;
+        }
+        self.pending.drain(..start);
+    }
+
+    /// The stream ended: an unterminated last line or event still counts.
+    pub fn finish(&mut self, mut on_event: impl FnMut(Vec<u8>)) {
+        let rest = std::mem::take(&mut self.pending);
+        let rest = rest.strip_suffix(b"\r").unwrap_or(&rest);
+        if !rest.is_empty() {
+            self.line(rest, &mut on_event);
+        }
+        self.line(b"", &mut on_event);
+    }
+
+    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(Vec<u8>)) {
+        if line.is_empty() {
+            if std::mem::take(&mut self.has_data) {
+                on_event(std::mem::take(&mut self.data));
+            }
+            return;
+        }
+        if line.starts_with(b":") {
+            return; // a comment
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        if field == b"data" {
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(chunks: &[&[u8]]) -> Vec<String> {
+        let mut parser = SseParser::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            parser.feed(chunk, |e| out.push(String::from_utf8(e).unwrap()));
+        }
+        parser.finish(|e| out.push(String::from_utf8(e).unwrap()));
+        out
+    }
+
+    #[test]
+    fn events_are_read_across_chunks_and_line_endings() {
+        assert_eq!(
+            events(&[
+                b"event: message\r",
+                b"\ndata: {\"a\":",
+                b"1}\r\n\r\n: ping\n\ndata: x\ndata:y\n"
+            ]),
+            ["{\"a\":1}", "x\ny"]
+        );
+        assert_eq!(events(&[b"id: 1\n\n", b"data"]), [""]);
+    }
+}

@@ -1,0 +1,381 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin, one line per message on stdout.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http::{Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+use tracing::{debug, error, info, warn};
+
+use crate::answers::{
+    OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc, next_frame,
+    one_line, parse_server_message, preview, unanswered,
+};
+use crate::sse::SseParser;
+use crate::stack::{ResBody, Stack};
+use crate::{DRAIN_TIMEOUT, STOP_TIMEOUT, shutdown_signal};
+
+/// Runs the proxy until stdin closes (or a signal), then drains and, when asked, stops the
+/// runtime session.
+pub async fn run(stack: Stack, uri: Uri, stop_session_on_exit: bool) -> ExitCode {
+    let (out, lines_out) = mpsc::unbounded_channel();
+    let writer = std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || write_stdout(lines_out));
+    let writer = match writer {
+        Ok(writer) => writer,
+        Err(e) => {
+            error!("cannot start the stdout writer: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (lines_in, mut stdin) = mpsc::channel(64);
+    if let Err(e) = std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || read_stdin(lines_in))
+    {
+        error!("cannot start the stdin reader: {e}");
+        return ExitCode::FAILURE;
+    }
+
+    let proxy = Arc::new(Proxy {
+        stack,
+        uri,
+        session: RwLock::new(Session::default()),
+        sent: AtomicBool::new(false),
+        out: out.clone(),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        let line = tokio::select! {
+            line = stdin.recv() => line,
+            name = &mut signal => {
+                info!("{name}: shutting down");
+                None
+            }
+        };
+        let Some(line) = line else { break };
+        while tasks.try_join_next().is_some() {}
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                error!("cannot read stdin: {e}");
+                break;
+            }
+        };
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        let message: Value = match serde_json::from_slice(line) {
+            Ok(message) => message,
+            Err(e) => {
+                warn!("stdin: a line that is not JSON: {e}");
+                let _ = out.send(line_of(&error_response(
+                    &Value::Null,
+                    -32700,
+                    &format!("Parse error: {e}"),
+                    None,
+                )));
+                continue;
+            }
+        };
+        if !(message.is_object() || message.is_array()) {
+            let _ = out.send(line_of(&error_response(
+                &Value::Null,
+                -32600,
+                "Invalid Request: not a JSON-RPC message",
+                None,
+            )));
+            continue;
+        }
+        tasks.spawn(proxy.clone().forward(Bytes::copy_from_slice(line), message));
+    }
+
+    debug!(in_flight = tasks.len(), "stdin closed");
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            in_flight = tasks.len(),
+            "requests still run after {DRAIN_TIMEOUT:?}: giving up on them"
+        );
+        // Their answer trackers answer every open request as they are dropped.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+    if stop_session_on_exit && proxy.sent.load(Ordering::SeqCst) {
+        proxy.stop_session().await;
+    }
+    drop(proxy);
+    drop(out);
+    // Every sender is gone: the writer writes what is queued and ends.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    ExitCode::SUCCESS
+}
+
+fn read_stdin(lines: mpsc::Sender<std::io::Result<Vec<u8>>>) {
+    let stdin = std::io::stdin();
+    let mut stdin = stdin.lock();
+    loop {
+        let mut line = Vec::new();
+        match stdin.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {
+                if lines.blocking_send(Ok(line)).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = lines.blocking_send(Err(e));
+                return;
+            }
+        }
+    }
+}
+
+/// Writes each line (already ending in `\n`) whole, flushing when nothing more is queued.
+fn write_stdout(mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+    let stdout = std::io::stdout();
+    let mut stdout = std::io::BufWriter::new(stdout.lock());
+    while let Some(line) = lines.blocking_recv() {
+        let mut result = stdout.write_all(&line);
+        while let (Ok(()), Ok(more)) = (&result, lines.try_recv()) {
+            result = stdout.write_all(&more);
+        }
+        if let Err(e) = result.and_then(|()| stdout.flush()) {
+            error!("cannot write stdout: {e}");
+            return;
+        }
+    }
+}
+
+/// A JSON value as one stdout line.
+fn line_of(message: &Value) -> Vec<u8> {
+    let mut line = message.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+#[derive(Default)]
+struct Session {
+    /// `mcp-session-id` from the initialize answer.
+    id: Option<HeaderValue>,
+    /// The negotiated protocol version.
+    protocol_version: Option<HeaderValue>,
+}
+
+struct Proxy {
+    stack: Stack,
+    uri: Uri,
+    session: RwLock<Session>,
+    sent: AtomicBool,
+    out: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl Proxy {
+    fn request(&self, method: Method, body: Bytes, initialize: bool) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if !initialize {
+            let session = self.session.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(id) = &session.id {
+                headers.insert("mcp-session-id", id.clone());
+            }
+            if let Some(version) = &session.protocol_version {
+                headers.insert("mcp-protocol-version", version.clone());
+            }
+        }
+        request
+    }
+
+    /// Sends one stdin message and relays what comes back.
+    async fn forward(self: Arc<Self>, body: Bytes, message: Value) {
+        let method = match &message {
+            Value::Object(m) => m.get("method").and_then(Value::as_str),
+            _ => None,
+        };
+        let initialize = method == Some("initialize");
+        let label = method.unwrap_or("(response or batch)").to_owned();
+        let mut answers = Answers {
+            open: OpenRequests::of(&message),
+            out: self.out.clone(),
+        };
+        let request = self.request(Method::POST, body, initialize);
+        let started = Instant::now();
+        self.sent.store(true, Ordering::SeqCst);
+        let result = self.stack.clone().oneshot(request).await;
+        match result {
+            Ok(response) => {
+                debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
+                self.relay(response, &mut answers, initialize).await;
+            }
+            Err(error) => {
+                let (message, data) = describe_failure(error.as_ref());
+                warn!(method = %label, "{message}");
+                answers.fail_all(&message, Some(&data));
+            }
+        }
+    }
+
+    async fn relay(&self, response: Response<ResBody>, answers: &mut Answers, initialize: bool) {
+        let (parts, mut body) = response.into_parts();
+        let status = parts.status;
+        let sse = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if initialize && status.is_success() {
+            let mut session = self.session.write().unwrap_or_else(|p| p.into_inner());
+            session.id = parts.headers.get("mcp-session-id").cloned();
+            session.protocol_version = None;
+        }
+        let on_message = |answers: &mut Answers, data: &[u8]| {
+            let Some(message) = answers.emit(data) else {
+                return false;
+            };
+            if initialize
+                && let Some(version) = message
+                    .pointer("/result/protocolVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|v| HeaderValue::from_str(v).ok())
+            {
+                self.session
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .protocol_version = Some(version);
+            }
+            true
+        };
+
+        // SSE events are relayed as they come; a JSON body is read whole.
+        let mut events = (status.is_success() && sse).then(SseParser::default);
+        let mut whole = Vec::new();
+        loop {
+            let frame = match next_frame(&mut body).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(message) => {
+                    warn!("{message}");
+                    answers.fail_all(&message, None);
+                    return;
+                }
+            };
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            match events.as_mut() {
+                Some(events) => events.feed(data, |event| {
+                    on_message(answers, &event);
+                }),
+                None => whole.extend_from_slice(data),
+            }
+        }
+        let text = whole.trim_ascii();
+        if let Some(events) = events.as_mut() {
+            events.finish(|event| {
+                on_message(answers, &event);
+            });
+        } else if status.is_success() {
+            if !text.is_empty() && !on_message(answers, text) {
+                answers.fail_all(
+                    &format!(
+                        "AgentCore answered HTTP {} with a body that is not JSON",
+                        status.as_u16()
+                    ),
+                    Some(
+                        &serde_json::json!({"httpStatus": status.as_u16(), "body": preview(text)}),
+                    ),
+                );
+            }
+        } else if !(is_jsonrpc(text) && on_message(answers, text)) {
+            let (message, data) = describe_status(status, &parts.headers, text);
+            warn!("{message}");
+            answers.fail_all(&message, Some(&data));
+        }
+        if !answers.open.is_empty() {
+            answers.fail_all(&unanswered(status), None);
+        }
+    }
+
+    /// Ends the MCP session with a DELETE, which the signing layer turns into
+    /// `StopRuntimeSession`.
+    async fn stop_session(&self) {
+        let request = self.request(Method::DELETE, Bytes::new(), false);
+        match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
+            Ok(Ok(response)) if response.status().is_success() => {
+                info!("runtime session stopped");
+            }
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let headers = response.headers().clone();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                warn!("{}", describe_status(status, &headers, &body).0);
+            }
+            Ok(Err(error)) => warn!(
+                "stopping the runtime session: {}",
+                describe_failure(error.as_ref()).0
+            ),
+            Err(_) => warn!("stopping the runtime session took longer than {STOP_TIMEOUT:?}"),
+        }
+    }
+}
+
+/// The requests of one stdin line still waiting for their answer. Whatever is still open when
+/// it is dropped (the task was aborted at exit, or panicked) is answered with an error: a
+/// client is never left waiting.
+struct Answers {
+    open: OpenRequests,
+    out: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl Answers {
+    /// Writes one server message as one line; `None` (and nothing written) when it is not JSON.
+    fn emit(&mut self, data: &[u8]) -> Option<Value> {
+        let message = parse_server_message(data)?;
+        self.open.answered_by(&message);
+        let mut line = one_line(data);
+        line.push(b'\n');
+        let _ = self.out.send(line);
+        Some(message)
+    }
+
+    fn fail_all(&mut self, message: &str, data: Option<&Value>) {
+        for error in self.open.fail_all(message, data) {
+            let _ = self.out.send(line_of(&error));
+        }
+    }
+}
+
+impl Drop for Answers {
+    fn drop(&mut self) {
+        self.fail_all(
+            "the proxy stopped before AgentCore answered (stdin closed, or an internal error)",
+            None,
+        );
+    }
+}
