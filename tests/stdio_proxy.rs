@@ -1,8 +1,9 @@
 //! The `agentcore-mcp-proxy` binary, run as a subprocess against the AgentCore Runtime emulator:
-//! JSON-RPC lines in on stdin, one JSON line per answer out on stdout.
+//! JSON-RPC lines in on stdin, one JSON line per answer out on stdout; and with `--listen`, an
+//! MCP client over Streamable HTTP, and the endpoint's guards.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -573,6 +574,8 @@ fn help_reads_like_a_manual_page_and_version_names_the_release() {
             "--endpoint URL",
             "--idempotent-tool NAME",
             "--stop-session-on-exit",
+            "--listen ADDRESS:PORT",
+            "--listen-token-file PATH",
         ] {
             assert!(text.contains(&format!("\n    {option}\n")), "{option}");
         }
@@ -586,5 +589,720 @@ fn help_reads_like_a_manual_page_and_version_names_the_release() {
     assert_eq!(
         String::from_utf8(version.stdout).unwrap(),
         format!("agentcore-mcp-proxy {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --listen: MCP Streamable HTTP on loopback.
+
+/// The emulator's credentials, as the proxy's environment.
+fn credentials_env(emulator: &Emulator) -> Vec<(&'static str, String)> {
+    let credentials = emulator.credentials();
+    vec![
+        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            credentials.secret_access_key().to_owned(),
+        ),
+        (
+            "AWS_SESSION_TOKEN",
+            credentials.session_token().unwrap().to_owned(),
+        ),
+    ]
+}
+
+/// A token file, readable by its owner only, removed when dropped.
+struct TokenFile {
+    path: PathBuf,
+}
+
+impl TokenFile {
+    fn new(content: &str) -> TokenFile {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!(
+            "agentcore-mcp-proxy-test-token-{}-{n}",
+            std::process::id()
+        ));
+        std::fs::write(&path, content).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        TokenFile { path }
+    }
+
+    fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The proxy serving HTTP for `emulator`, and the URL it logged.
+struct Listening {
+    proxy: Proxy,
+    url: String,
+    port: u16,
+}
+
+impl Listening {
+    /// Starts `--listen 127.0.0.1:0` with `args`; waits for the URL in the log.
+    async fn start(emulator: &Emulator, args: &[&str]) -> Listening {
+        Self::start_with(emulator, args, credentials_env(emulator)).await
+    }
+
+    /// Starts `--listen 127.0.0.1:0` with `args` and these AWS variables.
+    async fn start_with(
+        emulator: &Emulator,
+        args: &[&str],
+        env: Vec<(&'static str, String)>,
+    ) -> Listening {
+        let endpoint = emulator.endpoint();
+        let mut all = vec![
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        all.extend_from_slice(args);
+        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let proxy = Proxy::start_with(&all, &env);
+        let deadline = Instant::now() + LINE_TIMEOUT;
+        let url = loop {
+            let stderr = proxy.stderr();
+            if let Some(at) = stderr.find("listening on http://") {
+                let rest = &stderr[at + "listening on ".len()..];
+                if let Some(end) = rest.find(char::is_whitespace) {
+                    break rest[..end].to_owned();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the proxy did not log its URL; stderr:\n{stderr}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let port = url
+            .trim_start_matches("http://127.0.0.1:")
+            .trim_end_matches("/mcp")
+            .parse()
+            .unwrap_or_else(|_| panic!("not a loopback URL at /mcp: {url}"));
+        Listening { proxy, url, port }
+    }
+
+    /// SIGTERM, then the exit status.
+    #[cfg(unix)]
+    async fn terminate(mut self) -> (ExitStatus, Proxy) {
+        let pid = self.proxy.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.proxy.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the proxy did not exit {EXIT_TIMEOUT:?} after SIGTERM; stderr:\n{}",
+                self.proxy.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        (status, self.proxy)
+    }
+}
+
+/// An answer of the endpoint.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The body as one JSON value.
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+
+    /// The messages of an SSE body, each event's data.
+    fn events(&self) -> Vec<Value> {
+        assert_eq!(
+            self.header("content-type"),
+            Some("text/event-stream"),
+            "{self:?}"
+        );
+        let text = std::str::from_utf8(&self.body).unwrap();
+        text.split("\n\n")
+            .filter(|event| !event.trim().is_empty())
+            .map(|event| {
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data: "))
+                    .collect();
+                serde_json::from_str(&data.join("\n")).unwrap()
+            })
+            .collect()
+    }
+
+    /// The one message of the answer, JSON or SSE.
+    fn message(&self) -> Value {
+        if self.header("content-type") == Some("text/event-stream") {
+            let mut events = self.events();
+            assert_eq!(events.len(), 1, "{self:?}");
+            events.remove(0)
+        } else {
+            self.json()
+        }
+    }
+}
+
+/// A minimal MCP Streamable HTTP client: the session id and protocol version from the
+/// initialize answer, sent with every later request; a bearer token when given.
+struct HttpClient {
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    url: String,
+    token: Option<String>,
+    session: Option<String>,
+    protocol_version: Option<String>,
+}
+
+impl HttpClient {
+    fn new(url: &str, token: Option<&str>) -> HttpClient {
+        HttpClient {
+            client: hyper_util::client::legacy::Client::builder(
+                hyper_util::rt::TokioExecutor::new(),
+            )
+            .build_http(),
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+            session: None,
+            protocol_version: None,
+        }
+    }
+
+    /// Sends `method` with the client's headers, then `extra` (which may replace them).
+    async fn send(&self, method: &str, body: Option<&Value>, extra: &[(&str, &str)]) -> Answer {
+        send_to(&self.client, method, &self.url, body, &self.headers(extra)).await
+    }
+
+    fn headers<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(String, String)> {
+        let mut headers: Vec<(String, String)> = vec![
+            ("content-type".into(), "application/json".into()),
+            (
+                "accept".into(),
+                "application/json, text/event-stream".into(),
+            ),
+        ];
+        if let Some(token) = &self.token {
+            headers.push(("authorization".into(), format!("Bearer {token}")));
+        }
+        if let Some(session) = &self.session {
+            headers.push(("mcp-session-id".into(), session.clone()));
+        }
+        if let Some(version) = &self.protocol_version {
+            headers.push(("mcp-protocol-version".into(), version.clone()));
+        }
+        for (name, value) in extra {
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push(((*name).to_owned(), (*value).to_owned()));
+        }
+        headers
+    }
+
+    async fn post(&self, message: &Value) -> Answer {
+        self.send("POST", Some(message), &[]).await
+    }
+
+    /// initialize, then notifications/initialized: the session is open.
+    async fn open(&mut self) -> Value {
+        let answer = self.post(&initialize(1)).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let session = answer
+            .header("mcp-session-id")
+            .unwrap_or_else(|| panic!("no Mcp-Session-Id: {answer:?}"));
+        self.session = Some(session.to_owned());
+        let message = answer.message();
+        self.protocol_version = Some(
+            message["result"]["protocolVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+        let notified = self.post(&initialized()).await;
+        assert_eq!(notified.status, 202, "{notified:?}");
+        assert!(notified.body.is_empty());
+        message
+    }
+}
+
+async fn send_to(
+    client: &hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    method: &str,
+    url: &str,
+    body: Option<&Value>,
+    headers: &[(String, String)],
+) -> Answer {
+    use http_body_util::BodyExt;
+    let mut request = http::Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let response = tokio::time::timeout(LINE_TIMEOUT, client.request(request))
+        .await
+        .expect("an answer in time")
+        .expect("the endpoint answers");
+    let (parts, body) = response.into_parts();
+    let body = tokio::time::timeout(LINE_TIMEOUT, body.collect())
+        .await
+        .expect("the whole body in time")
+        .unwrap()
+        .to_bytes();
+    Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+    }
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_over_http_runs_a_session_through_listen() {
+    let emulator =
+        Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(300)))
+            .await
+            .unwrap();
+    let token = "s3cr3t-local-token-0123456789abcdef";
+    let file = TokenFile::new(&format!("{token}\n"));
+    let listening = Listening::start(&emulator, &["--listen-token-file", file.arg()]).await;
+    let mut client = HttpClient::new(&listening.url, Some(token));
+
+    // The new runtime session provisions for 300 ms: refused busy, re-sent, answered.
+    let initialized = client.open().await;
+    assert_eq!(initialized["id"], 1);
+    assert_eq!(initialized["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"],
+        "agentcore-tower-emulator"
+    );
+    assert!(emulator.audit().busy_refusals > 0, "{:?}", emulator.audit());
+
+    let answer = client.post(&request(2, "tools/list", json!({}))).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let names: Vec<String> = answer.message()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["add", "echo", "counter"]);
+
+    // Requests run concurrently: a ping is answered while a slow tool runs.
+    emulator.push_fault(Fault::Slow(Duration::from_secs(2)));
+    let slow = {
+        let headers = client.headers(&[]);
+        let (http, url) = (client.client.clone(), client.url.clone());
+        tokio::spawn(async move {
+            send_to(
+                &http,
+                "POST",
+                &url,
+                Some(&call(3, "add", json!({"a": 2, "b": 3}))),
+                &headers,
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = Instant::now();
+    let ping = client.post(&request(4, "ping", json!({}))).await;
+    assert_eq!(
+        ping.message(),
+        json!({"jsonrpc": "2.0", "id": 4, "result": {}})
+    );
+    assert!(
+        sent.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        sent.elapsed()
+    );
+    let slow = slow.await.unwrap();
+    assert_eq!(text_of(&slow.message()), "5");
+
+    // `counter` is not declared idempotent: its connection drops after it ran, and it is not
+    // sent again; the client gets one JSON-RPC error naming what happened.
+    emulator.push_fault(Fault::DropAfterRun);
+    let answer = client.post(&call(5, "counter", json!({}))).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let error = answer.json();
+    assert_eq!(error["id"], 5, "{error}");
+    assert_eq!(error["error"]["code"], -32000, "{error}");
+    assert_eq!(error["error"]["data"]["failure"], "connection dropped");
+    assert_eq!(
+        error["error"]["data"]["attempts"],
+        json!([
+            "#1 failed: connection dropped -> replay_guard: delivered (connection dropped, but a re-send is forbidden: tools/call `counter` is not declared replayable); effect unknown"
+        ]),
+        "{error}"
+    );
+    assert_eq!(emulator.audit().executions_of("counter"), 1);
+
+    // GET: AgentCore sends server messages only in answer to a POST; 405 says "no stream".
+    let get = client
+        .send("GET", None, &[("accept", "text/event-stream")])
+        .await;
+    assert_eq!(get.status, 405, "{get:?}");
+    assert_eq!(get.header("allow"), Some("POST"));
+
+    // One MCP session, one runtime session; DELETE ends both.
+    let audit = emulator.audit();
+    let runtime_sessions: std::collections::HashSet<_> = audit
+        .received
+        .iter()
+        .map(|r| r.runtime_session_id.clone().unwrap())
+        .collect();
+    assert_eq!(runtime_sessions.len(), 1, "{:?}", audit.received);
+    assert_eq!(audit.sessions_started, 1, "{audit:?}");
+    let delete = client.send("DELETE", None, &[]).await;
+    assert!(delete.status == 200 || delete.status == 204, "{delete:?}");
+    assert_eq!(emulator.audit().sessions_stopped, 1);
+
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let audit = emulator.audit();
+    assert_eq!(audit.sessions_stopped, 1, "nothing more to stop: {audit:?}");
+    assert_eq!(audit.signature_failures, 0, "{audit:?}");
+
+    // No secret, and not the local token, in the log.
+    let credentials = emulator.credentials();
+    let stderr = proxy.stderr();
+    assert!(!stderr.contains(credentials.secret_access_key()));
+    assert!(!stderr.contains(credentials.session_token().unwrap()));
+    assert!(!stderr.contains(token));
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_exit() {
+    let emulator = Emulator::start(EmulatorConfig::default().sse(true))
+        .await
+        .unwrap();
+    let listening = Listening::start(&emulator, &["--stop-session-on-exit"]).await;
+    let mut first = HttpClient::new(&listening.url, None);
+    let mut second = HttpClient::new(&listening.url, None);
+    first.open().await;
+    second.open().await;
+    assert_ne!(first.session, second.session);
+
+    let text = "two\nlines and a \"quote\"";
+    let answer = first.post(&call(2, "echo", json!({"text": text}))).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let events = answer.events();
+    assert_eq!(events.len(), 1, "{answer:?}");
+    assert_eq!(events[0]["id"], 2);
+    assert_eq!(text_of(&events[0]), text);
+    let answer = second.post(&call(2, "add", json!({"a": 40, "b": 2}))).await;
+    assert_eq!(text_of(&answer.message()), "42");
+
+    // Each MCP session in its own microVM, each request of it in the same one.
+    let audit = emulator.audit();
+    // The runtime sessions of the requests of one MCP session (None: outside any).
+    let of = |audit: &agentcore_tower::emulator::Audit, session: &Option<String>| {
+        audit
+            .received
+            .iter()
+            .filter(|r| r.mcp_session_id == *session && r.method.as_deref() != Some("initialize"))
+            .map(|r| r.runtime_session_id.clone().unwrap())
+            .collect::<std::collections::HashSet<String>>()
+    };
+    let (a, b) = (of(&audit, &first.session), of(&audit, &second.session));
+    assert_eq!(a.len(), 1, "{:?}", audit.received);
+    assert_eq!(b.len(), 1, "{:?}", audit.received);
+    assert_ne!(a, b);
+    assert_eq!(audit.sessions_started, 2, "{audit:?}");
+
+    // A client of MCP's stateless protocol never initializes: its requests share one runtime
+    // session, not a new microVM each.
+    let mut stateless = HttpClient::new(&listening.url, None);
+    stateless.protocol_version = Some("2026-07-28".into());
+    for id in [1, 2] {
+        let answer = stateless
+            .post(&call(id, "add", json!({"a": id, "b": 1})))
+            .await;
+        assert_eq!(text_of(&answer.message()), (id + 1).to_string());
+    }
+    let audit = emulator.audit();
+    let shared = of(&audit, &None);
+    assert_eq!(shared.len(), 1, "{:?}", audit.received);
+    assert!(shared.is_disjoint(&a) && shared.is_disjoint(&b));
+    assert_eq!(audit.sessions_started, 3, "{audit:?}");
+
+    // SIGTERM with --stop-session-on-exit: every runtime session is stopped, exit 0.
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert_eq!(
+        emulator.audit().sessions_stopped,
+        3,
+        "stderr:\n{}",
+        proxy.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_an_aws_error_becomes_a_jsonrpc_error_and_no_secret_is_printed() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let wrong_secret = "not-the-emulator-secret-access-key-0123456789";
+    let mut env = credentials_env(&emulator);
+    env[1].1 = wrong_secret.to_owned();
+    let listening = Listening::start_with(&emulator, &[], env).await;
+    let client = HttpClient::new(&listening.url, None);
+
+    // A request: HTTP 200 with its JSON-RPC error, not a 403 an MCP client takes for OAuth.
+    let mut bodies = String::new();
+    let answer = client.post(&initialize(1)).await;
+    bodies.push_str(&String::from_utf8_lossy(&answer.body));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let error = answer.json();
+    assert_eq!(error["id"], 1, "{error}");
+    assert_eq!(error["error"]["code"], -32000, "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("AgentCore answered HTTP 403 Forbidden (InvalidSignatureException): "),
+        "{message}"
+    );
+    assert_eq!(error["error"]["data"]["httpStatus"], 403);
+    assert_eq!(
+        error["error"]["data"]["errorType"],
+        "InvalidSignatureException"
+    );
+
+    // A notification has no id to answer: HTTP 502, the error naming why.
+    let answer = client.post(&initialized()).await;
+    bodies.push_str(&String::from_utf8_lossy(&answer.body));
+    assert_eq!(answer.status, 502, "{answer:?}");
+    assert_eq!(answer.json()["id"], Value::Null);
+    assert_eq!(emulator.audit().signature_failures, 2);
+
+    // Not JSON: a parse error, nothing sent.
+    let answer = send_to(
+        &client.client,
+        "POST",
+        &client.url,
+        None,
+        &client.headers(&[]),
+    )
+    .await;
+    assert_eq!(answer.status, 400, "{answer:?}");
+    assert_eq!(answer.json()["error"]["code"], -32700);
+    assert_eq!(emulator.audit().requests, 2);
+
+    // The 403 quotes the canonical request, session token included: redacted everywhere.
+    let credentials = emulator.credentials();
+    let everything = format!("{bodies}\n{}", listening.proxy.stderr());
+    assert!(!everything.contains(wrong_secret));
+    assert!(!everything.contains(credentials.session_token().unwrap()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_refuses_hostile_origins_and_missing_or_wrong_tokens() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let token = "the-right-token-0123456789abcdef";
+    let file = TokenFile::new(token);
+    let listening = Listening::start(&emulator, &["--listen-token-file", file.arg()]).await;
+    let client = HttpClient::new(&listening.url, Some(token));
+    let port = listening.port;
+    let own = format!("http://127.0.0.1:{port}");
+    let rebound_host = format!("evil.example:{port}");
+    let bearer_wrong = "Bearer the-wrong-token-0123456789abcdef".to_owned();
+    // What is refused, the headers that make it so, the status.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
+        // A web page, and DNS rebinding: another origin, a non-loopback Host.
+        (
+            "hostile origin",
+            vec![("origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "hostile origin, own port",
+            vec![("origin", "http://evil.example:8765")],
+            403,
+        ),
+        ("opaque origin", vec![("origin", "null")], 403),
+        ("https origin", vec![("origin", "https://localhost")], 403),
+        ("rebound host", vec![("host", &rebound_host)], 421),
+        // The token.
+        ("no token", vec![("authorization", "")], 401),
+        ("wrong token", vec![("authorization", &bearer_wrong)], 401),
+        (
+            "not a bearer token",
+            vec![("authorization", "Basic dXNlcjpwYXNz")],
+            401,
+        ),
+        // Not an MCP message.
+        ("not JSON", vec![("content-type", "text/plain")], 415),
+    ];
+    for (what, headers, status) in &cases {
+        let mut headers = client.headers(headers);
+        headers.retain(|(n, v)| !(n == "authorization" && v.is_empty()));
+        let answer = send_to(
+            &client.client,
+            "POST",
+            &client.url,
+            Some(&initialize(1)),
+            &headers,
+        )
+        .await;
+        assert_eq!(answer.status, *status, "{what}: {answer:?}");
+        let error = answer.json();
+        assert_eq!(error["error"]["code"], -32000, "{what}: {error}");
+        assert!(error["error"]["message"].is_string(), "{what}: {error}");
+        if *status == 401 {
+            let challenge = answer.header("www-authenticate").unwrap();
+            assert!(challenge.starts_with("Bearer"), "{what}: {challenge}");
+        }
+    }
+    let elsewhere = send_to(
+        &client.client,
+        "POST",
+        &client.url.replace("/mcp", "/other"),
+        Some(&initialize(1)),
+        &client.headers(&[]),
+    )
+    .await;
+    assert_eq!(elsewhere.status, 404, "{elsewhere:?}");
+    assert_eq!(
+        emulator.audit().requests,
+        0,
+        "nothing refused reached AgentCore"
+    );
+
+    // The endpoint's own origin, and localhost, with the token: served.
+    for (origin, host) in [
+        (own.clone(), format!("127.0.0.1:{port}")),
+        (
+            "http://localhost:6274".to_owned(),
+            format!("localhost:{port}"),
+        ),
+    ] {
+        let answer = client
+            .send(
+                "POST",
+                Some(&initialize(1)),
+                &[("origin", &origin), ("host", &host)],
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{origin}: {answer:?}");
+        assert_eq!(answer.message()["result"]["protocolVersion"], "2025-06-18");
+    }
+    assert_eq!(emulator.audit().requests, 2);
+    assert!(!listening.proxy.stderr().contains(token));
+    assert!(!listening.proxy.stderr().contains("the-wrong-token"));
+}
+
+#[test]
+fn listen_refuses_non_loopback_addresses_and_unusable_token_files() {
+    let empty = TokenFile::new(" \n");
+    let short = TokenFile::new("short");
+    let missing = std::env::temp_dir().join("agentcore-mcp-proxy-test-no-such-token-file");
+    let missing = missing.to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--listen", "0.0.0.0:8765"],
+            "0.0.0.0 binds every network interface",
+        ),
+        (
+            &["--listen", "[::]:8765"],
+            ":: binds every network interface",
+        ),
+        (
+            &["--listen", "192.168.1.10:8765"],
+            "192.168.1.10 is not a loopback address",
+        ),
+        (&["--listen", "example.com:8765"], "not an ADDRESS:PORT"),
+        (
+            &["--listen-token-file", empty.arg()],
+            "--listen-token-file needs --listen",
+        ),
+        (
+            &["--listen", "127.0.0.1:0", "--listen-token-file", missing],
+            "--listen-token-file",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--listen-token-file",
+                empty.arg(),
+            ],
+            "the file is empty",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--listen-token-file",
+                short.arg(),
+            ],
+            "use at least 16",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["--runtime-arn", ARN];
+        all.extend_from_slice(args);
+        let output = command(&all, &[]).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty());
+    }
+
+    // A port already taken: the proxy cannot start (exit 1), and says why.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = command(
+        &[
+            "--runtime-arn",
+            ARN,
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--listen",
+            &address,
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "example"),
+        ],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {address}")),
+        "{stderr}"
     );
 }

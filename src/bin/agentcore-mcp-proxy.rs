@@ -1,15 +1,18 @@
 //! `agentcore-mcp-proxy`: an MCP proxy to an IAM-authenticated AWS Bedrock AgentCore Runtime,
-//! for MCP clients that speak stdio. `--help` is its manual page.
+//! for MCP clients that speak stdio (the default) or take a URL (`--listen`). `--help` is its
+//! manual page.
 //!
 //! ```text
 //! cargo install agentcore-tower --features proxy
-//! agentcore-mcp-proxy --runtime-arn ARN
+//! agentcore-mcp-proxy --runtime-arn ARN [--listen 127.0.0.1:PORT [--listen-token-file PATH]]
 //! ```
 
 #[path = "agentcore-mcp-proxy/answers.rs"]
 mod answers;
 #[path = "agentcore-mcp-proxy/cli.rs"]
 mod cli;
+#[path = "agentcore-mcp-proxy/listen.rs"]
+mod listen;
 #[path = "agentcore-mcp-proxy/sse.rs"]
 mod sse;
 #[path = "agentcore-mcp-proxy/stack.rs"]
@@ -45,6 +48,14 @@ fn main() -> ExitCode {
         }
         Err(message) => return usage_error(&message),
     };
+    // Read before anything starts: a bad file is a bad command line.
+    let token = match &args.listen_token_file {
+        Some(path) => match read_token(path) {
+            Ok(token) => Some(token),
+            Err(message) => return usage_error(&message),
+        },
+        None => None,
+    };
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -57,7 +68,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(args));
+    let code = runtime.block_on(run(args, token));
     // The stdin reader may still be blocked in a read: do not wait for it.
     runtime.shutdown_background();
     code
@@ -66,6 +77,25 @@ fn main() -> ExitCode {
 fn usage_error(message: &str) -> ExitCode {
     eprintln!("{NAME}: {message}\n\n{}\nSee `{NAME} --help`.", cli::USAGE);
     ExitCode::from(2)
+}
+
+fn read_token(path: &std::path::Path) -> Result<String, String> {
+    let content =
+        std::fs::read(path).map_err(|e| format!("--listen-token-file {}: {e}", path.display()))?;
+    let token = cli::parse_token(path, &content)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "{NAME}: warning: --listen-token-file {} can be read by other users (chmod 600 it)",
+                path.display()
+            );
+        }
+    }
+    Ok(token)
 }
 
 /// tracing to stderr, filtered by `RUST_LOG` (a level or directives; info by default).
@@ -89,10 +119,12 @@ fn init_logging() {
     }
 }
 
-async fn run(args: Args) -> ExitCode {
+async fn run(args: Args, token: Option<String>) -> ExitCode {
     let mode = stack::Mode {
-        per_mcp_session: false,
-        stop_session_on_delete: args.stop_session_on_exit,
+        // Many MCP sessions may share a listener: each gets its microVM, and ends it with
+        // DELETE. On stdio, one client: one runtime session, stopped at exit when asked.
+        per_mcp_session: args.listen.is_some(),
+        stop_session_on_delete: args.listen.is_some() || args.stop_session_on_exit,
     };
     let built = match stack::build(&args, mode).await {
         Ok(built) => built,
@@ -102,7 +134,19 @@ async fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    stdio::run(built.stack, built.uri, args.stop_session_on_exit).await
+    match args.listen {
+        Some(address) => {
+            listen::run(
+                built.stack,
+                built.uri,
+                address,
+                token,
+                args.stop_session_on_exit,
+            )
+            .await
+        }
+        None => stdio::run(built.stack, built.uri, args.stop_session_on_exit).await,
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM, with the signal's name; never when they cannot be watched.

@@ -1,12 +1,15 @@
 //! The command line: the manual page, the arguments, and what is wrong with them.
 
 use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 /// The short usage, after an error.
 pub const USAGE: &str = "\
 usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
            [--qualifier QUALIFIER] [--endpoint URL] [--idempotent-tool NAME]...
            [--stop-session-on-exit]
+           [--listen ADDRESS:PORT [--listen-token-file PATH]]
        agentcore-mcp-proxy --help | --version
 ";
 
@@ -14,12 +17,13 @@ usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
 pub const HELP: &str = "\
 NAME
     agentcore-mcp-proxy - an MCP proxy to AWS Bedrock AgentCore Runtime,
-    over stdio
+    over stdio or local HTTP
 
 SYNOPSIS
     agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
                         [--qualifier QUALIFIER] [--endpoint URL]
                         [--idempotent-tool NAME]... [--stop-session-on-exit]
+                        [--listen ADDRESS:PORT [--listen-token-file PATH]]
     agentcore-mcp-proxy --help | --version
 
 DESCRIPTION
@@ -27,13 +31,34 @@ DESCRIPTION
     IAM (SigV4) authentication, with the credentials of the standard AWS
     chain.
 
-    The MCP stdio transport: newline-delimited JSON-RPC messages on standard
-    input; every answer and every server message (JSON or SSE from the runtime)
-    as one line on standard output, which carries nothing else; logs on standard
-    error. Requests run concurrently: a slow tool does not hold up a ping. One
-    runtime session (one microVM) serves the whole run. When standard input
-    closes, or on SIGINT or SIGTERM, requests still running get up to 10 s to
-    finish; with --stop-session-on-exit the runtime session is then stopped.
+    stdio (the default): the MCP stdio transport. Newline-delimited JSON-RPC
+    messages on standard input; every answer and every server message (JSON
+    or SSE from the runtime) as one line on standard output, which carries
+    nothing else; logs on standard error. Requests run concurrently: a slow
+    tool does not hold up a ping. One runtime session (one microVM) serves
+    the whole run. When standard input closes, or on SIGINT or SIGTERM,
+    requests still running get up to 10 s to finish; with
+    --stop-session-on-exit the runtime session is then stopped.
+
+    HTTP (--listen): the MCP Streamable HTTP transport at
+    http://ADDRESS:PORT/mcp, for clients that take a URL instead of a
+    command. POST carries JSON-RPC messages, answered as JSON or as an SSE
+    stream. GET is answered 405: AgentCore Runtime sends server messages only
+    in the answer to a POST, and MCP clients read 405 as \"no stream offered\".
+    DELETE ends the MCP session and stops its runtime session. Each MCP
+    session gets a runtime session of its own; requests outside any (from a
+    client of MCP's stateless versions, which never initializes) share one.
+    The endpoint acts with your AWS identity, so it binds to loopback
+    addresses only, and refuses, with nothing sent, every request
+      * whose Origin, when it has one, is not a loopback origin
+        (http://localhost, http://127.0.0.1 or http://[::1], any port): 403,
+        the MCP specification's defence against DNS rebinding;
+      * whose Host is not a loopback name: 421;
+      * without \"Authorization: Bearer TOKEN\", when --listen-token-file is
+        given: 401;
+      * to any path but /mcp: 404.
+    It runs until SIGINT or SIGTERM; requests still running then get up to
+    10 s to finish.
 
     Every request goes through the agentcore-tower stack, outer to inner: one
     120 s deadline for the whole call, the replay guard, throttle retry (HTTP
@@ -73,7 +98,20 @@ OPTIONS
 
     --stop-session-on-exit
         At exit, stop the runtime session (StopRuntimeSession) rather than
-        leave it to expire.
+        leave it to expire; with --listen, every runtime session not ended
+        with DELETE.
+
+    --listen ADDRESS:PORT
+        Serve MCP Streamable HTTP at http://ADDRESS:PORT/mcp instead of
+        stdio. ADDRESS is a loopback address: 127.0.0.1 (or another
+        127.x.x.x), [::1], or localhost (127.0.0.1). PORT 0 picks a free
+        port; the log names the URL.
+
+    --listen-token-file PATH
+        With --listen, require \"Authorization: Bearer TOKEN\" on every
+        request, TOKEN being the file's content without the whitespace
+        around it: one word of visible ASCII, at least 16 characters. Keep
+        the file readable by you alone.
 
     -h, --help
         This page, on standard output.
@@ -110,10 +148,20 @@ EXAMPLES
         AWS_PROFILE=dev agentcore-mcp-proxy --runtime-arn ARN \\
             --idempotent-tool lookup --stop-session-on-exit
 
+    A local URL for clients that take one, guarded by a token:
+        (umask 077; head -c 32 /dev/urandom | base64 > ~/.agentcore-mcp-token)
+        agentcore-mcp-proxy --runtime-arn ARN --listen 127.0.0.1:8765 \\
+            --listen-token-file ~/.agentcore-mcp-token
+    and in the client: the URL http://127.0.0.1:8765/mcp, the header
+    \"Authorization: Bearer\" and the file's content.
+
 EXIT STATUS
-    0   Standard input closed, or SIGINT or SIGTERM: the proxy shut down.
-    1   The proxy could not start: no credentials provider, no TLS.
-    2   The command line is wrong: nothing was started.
+    0   Standard input closed (stdio), or SIGINT or SIGTERM: the proxy
+        shut down.
+    1   The proxy could not start: no credentials provider, no TLS, the
+        listen address taken.
+    2   The command line is wrong, or a file it names cannot be used:
+        nothing was started.
 ";
 
 /// The proxy's settings, as the command line gives them.
@@ -125,6 +173,9 @@ pub struct Args {
     pub endpoint: Option<String>,
     pub idempotent_tools: Vec<String>,
     pub stop_session_on_exit: bool,
+    /// `--listen`: serve HTTP there instead of stdio.
+    pub listen: Option<SocketAddr>,
+    pub listen_token_file: Option<PathBuf>,
 }
 
 /// What the command line asks for.
@@ -186,11 +237,22 @@ pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Str
             "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
             "--stop-session-on-exit" if inline.is_none() => args.stop_session_on_exit = true,
             "--stop-session-on-exit" => return Err("--stop-session-on-exit takes no value".into()),
+            "--listen" => {
+                once(&args.listen, "--listen")?;
+                args.listen = Some(parse_listen(&value("--listen")?)?);
+            }
+            "--listen-token-file" => {
+                once(&args.listen_token_file, "--listen-token-file")?;
+                args.listen_token_file = Some(value("--listen-token-file")?.into());
+            }
             other if other.starts_with('-') => return Err(format!("unknown option `{other}`")),
             other => return Err(format!("unexpected argument `{other}`")),
         }
     }
     args.runtime_arn = arn.ok_or("--runtime-arn is required")?;
+    if args.listen_token_file.is_some() && args.listen.is_none() {
+        return Err("--listen-token-file needs --listen".into());
+    }
     Ok(Parsed::Run(args))
 }
 
@@ -200,6 +262,59 @@ fn once<T>(slot: &Option<T>, flag: &str) -> Result<(), String> {
         Some(_) => Err(format!("{flag} is given twice")),
         None => Ok(()),
     }
+}
+
+/// A `--listen` address: a loopback IP address (or `localhost`) and a port.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let address = match text.strip_prefix("localhost:") {
+        Some(port) => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+            .map_err(|_| format!("--listen {text}: `{port}` is not a port (0 to 65535)"))?,
+        None => text.parse::<SocketAddr>().map_err(|_| {
+            format!(
+                "--listen {text}: not an ADDRESS:PORT (e.g. 127.0.0.1:8765, [::1]:8765, \
+                 localhost:8765)"
+            )
+        })?,
+    };
+    if !address.ip().is_loopback() {
+        let what = if address.ip().is_unspecified() {
+            "binds every network interface"
+        } else {
+            "is not a loopback address"
+        };
+        return Err(format!(
+            "--listen {text}: {} {what}; the endpoint acts with your AWS identity, so it listens \
+             on loopback only (127.0.0.1, [::1] or localhost)",
+            address.ip()
+        ));
+    }
+    Ok(address)
+}
+
+/// The bearer token in a `--listen-token-file`'s content.
+pub fn parse_token(path: &std::path::Path, content: &[u8]) -> Result<String, String> {
+    let shown = path.display();
+    let token = std::str::from_utf8(content)
+        .map_err(|_| format!("--listen-token-file {shown}: the token is not text"))?
+        .trim();
+    if token.is_empty() {
+        return Err(format!("--listen-token-file {shown}: the file is empty"));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "--listen-token-file {shown}: the token must be one word of visible ASCII characters"
+        ));
+    }
+    if token.len() < 16 {
+        return Err(format!(
+            "--listen-token-file {shown}: the token has {} characters; use at least 16 (e.g. \
+             `head -c 32 /dev/urandom | base64`)",
+            token.len()
+        ));
+    }
+    Ok(token.to_owned())
 }
 
 #[cfg(test)]
@@ -225,6 +340,9 @@ mod tests {
             "add",
             "--idempotent-tool=echo",
             "--stop-session-on-exit",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen-token-file=/tmp/token",
         ])
         .unwrap();
         assert_eq!(
@@ -236,6 +354,8 @@ mod tests {
                 endpoint: Some("http://127.0.0.1:9".into()),
                 idempotent_tools: vec!["add".into(), "echo".into()],
                 stop_session_on_exit: true,
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                listen_token_file: Some("/tmp/token".into()),
             })
         );
         assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
@@ -244,7 +364,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_named() {
-        let cases: [(&[&str], &str); 7] = [
+        let cases: [(&[&str], &str); 9] = [
             (&[], "--runtime-arn is required"),
             (&["--runtime-arn"], "--runtime-arn needs a value"),
             (&["--runtime-arn="], "--runtime-arn needs a non-empty value"),
@@ -261,10 +381,59 @@ mod tests {
                 &["--runtime-arn", ARN, "--stop-session-on-exit=yes"],
                 "--stop-session-on-exit takes no value",
             ),
+            (
+                &["--runtime-arn", ARN, "--listen-token-file", "/tmp/t"],
+                "--listen-token-file needs --listen",
+            ),
+            (
+                &["--runtime-arn", ARN, "--listen", "8080"],
+                "--listen 8080: not an ADDRESS:PORT",
+            ),
         ];
         for (args, expected) in cases {
             let error = parse(args).unwrap_err();
             assert!(error.starts_with(expected), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_addresses_are_listened_on() {
+        for ok in ["127.0.0.1:8765", "127.1.2.3:1", "[::1]:8765", "localhost:0"] {
+            let address = parse_listen(ok).unwrap();
+            assert!(address.ip().is_loopback(), "{ok}");
+        }
+        assert_eq!(
+            parse_listen("localhost:80").unwrap(),
+            "127.0.0.1:80".parse().unwrap()
+        );
+        for (bad, why) in [
+            ("0.0.0.0:8765", "binds every network interface"),
+            ("[::]:8765", "binds every network interface"),
+            ("192.168.1.10:8765", "is not a loopback address"),
+            ("[::ffff:127.0.0.1]:8765", "is not a loopback address"),
+            ("example.com:80", "not an ADDRESS:PORT"),
+            ("localhost:http", "`http` is not a port"),
+        ] {
+            let error = parse_listen(bad).unwrap_err();
+            assert!(error.contains(why), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_one_long_enough_word() {
+        let path = std::path::Path::new("t");
+        assert_eq!(
+            parse_token(path, b"  0123456789abcdef\n").unwrap(),
+            "0123456789abcdef"
+        );
+        for (content, why) in [
+            (&b" \n"[..], "empty"),
+            (b"short", "use at least 16"),
+            (b"0123456789 abcdef", "one word"),
+            (b"\xff\xfe0123456789abcdef", "not text"),
+        ] {
+            let error = parse_token(path, content).unwrap_err();
+            assert!(error.contains(why), "{content:?}: {error}");
         }
     }
 }

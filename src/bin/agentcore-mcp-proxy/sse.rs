@@ -67,6 +67,15 @@ impl SseParser {
     }
 }
 
+/// One server message as an SSE event: one `data:` line (the message is one line of JSON).
+pub fn event(message: &[u8]) -> Vec<u8> {
+    let mut event = Vec::with_capacity(message.len() + 8);
+    event.extend_from_slice(b"data: ");
+    event.extend_from_slice(message);
+    event.extend_from_slice(b"\n\n");
+    event
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

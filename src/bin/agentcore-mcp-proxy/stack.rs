@@ -45,7 +45,7 @@ pub struct Built {
 
 /// How the signer is set up for the mode.
 pub struct Mode {
-    /// Many MCP sessions over one proxy: a runtime session for each.
+    /// Many MCP sessions over one proxy (`--listen`): a runtime session for each.
     pub per_mcp_session: bool,
     /// A DELETE becomes `StopRuntimeSession`.
     pub stop_session_on_delete: bool,
