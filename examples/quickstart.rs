@@ -20,7 +20,7 @@ use std::time::Duration;
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, Verdict};
+use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, record::Verdict};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, Response};

@@ -1,12 +1,18 @@
-//! The retry budget: one token bucket shared by every call through a stack (or several), drawn
-//! from before any re-send by any layer — so a fleet of clients meeting a throttled runtime does
-//! not re-send in step and double the load it is refused under.
+//! Budgets: what a call may spend on re-sends. Two of them, both over every layer of this crate
+//! that the call passes:
 //!
+//! * [`CallBudget`] — an app's own limits for one call (attempts, waits, a deadline), put in the
+//!   request's extensions;
+//! * [`RetryBudget`] — one token bucket shared by every call through a stack (or several),
+//!   drawn from before any re-send by any layer, so a fleet of clients meeting a throttled
+//!   runtime does not re-send in step and double the load it is refused under.
+//!
+//! # The retry budget
 //! Modelled on the AWS SDKs' retry quota (aws-smithy-runtime's `TokenBucket`, standard retry
 //! mode): a bucket of **500** tokens; a re-send after throttling costs **5**, after a failure
 //! that may have run or was never sent **14**; every call that ends in a success puts **1**
 //! back (never past the capacity). When a re-send's cost is not in the bucket, the answer is
-//! delivered as it came, recorded as [`Verdict::BudgetExhausted`](crate::Verdict).
+//! delivered as it came, recorded as [`Verdict::BudgetExhausted`](crate::record::Verdict).
 //!
 //! **Session busy costs nothing** by default: a runtime session answers it while it provisions
 //! — the normal cold start of every MCP session, short, and not a sign of load — and a budget
@@ -15,7 +21,7 @@
 //! Each retry layer has a budget of its own unless given one; the call uses the budget of the
 //! first of the crate's layers it meets (the one that owns it), or the one in the request's
 //! extensions. Hand one [`RetryBudget`] to several layers or stacks to share it, or turn it off
-//! with [`RetryLayer::no_retry_budget`](crate::RetryLayer::no_retry_budget).
+//! with [`RetryLayer::no_retry_budget`](crate::retry::RetryLayer::no_retry_budget).
 //!
 //! ```
 //! use agentcore_tower::{RetryBudget, ThrottleRetryLayer, SessionBusyRetryLayer};
@@ -37,6 +43,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::rule::{Failure, Refusal};
 
@@ -245,5 +253,59 @@ impl fmt::Debug for RetryBudget {
             .field("costs", &self.0.costs)
             .field("tokens", &*self.lock())
             .finish()
+    }
+}
+
+/// Limits of one call, over every layer of this crate that re-sends it: put it in the request's
+/// extensions. Each layer still keeps its own schedule and its own caps; these bound them all.
+///
+/// ```
+/// use std::time::Duration;
+/// use agentcore_tower::CallBudget;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(
+///     CallBudget::new()
+///         .max_attempts(4)
+///         .max_total_wait(Duration::from_secs(3))
+///         // The deadline of a `tower::timeout` around the stack: no wait is started that would
+///         // end after it, so the call hands back its last answer rather than a timeout.
+///         .deadline(tokio::time::Instant::now() + Duration::from_secs(10)),
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallBudget {
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) max_total_wait: Option<Duration>,
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl CallBudget {
+    /// No limit beyond the layers' own.
+    pub const fn new() -> Self {
+        Self {
+            max_attempts: None,
+            max_total_wait: None,
+            deadline: None,
+        }
+    }
+
+    /// At most this many attempts in all, the first one included (`0` is taken as 1).
+    pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(if max_attempts == 0 { 1 } else { max_attempts });
+        self
+    }
+
+    /// At most this much waiting in all, between attempts.
+    pub const fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
+        self.max_total_wait = Some(max_total_wait);
+        self
+    }
+
+    /// No wait is started that would end after `deadline`. The deadline does not cancel an
+    /// attempt in flight: pair it with a `tower::timeout` (or your own) ending at the same time.
+    pub const fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 }

@@ -31,64 +31,10 @@ use std::time::Duration;
 use http::Extensions;
 use tokio::time::Instant;
 
-use crate::budget::RetryBudget;
+use crate::budget::{CallBudget, RetryBudget};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 use crate::record::{AttemptRecord, Decision, Verdict};
 use crate::rule::{Failure, Permission, SharedReplayRule};
-
-/// Limits of one call, over every layer of this crate that re-sends it: put it in the request's
-/// extensions. Each layer still keeps its own schedule and its own caps; these bound them all.
-///
-/// ```
-/// use std::time::Duration;
-/// use agentcore_tower::CallBudget;
-///
-/// let mut request = http::Request::new(());
-/// request.extensions_mut().insert(
-///     CallBudget::new()
-///         .max_attempts(4)
-///         .max_total_wait(Duration::from_secs(3))
-///         // The deadline of a `tower::timeout` around the stack: no wait is started that would
-///         // end after it, so the call hands back its last answer rather than a timeout.
-///         .deadline(tokio::time::Instant::now() + Duration::from_secs(10)),
-/// );
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallBudget {
-    max_attempts: Option<u32>,
-    max_total_wait: Option<Duration>,
-    deadline: Option<Instant>,
-}
-
-impl CallBudget {
-    /// No limit beyond the layers' own.
-    pub const fn new() -> Self {
-        Self {
-            max_attempts: None,
-            max_total_wait: None,
-            deadline: None,
-        }
-    }
-
-    /// At most this many attempts in all, the first one included (`0` is taken as 1).
-    pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = Some(if max_attempts == 0 { 1 } else { max_attempts });
-        self
-    }
-
-    /// At most this much waiting in all, between attempts.
-    pub const fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
-        self.max_total_wait = Some(max_total_wait);
-        self
-    }
-
-    /// No wait is started that would end after `deadline`. The deadline does not cancel an
-    /// attempt in flight: pair it with a `tower::timeout` (or your own) ending at the same time.
-    pub const fn deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-}
 
 /// A hook called with the finished record of a call.
 #[derive(Clone)]
@@ -370,7 +316,7 @@ impl CallContext {
 /// crate's.
 ///
 /// ```
-/// use agentcore_tower::{Failure, Refusal, replay_permission};
+/// use agentcore_tower::{rule::{Failure, Refusal}, replay::replay_permission};
 /// # fn may_resend<B>(request: &http::Request<B>) -> bool {
 /// replay_permission(request.extensions(), &Failure::Refused(Refusal::Throttled)).is_ok()
 /// # }

@@ -179,7 +179,7 @@ impl FailureKind {
 /// Wrap the transport's error in it, and the replay rule may re-send any request after it.
 ///
 /// ```
-/// use agentcore_tower::{FailureKind, RequestNotSent};
+/// use agentcore_tower::{rule::FailureKind, error::RequestNotSent};
 /// let error = RequestNotSent::new(std::io::Error::other("pool closed before send"));
 /// assert_eq!(FailureKind::of_error(&error), FailureKind::NeverSent);
 /// ```

@@ -16,8 +16,8 @@
 //!   `InvokeAgentRuntime`, signed afresh with `aws-sigv4` on every attempt, answering locally
 //!   what the operation cannot carry.
 //!
-//! The three retry layers are one generic [`RetryLayer<P>`](RetryLayer) over their policies
-//! ([`Throttled`], [`SessionBusy`], [`ReplayDeclarations`]), as tower's `RetryLayer<P>` is over its
+//! The three retry layers are one generic [`RetryLayer<P>`](retry::RetryLayer) over their policies
+//! ([`Throttled`](throttle::Throttled), [`SessionBusy`](session_busy::SessionBusy), [`ReplayDeclarations`](replay::ReplayDeclarations)), as tower's `RetryLayer<P>` is over its
 //! `Policy`. Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or
 //! stack them — in the recommended order, outer to inner ([`recommended_layers`] builds it),
 //! or in any other:
@@ -45,7 +45,7 @@
 //!   never their product, and its waits never pass the largest ceiling. An app sets limits of
 //!   its own for a call with a [`CallBudget`] (a deadline among them);
 //! * **one rule**: every retry layer asks the call's replay rules before a re-send — the app's
-//!   [`SharedReplayRule`] and the rule of each guard the call passed, also for the layers
+//!   [`SharedReplayRule`](rule::SharedReplayRule) and the rule of each guard the call passed, also for the layers
 //!   stacked above a guard — and every one must permit it: forbidding always wins. Without a
 //!   rule, refusals the platform documents as coming before execution are re-sent on the
 //!   adapter's own policy, and nothing that may have run is;
@@ -72,7 +72,7 @@
 //! A deadline outside the stack (`tower::timeout`) drops the call, and with it the response or
 //! error that would carry the record. To keep it, put your own [`AttemptRecord`] in the
 //! request's extensions before sending, or use `on_record`: the attempt in flight stays "sent,
-//! no answer yet" — the server may be running it — followed by [`Verdict::CallDropped`].
+//! no answer yet" — the server may be running it — followed by [`Verdict::CallDropped`](record::Verdict::CallDropped).
 
 //! # Naming the request type
 //! Every layer accepts any request body type, so where nothing else fixes it, say which one:
@@ -113,12 +113,12 @@
 #[macro_use]
 mod macros;
 pub mod body;
-mod budget;
+pub mod budget;
 mod context;
 pub mod contract;
 #[cfg(feature = "emulator")]
 pub mod emulator;
-mod error;
+pub mod error;
 mod jsonrpc;
 mod peek;
 pub mod record;
@@ -135,23 +135,16 @@ mod stack;
 pub mod throttle;
 mod uri;
 
-pub use body::PeekedBody;
-pub use budget::{BudgetCounters, RetryBudget};
-pub use context::{CallBudget, replay_permission};
-pub use error::{BoxError, Error, ErrorKind, RequestNotSent};
-pub use record::{
-    Attempt, AttemptRecord, Decision, Effect, ErrorType, Outcome, Verdict, aws_error_type,
-};
-pub use replay::{
-    ReplayCandidate, ReplayDeclarations, ReplayGuard, ReplayGuardLayer, ReplayOverride,
-};
-pub use retry::retry_after::{parse_retry_after, retry_after, retry_after_at};
-pub use retry::{Backoff, Retry, RetryInfo, RetryLayer, RetryPolicy};
-pub use rule::{
-    Assumption, By, Failure, FailureKind, MayHaveRun, Permission, Refusal, ReplayRule,
-    SharedReplayRule,
-};
-pub use session_busy::{SessionBusy, SessionBusyRetry, SessionBusyRetryLayer};
-pub use sigv4::{InvokeTarget, SigV4Invoke, SigV4InvokeLayer};
+// What a user needs first; the rest lives in its module.
+pub use budget::{CallBudget, RetryBudget};
+pub use error::{BoxError, Error, ErrorKind};
+pub use record::AttemptRecord;
+pub use replay::ReplayGuardLayer;
+pub use session_busy::SessionBusyRetryLayer;
+pub use sigv4::{InvokeTarget, SigV4InvokeLayer};
 pub use stack::{RecommendedBody, RecommendedLayers, RecommendedStack, recommended_layers};
-pub use throttle::{ThrottleRetry, ThrottleRetryLayer, Throttled};
+pub use throttle::ThrottleRetryLayer;
+
+// Kept until the proxy binary reads it from `record`.
+#[doc(hidden)]
+pub use record::aws_error_type;

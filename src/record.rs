@@ -574,7 +574,7 @@ impl fmt::Display for Millis {
 /// absent: the header comes from the server, and is never taken at its word.
 ///
 /// ```
-/// use agentcore_tower::aws_error_type;
+/// use agentcore_tower::record::aws_error_type;
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert("x-amzn-errortype", "ThrottlingException:http://internal.amazon.com/coral/".parse().unwrap());
 /// assert_eq!(aws_error_type(&headers), Some("ThrottlingException"));

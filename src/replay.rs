@@ -75,7 +75,7 @@
 //! request's extensions decides for that one request.
 //!
 //! **How never-sent is recognised**: see [`FailureKind::of_error`] — hyper-util's connect
-//! errors, `ConnectionRefused`, and [`RequestNotSent`](crate::RequestNotSent), which any
+//! errors, `ConnectionRefused`, and [`RequestNotSent`](crate::error::RequestNotSent), which any
 //! transport can use to state it.
 //!
 //! # One rule for the whole call, in any order
@@ -88,8 +88,8 @@
 //! rules beside it: every rule must permit a re-send, so refusing always wins, whoever refuses.
 //! The permission recorded is the first rule's (the app's, else the first guard's).
 //!
-//! A retry layer of yours asks the same rule with [`replay_permission`](crate::replay_permission).
-//! Without any rule, [`Failure::default_permission`](crate::Failure::default_permission)
+//! A retry layer of yours asks the same rule with [`replay_permission`].
+//! Without any rule, [`Failure::default_permission`](crate::rule::Failure::default_permission)
 //! applies: refusals re-sent on the adapter's own policy, a never-delivered request re-sent on
 //! the transport's evidence, nothing that may have run.
 //!
@@ -121,6 +121,8 @@ use std::time::Duration;
 use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use pin_project_lite::pin_project;
+
+pub use crate::context::replay_permission;
 
 use crate::body::{ObservedBody, PeekedBody, ReadToBytes};
 use crate::context::CallContext;
@@ -619,7 +621,7 @@ mod imp {
                 }
                 Err(_) => return RetryAction::NoOpinion,
                 Ok(response) => {
-                    let retry_after = crate::retry_after(response.headers());
+                    let retry_after = crate::retry::retry_after(response.headers());
                     match platform {
                         // -32010 in an HTTP 200, or 424: the runtime's code failed, the tool may
                         // have run.

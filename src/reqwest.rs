@@ -35,7 +35,7 @@
 //! * the answer: `http::Response<reqwest::Body>` (status, headers, extensions; the body still
 //!   streams, so an SSE answer is read as it arrives);
 //! * the error: `reqwest::Error`, unchanged, so the layers can tell how the attempt failed
-//!   ([`FailureKind::of_error`](crate::FailureKind::of_error) reads reqwest's timeouts and
+//!   ([`FailureKind::of_error`](crate::rule::FailureKind::of_error) reads reqwest's timeouts and
 //!   connect errors when this feature is on).
 //!
 //! # Why its retries and redirects are off

@@ -71,7 +71,7 @@
 //!   flight shows "sent, no answer yet". Over a `tower::timeout` too: it passes the service's
 //!   error type through.
 //! * `on_record` of any of the crate's layers
-//!   ([`RetryLayer::on_record`](crate::RetryLayer::on_record)): the record alone, once per call
+//!   ([`RetryLayer::on_record`](crate::retry::RetryLayer::on_record)): the record alone, once per call
 //!   that passed the layer.
 //!
 //! # An expired MCP session: rmcp re-initialises, and the guard sees a new call
@@ -731,7 +731,7 @@ fn http_status(status: StatusCode, headers: &HeaderMap) -> HttpStatusError {
 
 /// `HTTP 409 RetryableConflictException: <detail>`.
 fn unexpected(status: StatusCode, headers: &HeaderMap, detail: &str) -> HttpError {
-    let error_type = crate::aws_error_type(headers)
+    let error_type = crate::record::aws_error_type(headers)
         .map(|t| format!(" {t}"))
         .unwrap_or_default();
     StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(

@@ -9,12 +9,12 @@
 //! proves was never written is re-sent on that evidence, and nothing that may have run is.
 //!
 //! ```
-//! use agentcore_tower::{Assumption, By, Failure, Refusal};
+//! use agentcore_tower::rule::{Assumption, By, Failure, Refusal};
 //!
 //! let permission = Failure::Refused(Refusal::Throttled).default_permission().unwrap();
 //! assert_eq!(permission.by, By::Adapter);
 //! assert_eq!(permission.assumes, Assumption::RejectedBeforeExecution);
-//! assert!(Failure::MayHaveRun(agentcore_tower::MayHaveRun::ServerError(http::StatusCode::BAD_GATEWAY))
+//! assert!(Failure::MayHaveRun(agentcore_tower::rule::MayHaveRun::ServerError(http::StatusCode::BAD_GATEWAY))
 //!     .default_permission()
 //!     .is_err());
 //! ```
@@ -172,7 +172,7 @@ impl fmt::Display for By {
 }
 
 /// What a re-send assumes about the attempt before it. An assumption with a basis, never
-/// evidence: the record keeps every attempt's effect [`Effect::Unknown`](crate::Effect).
+/// evidence: the record keeps every attempt's effect [`Effect::Unknown`](crate::record::Effect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Assumption {
@@ -215,7 +215,7 @@ pub trait ReplayRule: fmt::Debug + Send + Sync + 'static {
 
 /// A replay rule, shared. Put one in a request's extensions to decide for that call yourself
 /// (it wins over a guard's declarations); ask the rule in force for a call with
-/// [`replay_permission`](crate::replay_permission).
+/// [`replay_permission`](crate::replay::replay_permission).
 #[derive(Clone, Debug)]
 pub struct SharedReplayRule(Arc<dyn ReplayRule>);
 

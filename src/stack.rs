@@ -3,12 +3,11 @@
 
 use tower::Layer;
 
-use crate::body::ObservedBody;
+use crate::body::{ObservedBody, PeekedBody};
+use crate::replay::{ReplayGuard, ReplayGuardLayer};
+use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
 use crate::sigv4::{InvokeBody, SigV4Invoke, SigV4InvokeLayer};
-use crate::{
-    PeekedBody, ReplayGuard, ReplayGuardLayer, SessionBusyRetry, SessionBusyRetryLayer,
-    ThrottleRetry, ThrottleRetryLayer,
-};
+use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
 /// session busy, the signer — as one [`Layer`]: each with its defaults unless set here.

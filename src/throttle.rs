@@ -66,8 +66,8 @@
 //!
 //! # How long it waits
 //! * A valid `Retry-After` (delta-seconds or an HTTP-date; see
-//!   [`parse_retry_after`](crate::parse_retry_after)) or `x-amz-retry-after` (milliseconds, as
-//!   AWS services send it; the longer when both are there: see [`retry_after`](crate::retry_after))
+//!   [`parse_retry_after`](crate::retry::parse_retry_after)) or `x-amz-retry-after` (milliseconds, as
+//!   AWS services send it; the longer when both are there: see [`retry_after`])
 //!   is the wait — it is not capped by
 //!   [`max_delay`](ThrottleRetryLayer::max_delay), which only caps the computed backoff.
 //! * Otherwise exponential backoff with equal jitter from [`base_delay`](ThrottleRetryLayer::base_delay).

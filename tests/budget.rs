@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, RetryBudget, SessionBusyRetryLayer, ThrottleRetryLayer,
-    Verdict,
+    record::Verdict,
 };
 use bytes::Bytes;
 use common::*;

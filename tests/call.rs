@@ -12,8 +12,10 @@ use std::time::Duration;
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, FaultRates};
 use agentcore_tower::sigv4::{RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::{
-    AttemptRecord, By, CallBudget, Error, Outcome, ReplayGuardLayer, SessionBusyRetryLayer,
-    ThrottleRetryLayer, Verdict, recommended_layers,
+    AttemptRecord, CallBudget, Error, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+    recommended_layers,
+    record::{Outcome, Verdict},
+    rule::By,
 };
 use bytes::Bytes;
 use common::*;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentcore_tower::contract::{Form, PlatformError};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
 use agentcore_tower::{
-    AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+    AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, record::Verdict,
 };
 use bytes::Bytes;
 use common::*;

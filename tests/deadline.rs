@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcore_tower::{
-    AttemptRecord, Outcome, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+    AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, record::Outcome,
 };
 use common::*;
 use tokio::time::Instant;

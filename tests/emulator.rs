@@ -9,7 +9,9 @@ use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, Retry
 use agentcore_tower::recommended_layers;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, Error, FailureKind, Outcome, ReplayGuardLayer, Verdict,
+    AttemptRecord, Error, ReplayGuardLayer,
+    record::{Outcome, Verdict},
+    rule::{Assumption, By, FailureKind},
 };
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -297,7 +299,7 @@ async fn the_known_limit_a_server_raised_busy_after_the_call_ran() {
     );
     assert_eq!(
         answer.record.attempts()[0].effect(),
-        agentcore_tower::Effect::Unknown
+        agentcore_tower::record::Effect::Unknown
     );
 
     // An app that cannot take that risk declares the tool strict.
@@ -419,7 +421,9 @@ async fn wrong_credentials_are_refused_and_nothing_secret_comes_back() {
         answer.record.attempts()[0].outcome(),
         &Outcome::Response {
             status: StatusCode::FORBIDDEN,
-            error_type: agentcore_tower::ErrorType::Named("InvalidSignatureException".into())
+            error_type: agentcore_tower::record::ErrorType::Named(
+                "InvalidSignatureException".into()
+            )
         }
     );
     assert_eq!(emulator.audit().signature_failures, 1);
@@ -506,7 +510,7 @@ async fn a_signature_dated_more_than_5_minutes_off_is_refused_and_the_clock_corr
                 first.outcome(),
                 &Outcome::Response {
                     status: StatusCode::FORBIDDEN,
-                    error_type: agentcore_tower::ErrorType::Named(
+                    error_type: agentcore_tower::record::ErrorType::Named(
                         "InvalidSignatureException".into()
                     )
                 }

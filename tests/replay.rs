@@ -6,8 +6,11 @@ mod common;
 use std::time::Duration;
 
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, Error, FailureKind, Outcome, ReplayGuardLayer, ReplayOverride,
-    RequestNotSent, SessionBusyRetryLayer, ThrottleRetryLayer, Verdict,
+    AttemptRecord, Error, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+    error::RequestNotSent,
+    record::{Outcome, Verdict},
+    replay::ReplayOverride,
+    rule::{Assumption, By, FailureKind},
 };
 use bytes::Bytes;
 use common::*;
@@ -77,8 +80,8 @@ fn rpc(body: &'static str) -> Request<Full<Bytes>> {
 type Outcome2 = Result<
     http::Response<
         agentcore_tower::body::ObservedBody<
-            agentcore_tower::PeekedBody<
-                agentcore_tower::PeekedBody<agentcore_tower::PeekedBody<TestBody>>,
+            agentcore_tower::body::PeekedBody<
+                agentcore_tower::body::PeekedBody<agentcore_tower::body::PeekedBody<TestBody>>,
             >,
         >,
     >,
@@ -185,7 +188,7 @@ async fn a_declared_tool_is_re_sent_on_the_apps_word() {
         attempts[1].outcome(),
         &Outcome::Response {
             status: http::StatusCode::INTERNAL_SERVER_ERROR,
-            error_type: agentcore_tower::ErrorType::Named("InternalServerException".into())
+            error_type: agentcore_tower::record::ErrorType::Named("InternalServerException".into())
         }
     );
 }

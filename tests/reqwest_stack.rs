@@ -9,7 +9,11 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::reqwest::ReqwestService;
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, ErrorKind, FailureKind, Outcome, ReplayGuardLayer, Verdict};
+use agentcore_tower::{
+    AttemptRecord, ErrorKind, ReplayGuardLayer,
+    record::{Outcome, Verdict},
+    rule::FailureKind,
+};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
@@ -144,7 +148,7 @@ fn outcomes(record: &AttemptRecord) -> Vec<Outcome> {
 fn ok_200() -> Outcome {
     Outcome::Response {
         status: StatusCode::OK,
-        error_type: agentcore_tower::ErrorType::Absent,
+        error_type: agentcore_tower::record::ErrorType::Absent,
     }
 }
 
@@ -246,7 +250,7 @@ async fn a_throttle_is_waited_out() {
         [
             Outcome::Response {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into()),
+                error_type: agentcore_tower::record::ErrorType::Named("ThrottlingException".into()),
             },
             ok_200(),
         ]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::rmcp::{Exchange, RecordTapLayer, TowerClient, TowerClientError};
-use agentcore_tower::{AttemptRecord, Outcome, ReplayGuardLayer, recommended_layers};
+use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -115,8 +115,8 @@ fn record_of(records: &Records, rpc_method: &str, tool: Option<&str>) -> Attempt
 fn response(status: u16, error_type: Option<&str>) -> Outcome {
     Outcome::Response {
         status: StatusCode::from_u16(status).unwrap(),
-        error_type: error_type.map_or(agentcore_tower::ErrorType::Absent, |t| {
-            agentcore_tower::ErrorType::Named(t.to_owned())
+        error_type: error_type.map_or(agentcore_tower::record::ErrorType::Absent, |t| {
+            agentcore_tower::record::ErrorType::Named(t.to_owned())
         }),
     }
 }

@@ -12,7 +12,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, ErrorType, Outcome, ReplayGuardLayer, recommended_layers};
+use agentcore_tower::{
+    AttemptRecord, ReplayGuardLayer, recommended_layers,
+    record::{ErrorType, Outcome},
+};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use common::*;

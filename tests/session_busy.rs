@@ -6,7 +6,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentcore_tower::{Assumption, AttemptRecord, By, RetryInfo, SessionBusyRetryLayer, Verdict};
+use agentcore_tower::{
+    AttemptRecord, SessionBusyRetryLayer,
+    record::Verdict,
+    retry::RetryInfo,
+    rule::{Assumption, By},
+};
 use bytes::Bytes;
 use common::*;
 use http_body::{Body, Frame};

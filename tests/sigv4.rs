@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use agentcore_tower::emulator::SignatureVerifier;
 use agentcore_tower::sigv4::{ClosableGate, ConfigError, InvokeTarget, SigV4InvokeLayer};
-use agentcore_tower::{AttemptRecord, ErrorKind, Outcome, ThrottleRetryLayer};
+use agentcore_tower::{AttemptRecord, ErrorKind, ThrottleRetryLayer, record::Outcome};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::{ProvideCredentials, future};
@@ -217,7 +217,7 @@ async fn a_re_sent_attempt_carries_a_new_date_and_signature() {
         record[0].outcome(),
         &Outcome::Response {
             status: StatusCode::TOO_MANY_REQUESTS,
-            error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into())
+            error_type: agentcore_tower::record::ErrorType::Named("ThrottlingException".into())
         }
     );
 }
@@ -645,7 +645,7 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
         agentcore_tower::SessionBusyRetryLayer::new(),
         agentcore_tower::emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
         agentcore_tower::AttemptRecord::new(),
-        agentcore_tower::Backoff::default(),
+        agentcore_tower::retry::Backoff::default(),
         gate.shared(),
     );
     let call = tower::Layer::layer(&layer, http_client()).oneshot(mcp_post(CALL));

@@ -8,8 +8,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use agentcore_tower::{
-    Assumption, AttemptRecord, By, Failure, Outcome, Permission, ReplayRule, RetryInfo,
-    SharedReplayRule, ThrottleRetryLayer, Verdict,
+    AttemptRecord, ThrottleRetryLayer,
+    record::{Outcome, Verdict},
+    retry::RetryInfo,
+    rule::{Assumption, By, Failure, Permission, ReplayRule, SharedReplayRule},
 };
 use bytes::Bytes;
 use common::*;
@@ -63,7 +65,7 @@ async fn throttled_twice_then_ok_delivers_the_ok_with_three_attempts() {
             a.outcome(),
             &Outcome::Response {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                error_type: agentcore_tower::ErrorType::Named("ThrottlingException".into())
+                error_type: agentcore_tower::record::ErrorType::Named("ThrottlingException".into())
             }
         );
         let d = &a.decisions()[0];
@@ -384,7 +386,7 @@ async fn an_inner_error_is_one_attempt_delivered_as_is() {
     assert_eq!(record.len(), 1);
     assert_eq!(
         record[0].outcome(),
-        &Outcome::Failure(agentcore_tower::FailureKind::ConnectionDropped)
+        &Outcome::Failure(agentcore_tower::rule::FailureKind::ConnectionDropped)
     );
     assert_eq!(
         error.to_string(),
@@ -531,7 +533,7 @@ impl ReplayRule for ForbidAll {
     fn permission(&self, failure: &Failure) -> Result<Permission, String> {
         assert_eq!(
             failure,
-            &Failure::Refused(agentcore_tower::Refusal::Throttled)
+            &Failure::Refused(agentcore_tower::rule::Refusal::Throttled)
         );
         Err("strict tool".into())
     }

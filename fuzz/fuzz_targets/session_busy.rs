@@ -5,7 +5,7 @@
 mod common;
 
 use agentcore_tower::session_busy::is_session_busy_json;
-use agentcore_tower::{AttemptRecord, SessionBusyRetryLayer, Verdict};
+use agentcore_tower::{AttemptRecord, SessionBusyRetryLayer, record::Verdict};
 use arbitrary::Arbitrary;
 use common::*;
 use libfuzzer_sys::fuzz_target;
@@ -38,7 +38,7 @@ fuzz_target!(|input: Input| {
     let is_json = parts.headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| {
         v.split(';').next().unwrap().trim().eq_ignore_ascii_case("application/json")
     });
-    let error_type = agentcore_tower::aws_error_type(&parts.headers).map(str::to_owned);
+    let error_type = agentcore_tower::record::aws_error_type(&parts.headers).map(str::to_owned);
     let oracle = (status == 409 && error_type.as_deref() == Some("RetryableConflictException"))
         || (status == 200
             && is_json

@@ -18,7 +18,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentcore_tower::Backoff;
+/// use agentcore_tower::retry::Backoff;
 ///
 /// let backoff = Backoff::new(Duration::from_millis(100))
 ///     .with_max_delay(Duration::from_secs(2))

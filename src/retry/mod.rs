@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use agentcore_tower::{RetryLayer, Throttled, ThrottleRetryLayer};
+//! use agentcore_tower::{ThrottleRetryLayer, retry::RetryLayer, throttle::Throttled};
 //! use bytes::Bytes;
 //! use http::{Request, Response};
 //! use http_body_util::Full;
@@ -77,6 +77,7 @@ use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::uri::Shown;
 pub use backoff::Backoff;
+pub use retry_after::{parse_retry_after, retry_after, retry_after_at};
 use sealed::{Decide, Judge, RetryAction};
 
 /// What a policy's decision is made of. Sealed: the crate's three policies implement it.
@@ -139,8 +140,8 @@ pub(crate) mod sealed {
 }
 
 /// What a [`RetryLayer`] re-sends: one of the crate's three policies —
-/// [`Throttled`](crate::Throttled), [`SessionBusy`](crate::SessionBusy),
-/// [`ReplayDeclarations`](crate::ReplayDeclarations). Sealed: it cannot be implemented outside this crate.
+/// [`Throttled`](crate::throttle::Throttled), [`SessionBusy`](crate::session_busy::SessionBusy),
+/// [`ReplayDeclarations`](crate::replay::ReplayDeclarations). Sealed: it cannot be implemented outside this crate.
 pub trait RetryPolicy<ReqB, ResB: Body>: Decide<ReqB, ResB> {}
 
 impl<P: Decide<ReqB, ResB>, ReqB, ResB: Body> RetryPolicy<ReqB, ResB> for P {}

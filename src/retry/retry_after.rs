@@ -17,7 +17,7 @@ const AMZ_RETRY_AFTER: &str = "x-amz-retry-after";
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentcore_tower::retry_after;
+/// use agentcore_tower::retry::retry_after;
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert("x-amz-retry-after", "1500".parse().unwrap());
 /// assert_eq!(retry_after(&headers), Some(Duration::from_millis(1500)));
@@ -61,7 +61,7 @@ fn one<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use agentcore_tower::parse_retry_after;
+/// use agentcore_tower::retry::parse_retry_after;
 ///
 /// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_747); // Sun, 06 Nov 1994 08:49:07 GMT
 /// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));

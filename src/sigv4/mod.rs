@@ -265,7 +265,7 @@ impl Shared {
         if status != StatusCode::FORBIDDEN {
             return None;
         }
-        match crate::aws_error_type(headers)? {
+        match crate::record::aws_error_type(headers)? {
             "ExpiredTokenException" | "ExpiredToken" | "RequestExpired" => Some(Refresh::Expired),
             "InvalidSignatureException"
             | "SignatureDoesNotMatch"
