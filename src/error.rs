@@ -33,10 +33,13 @@ pub enum ErrorKind {
     Service,
     /// The AWS credentials provider failed; its error is the source.
     Credentials,
+    /// The bearer token provider failed, or gave a token that cannot be sent; its error, if
+    /// any, is the source.
+    Token,
     /// Signing the request failed.
     Signing,
-    /// The request cannot be carried as `InvokeAgentRuntime` (a header the service would
-    /// refuse, a value that is not text).
+    /// The request cannot be sent as asked: a header the service would refuse, a value that
+    /// is not text, an MCP endpoint URL that is not absolute or carries a password.
     InvalidRequest,
     /// The request body is larger than `InvokeAgentRuntime` accepts (100,000,000 bytes).
     BodyTooLarge,
@@ -210,8 +213,9 @@ impl fmt::Display for Error {
         f.write_str(match self.kind {
             ErrorKind::Service => "the service below failed",
             ErrorKind::Credentials => "could not resolve AWS credentials",
+            ErrorKind::Token => "could not get a bearer token",
             ErrorKind::Signing => "could not sign the request",
-            ErrorKind::InvalidRequest => "the request cannot be carried by InvokeAgentRuntime",
+            ErrorKind::InvalidRequest => "the request cannot be sent",
             ErrorKind::BodyTooLarge => {
                 "the request body is larger than InvokeAgentRuntime accepts (100000000 bytes)"
             }

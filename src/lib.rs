@@ -144,7 +144,3 @@ pub use session_busy::SessionBusyRetryLayer;
 pub use sigv4::{InvokeTarget, SigV4InvokeLayer};
 pub use stack::{RecommendedBody, RecommendedLayers, RecommendedStack, recommended_layers};
 pub use throttle::ThrottleRetryLayer;
-
-// Kept until the proxy binary reads it from `record`.
-#[doc(hidden)]
-pub use record::aws_error_type;

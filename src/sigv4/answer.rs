@@ -25,7 +25,7 @@ use pin_project_lite::pin_project;
 use super::redact::{REDACTED, Redactor, Secrets};
 
 /// The response headers that come back to the app.
-pub(crate) const RESPONSE_HEADERS: [&str; 16] = [
+pub(crate) const RESPONSE_HEADERS: [&str; 17] = [
     "content-type",
     "content-length",
     "mcp-session-id",
@@ -42,6 +42,7 @@ pub(crate) const RESPONSE_HEADERS: [&str; 16] = [
     "tracestate",
     "baggage",
     "allow",
+    "www-authenticate",
 ];
 
 /// The trailers that come back to the app: the operation models none.
@@ -50,6 +51,26 @@ pub(crate) const RESPONSE_TRAILERS: [&str; 0] = [];
 /// Keeps the headers the app may read (in place), redacting any that carries a secret.
 pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
     keep_only(headers, &RESPONSE_HEADERS, secrets);
+}
+
+/// The hop-by-hop headers of an answer (RFC 9110 §7.6.1): the connection's, not the app's.
+const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Keeps every header of an MCP endpoint's answer but the hop-by-hop ones (in place),
+/// redacting any that carries a secret: the endpoint's headers are MCP's, not a model's.
+pub(crate) fn filter_endpoint_headers(headers: &mut HeaderMap, secrets: &Secrets) {
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    redact_values(headers, secrets);
 }
 
 /// Keeps the names in `allowed`, and redacts every value with a secret in it.
@@ -62,6 +83,11 @@ fn keep_only(headers: &mut HeaderMap, allowed: &[&str], secrets: &Secrets) {
     for name in unwanted {
         headers.remove(&name);
     }
+    redact_values(headers, secrets);
+}
+
+/// Redacts every value with a secret in it.
+fn redact_values(headers: &mut HeaderMap, secrets: &Secrets) {
     for value in headers.values_mut() {
         if secrets.occur_in(value.as_bytes()) {
             *value = HeaderValue::from_static(REDACTED);

@@ -158,7 +158,9 @@
 //! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
 
 mod answer;
+mod auth;
 mod credentials;
+mod endpoint;
 mod gate;
 mod redact;
 mod request;
@@ -169,13 +171,10 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use aws_credential_types::Credentials;
-use aws_credential_types::provider::error::CredentialsError;
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::provider::ProvideCredentials;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
@@ -184,7 +183,9 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 pub use answer::InvokeBody;
+pub use auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn, TokenFuture};
 pub use credentials::CachedCredentials;
+pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use session::RuntimeSessions;
 pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
@@ -194,104 +195,50 @@ use crate::context::{CallContext, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::rule::{Failure, Refusal};
+use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use redact::Secrets;
-use request::{RUNTIME_SESSION_ID, is_valid_session_id};
+use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
 use session::{Chosen, Sessions, mcp_session_of};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
 
-type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
-type CredentialsFuture =
-    Pin<Box<dyn Future<Output = Result<Credentials, CredentialsError>> + Send>>;
-
+/// What a layer shares with its services and their calls.
 struct Shared {
+    auth: Auth,
+    mapping: Mapping,
+}
+
+/// Where a request goes, and what it becomes on the way.
+enum Mapping {
+    /// Carried as `InvokeAgentRuntime` to a runtime.
+    Invoke(Box<Invoke>),
+    /// Sent to the URL it names, as it is (an MCP endpoint: AgentCore Gateway, any MCP server).
+    Endpoint,
+}
+
+/// The invoke mapping's settings.
+struct Invoke {
     target: ResolvedTarget,
-    credentials: SharedCredentialsProvider,
-    /// The cache to drop when the service says the credentials expired, when the provider is a
-    /// [`CachedCredentials`].
-    cache: Option<CachedCredentials>,
     sessions: Sessions,
     user_id: Option<String>,
     stop_on_delete: bool,
-    clock: Clock,
-    /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
-    /// that ours is off by more than [`SKEW_THRESHOLD`] (as the AWS SDKs correct it).
-    skew_ms: AtomicI64,
-}
-
-/// How far the clocks must be apart before the signer corrects its own (the AWS SDKs' 4 min).
-const SKEW_THRESHOLD: Duration = Duration::from_secs(4 * 60);
-
-/// Why a refused attempt is sent once more, freshly signed.
-#[derive(Clone, Copy, Debug)]
-enum Refresh {
-    /// `ExpiredTokenException`: the credentials are resolved again, the cache dropped.
-    Expired,
-    /// A signature refused while the answer's `Date` is this far from our clock (ms, the
-    /// server's minus ours).
-    Skewed(i64),
-}
-
-impl Refresh {
-    fn cause(&self) -> &'static str {
-        match self {
-            Refresh::Expired => "expired credentials (ExpiredTokenException)",
-            Refresh::Skewed(_) => {
-                "clock skew (the signature was refused and the answer's Date is more than 4 minutes from our clock)"
-            }
-        }
-    }
 }
 
 impl Shared {
-    /// The time to date a signature by: our clock, corrected by the skew seen.
-    fn now(&self) -> SystemTime {
-        let skew = self.skew_ms.load(Ordering::Relaxed);
-        let by = Duration::from_millis(skew.unsigned_abs());
-        let now = (self.clock)();
-        if skew >= 0 { now + by } else { now - by }
-    }
-
-    /// Whether an answer (its head redacted, and the server's time from its `Date`) calls for a
-    /// fresh signature: a 403 for an expired token, or for a signature while the clocks are
-    /// apart.
-    fn refresh_for(
-        &self,
-        status: StatusCode,
-        headers: &http::HeaderMap,
-        server_time: Option<SystemTime>,
-    ) -> Option<Refresh> {
-        if status != StatusCode::FORBIDDEN {
-            return None;
-        }
-        match crate::record::aws_error_type(headers)? {
-            "ExpiredTokenException" | "ExpiredToken" | "RequestExpired" => Some(Refresh::Expired),
-            "InvalidSignatureException"
-            | "SignatureDoesNotMatch"
-            | "RequestTimeTooSkewed"
-            | "AuthFailure"
-            | "AccessDeniedException" => {
-                let server = server_time?;
-                let ours = self.now();
-                let skew = match server.duration_since(ours) {
-                    Ok(ahead) => i64::try_from(ahead.as_millis()).ok()?,
-                    Err(behind) => -i64::try_from(behind.duration().as_millis()).ok()?,
-                };
-                (skew.unsigned_abs() > SKEW_THRESHOLD.as_millis() as u64)
-                    .then_some(Refresh::Skewed(skew))
-            }
-            _ => None,
+    /// The invoke mapping's settings: only an invoke layer asks.
+    fn invoke(&self) -> &Invoke {
+        match &self.mapping {
+            Mapping::Invoke(invoke) => invoke,
+            Mapping::Endpoint => unreachable!("only an invoke layer has invoke settings"),
         }
     }
 
-    /// Gets ready for the fresh signature: the cache dropped, the clock corrected.
-    fn refresh(&self, refresh: &Refresh) {
-        if let Some(cache) = &self.cache {
-            cache.invalidate();
-        }
-        if let Refresh::Skewed(skew) = refresh {
-            self.skew_ms.fetch_add(*skew, Ordering::Relaxed);
+    /// The layer's name in the record.
+    fn layer(&self) -> &'static str {
+        match self.mapping {
+            Mapping::Invoke(_) => "sigv4",
+            Mapping::Endpoint => "mcp-endpoint",
         }
     }
 }
@@ -307,32 +254,28 @@ fn copy_parts(parts: &http::request::Parts) -> http::request::Parts {
     copy
 }
 
-/// The credentials provider of a re-send.
-fn again_provider<S>(prepared: Option<&Prepared<S>>) -> SharedCredentialsProvider {
-    let Some(prepared) = prepared else {
-        unreachable!("a re-send is prepared")
-    };
-    prepared.pending.shared.credentials.clone()
-}
-
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never the credentials: only that there is a provider.
-        f.debug_struct("SigV4Invoke")
-            .field("target", &self.target)
-            .field("credentials", &"SharedCredentialsProvider(..)")
-            .field("runtime_sessions", &self.sessions)
-            .field("runtime_user_id", &self.user_id)
-            .field("stop_session_on_delete", &self.stop_on_delete)
-            .finish()
+        // Never the credentials or the token: only what kind of auth.
+        let mut f = f.debug_struct(match self.mapping {
+            Mapping::Invoke(_) => "SigV4Invoke",
+            Mapping::Endpoint => "McpEndpoint",
+        });
+        f.field("auth", &self.auth);
+        if let Mapping::Invoke(invoke) = &self.mapping {
+            f.field("target", &invoke.target)
+                .field("runtime_sessions", &invoke.sessions)
+                .field("runtime_user_id", &invoke.user_id)
+                .field("stop_session_on_delete", &invoke.stop_on_delete);
+        }
+        f.finish()
     }
 }
 
 /// Builds a [`SigV4InvokeLayer`], checking every setting.
 pub struct SigV4InvokeLayerBuilder {
     target: InvokeTarget,
-    credentials: SharedCredentialsProvider,
-    cache: Option<CachedCredentials>,
+    auth: AuthSource,
     session_id: Option<String>,
     sessions: RuntimeSessions,
     user_id: Option<String>,
@@ -398,16 +341,18 @@ impl SigV4InvokeLayerBuilder {
                 return Err(ConfigError::InvalidRuntimeUserId { length });
             }
         }
+        let auth = self
+            .auth
+            .into_auth(SIGNING_NAME, target.region(), self.clock);
         Ok(SigV4InvokeLayer {
             shared: Arc::new(Shared {
-                target,
-                credentials: self.credentials,
-                cache: self.cache,
-                sessions: Sessions::new(self.sessions, session_id),
-                user_id: self.user_id,
-                stop_on_delete: self.stop_on_delete,
-                clock: self.clock,
-                skew_ms: AtomicI64::new(0),
+                auth,
+                mapping: Mapping::Invoke(Box::new(Invoke {
+                    target,
+                    sessions: Sessions::new(self.sessions, session_id),
+                    user_id: self.user_id,
+                    stop_on_delete: self.stop_on_delete,
+                })),
             }),
         })
     }
@@ -417,7 +362,7 @@ impl fmt::Debug for SigV4InvokeLayerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SigV4InvokeLayerBuilder")
             .field("target", &self.target)
-            .field("credentials", &"SharedCredentialsProvider(..)")
+            .field("auth", &self.auth)
             .field("runtime_session_id", &self.session_id)
             .field("runtime_sessions", &self.sessions)
             .field("runtime_user_id", &self.user_id)
@@ -443,13 +388,42 @@ impl SigV4InvokeLayer {
         target: InvokeTarget,
         credentials: impl ProvideCredentials + 'static,
     ) -> SigV4InvokeLayerBuilder {
-        let cache = (&credentials as &dyn std::any::Any)
-            .downcast_ref::<CachedCredentials>()
-            .cloned();
+        Self::with_auth(target, AuthSource::sigv4(credentials))
+    }
+
+    /// Starts building a layer for `target` — a runtime with OAuth inbound auth — that sends
+    /// `Authorization: Bearer <token>` instead of a signature, with a token from `tokens`
+    /// asked for every attempt (a [`BearerToken`], a [`TokenFn`], or your own
+    /// [`ProvideToken`]). The mapping is the same as with SigV4: such a runtime is called at the
+    /// same URL, with the same headers, and takes a token or a signature, never both.
+    ///
+    /// A 401 was refused before anything ran (the token was not taken): the token is asked for
+    /// again with `refresh` and the request sent once more, when the provider can refresh (a
+    /// static [`BearerToken`] cannot) and the call's rule and budget allow it. A 401 that stays one is
+    /// delivered as an answer with its `WWW-Authenticate`, and the challenge read in its
+    /// extensions ([`BearerChallenge`]: the `resource_metadata` URL an app's OAuth flow starts
+    /// from).
+    ///
+    /// ```
+    /// use agentcore_tower::sigv4::{BearerToken, InvokeTarget, SigV4InvokeLayer};
+    /// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+    /// let layer = SigV4InvokeLayer::bearer(
+    ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+    ///     BearerToken::new(std::env::var("MCP_TOKEN").unwrap_or_default()),
+    /// )
+    /// .build()?;
+    /// assert!(format!("{layer:?}").contains("Bearer(..)"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn bearer(target: InvokeTarget, tokens: impl ProvideToken) -> SigV4InvokeLayerBuilder {
+        Self::with_auth(target, AuthSource::bearer(tokens))
+    }
+
+    fn with_auth(target: InvokeTarget, auth: AuthSource) -> SigV4InvokeLayerBuilder {
         SigV4InvokeLayerBuilder {
             target,
-            cache,
-            credentials: SharedCredentialsProvider::new(credentials),
+            auth,
             session_id: None,
             sessions: RuntimeSessions::PerLayer,
             user_id: None,
@@ -494,17 +468,17 @@ impl SigV4InvokeLayer {
     /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
     /// it: each MCP session has its own.
     pub fn runtime_session_id(&self) -> String {
-        self.shared.sessions.default_id().to_string()
+        self.shared.invoke().sessions.default_id().to_string()
     }
 
     /// How the layer picks runtime sessions.
     pub fn runtime_sessions(&self) -> RuntimeSessions {
-        self.shared.sessions.mode()
+        self.shared.invoke().sessions.mode()
     }
 
     /// The checked target.
     pub fn target(&self) -> &ResolvedTarget {
-        &self.shared.target
+        &self.shared.invoke().target
     }
 }
 
@@ -537,7 +511,7 @@ impl<S> SigV4Invoke<S> {
     /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
     /// it: each MCP session has its own.
     pub fn runtime_session_id(&self) -> String {
-        self.shared.sessions.default_id().to_string()
+        self.shared.invoke().sessions.default_id().to_string()
     }
 
     inner_service_accessors!();
@@ -557,6 +531,8 @@ impl<S: fmt::Debug> fmt::Debug for SigV4Invoke<S> {
 enum Operation {
     Invoke,
     StopSession,
+    /// Sent as it is, to the URL it names (an MCP endpoint).
+    Forward,
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for SigV4Invoke<S>
@@ -575,75 +551,101 @@ where
         self.inner.poll_ready(cx).map_err(Error::from_service)
     }
 
-    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        let (context, ownership) = CallContext::enter(&mut request, LAYER, None, None);
-        let mut call = Call {
-            handed: Handed::of(context.record(), &request),
-            index: 0,
-            context,
-            ownership,
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let operation = match &self.shared.mapping {
+            Mapping::Endpoint => Ok(Operation::Forward),
+            Mapping::Invoke(invoke) => invoke.operation(&request),
         };
-        let operation =
-            match *request.method() {
-                Method::POST => Ok(Operation::Invoke),
-                Method::DELETE if self.shared.stop_on_delete => {
-                    let names_one = request.headers().contains_key(RUNTIME_SESSION_ID)
-                        || self.shared.sessions.to_stop(request.headers()).is_some();
-                    if names_one {
-                        Ok(Operation::StopSession)
-                    } else {
-                        Err("DELETE answered here with 405: no runtime session is bound to its MCP \
+        call(&mut self.inner, &self.shared, request, operation)
+    }
+}
+
+impl Invoke {
+    /// What `request` becomes: an invocation, a `StopRuntimeSession`, or (why) a local 405.
+    fn operation<B>(&self, request: &Request<B>) -> Result<Operation, String> {
+        match *request.method() {
+            Method::POST => Ok(Operation::Invoke),
+            Method::DELETE if self.stop_on_delete => {
+                let names_one = request.headers().contains_key(RUNTIME_SESSION_ID)
+                    || self.sessions.to_stop(request.headers()).is_some();
+                if names_one {
+                    Ok(Operation::StopSession)
+                } else {
+                    Err(
+                        "DELETE answered here with 405: no runtime session is bound to its MCP \
                          session, so there is none to stop"
-                        .to_owned())
-                    }
+                            .to_owned(),
+                    )
                 }
-                ref method => Err(format!(
-                    "{method} answered here with 405: InvokeAgentRuntime carries POST only"
-                )),
-            };
-        let operation = match operation {
-            Ok(operation) => operation,
-            Err(why) => {
-                // GET (the server-message stream), DELETE and anything else: not offered.
-                let response =
-                    answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
-                call.handed.not_sent(why);
-                return ResponseFuture {
-                    state: State::Local {
-                        response: Some(response),
-                    },
-                    call,
-                };
             }
-        };
-        let clone = self.inner.clone();
-        let service = std::mem::replace(&mut self.inner, clone);
-        let (parts, body) = request.into_parts();
-        ResponseFuture {
-            state: State::Reading {
-                reading: ReadToBytes::new(body, MAX_PAYLOAD_BYTES),
-                pending: Some(Pending {
-                    parts,
-                    service,
-                    shared: self.shared.clone(),
-                    operation,
-                    may_refresh: true,
-                }),
-            },
-            call,
+            ref method => Err(format!(
+                "{method} answered here with 405: InvokeAgentRuntime carries POST only"
+            )),
         }
     }
 }
 
-const LAYER: &str = "sigv4";
+/// Starts a call of `request` through `inner` (the ready service; a clone stays behind), as
+/// `operation` says.
+fn call<S, ReqB, ResB>(
+    inner: &mut S,
+    shared: &Arc<Shared>,
+    mut request: Request<ReqB>,
+    operation: Result<Operation, String>,
+) -> ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    ReqB: Body,
+    ResB: Body<Data = Bytes>,
+{
+    let layer = shared.layer();
+    let (context, ownership) = CallContext::enter(&mut request, layer, None, None);
+    let mut call = Call {
+        handed: Handed::of(context.record(), &request),
+        index: 0,
+        layer,
+        context,
+        ownership,
+    };
+    let operation = match operation {
+        Ok(operation) => operation,
+        Err(why) => {
+            // GET (the server-message stream), DELETE and anything else: not offered.
+            let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+            call.handed.not_sent(why);
+            return ResponseFuture {
+                state: State::Local {
+                    response: Some(response),
+                },
+                call,
+            };
+        }
+    };
+    let clone = inner.clone();
+    let service = std::mem::replace(inner, clone);
+    let (parts, body) = request.into_parts();
+    ResponseFuture {
+        state: State::Reading {
+            reading: ReadToBytes::new(body, MAX_PAYLOAD_BYTES),
+            pending: Some(Pending {
+                parts,
+                service,
+                shared: shared.clone(),
+                operation,
+                may_refresh: true,
+            }),
+        },
+        call,
+    }
+}
 
 struct Pending<S> {
     parts: http::request::Parts,
     service: S,
     shared: Arc<Shared>,
     operation: Operation,
-    /// Whether this call may still be sent once more with fresh credentials (an expired
-    /// token, a skewed clock).
+    /// Whether this call may still be sent once more, authenticated afresh (expired
+    /// credentials, a skewed clock, a refused token).
     may_refresh: bool,
 }
 
@@ -666,6 +668,8 @@ struct Signed {
 struct Call {
     handed: Handed,
     index: usize,
+    /// The layer's name in the record.
+    layer: &'static str,
     context: CallContext,
     ownership: Option<Ownership>,
 }
@@ -707,7 +711,7 @@ impl Call {
         match verdict {
             Ok(permission) => {
                 record.decide(Decision::new(
-                    LAYER,
+                    self.layer,
                     Verdict::SentAgain {
                         cause,
                         wait: std::time::Duration::ZERO,
@@ -718,7 +722,7 @@ impl Call {
                 true
             }
             Err(verdict) => {
-                record.decide(Decision::new(LAYER, verdict, None));
+                record.decide(Decision::new(self.layer, verdict, None));
                 false
             }
         }
@@ -766,7 +770,7 @@ pin_project! {
             pending: Option<Pending<S>>,
         },
         Resolving {
-            credentials: CredentialsFuture,
+            key: KeyFuture,
             prepared: Option<Prepared<S>>,
         },
         Calling {
@@ -780,6 +784,8 @@ pin_project! {
         },
         Refreshing {
             prepared: Option<Prepared<S>>,
+            // Whether the token was refused (asked for again with `refresh`).
+            token_refused: bool,
         },
         Local {
             response: Option<Response<InvokeBody<ResB>>>,
@@ -820,19 +826,14 @@ where
                             return Poll::Ready(Err(this.call.not_sent(error)));
                         }
                     };
-                    let provider = pending.shared.credentials.clone();
-                    let credentials: CredentialsFuture =
-                        Box::pin(async move { provider.provide_credentials().await });
+                    let key = pending.shared.auth.resolve(false);
                     this.state.set(State::Resolving {
-                        credentials,
+                        key,
                         prepared: Some(Prepared { pending, body }),
                     });
                 }
-                StateProj::Resolving {
-                    credentials,
-                    prepared,
-                } => {
-                    let resolved = std::task::ready!(credentials.as_mut().poll(cx));
+                StateProj::Resolving { key, prepared } => {
+                    let resolved = std::task::ready!(key.as_mut().poll(cx));
                     let Prepared { mut pending, body } = prepared
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
@@ -841,19 +842,8 @@ where
                     let copy = pending
                         .may_refresh
                         .then(|| (copy_parts(&pending.parts), body.clone()));
-                    let sent = resolved
-                        .map_err(|e| {
-                            // Name the provider's own failure (the first cause), not only the
-                            // category; credentials never appear in a provider's error.
-                            let detail = match std::error::Error::source(&e) {
-                                Some(cause) => format!("{e}: {cause}"),
-                                None => e.to_string(),
-                            };
-                            Error::new(ErrorKind::Credentials, detail, Some(Box::new(e)))
-                        })
-                        .and_then(|credentials| {
-                            sign_attempt(&mut pending, body, &credentials, context)
-                        });
+                    let sent =
+                        resolved.and_then(|key| sign_attempt(&mut pending, body, &key, context));
                     let Signed {
                         mut request,
                         secrets,
@@ -899,7 +889,10 @@ where
                         again,
                     });
                 }
-                StateProj::Refreshing { prepared } => {
+                StateProj::Refreshing {
+                    prepared,
+                    token_refused,
+                } => {
                     let Some(again) = prepared.as_mut() else {
                         unreachable!("taken once")
                     };
@@ -908,12 +901,9 @@ where
                         let error = Error::from_service(error);
                         return Poll::Ready(Err(this.call.not_sent(error)));
                     }
+                    let key = again.pending.shared.auth.resolve(*token_refused);
                     let prepared = prepared.take();
-                    let provider = again_provider(prepared.as_ref());
-                    this.state.set(State::Resolving {
-                        credentials: Box::pin(async move { provider.provide_credentials().await }),
-                        prepared,
-                    });
+                    this.state.set(State::Resolving { key, prepared });
                 }
                 StateProj::Calling {
                     future,
@@ -943,37 +933,55 @@ where
                                 .and_then(|v| v.to_str().ok())
                                 .and_then(|v| httpdate::parse_http_date(v).ok());
                             // Redact first: nothing below is read from an unredacted head.
-                            answer::filter_headers(&mut parts.headers, &secrets);
+                            match shared.mapping {
+                                Mapping::Invoke(_) => {
+                                    answer::filter_headers(&mut parts.headers, &secrets);
+                                }
+                                Mapping::Endpoint => {
+                                    answer::filter_endpoint_headers(&mut parts.headers, &secrets);
+                                }
+                            }
                             record.complete(call.index, || {
                                 Outcome::of_response(parts.status, &parts.headers)
                             });
-                            // An expired token or a skewed clock: once more, freshly signed.
+                            // Expired credentials, a skewed clock, a refused token: once more,
+                            // authenticated afresh.
                             let refresh = again
                                 .is_some()
                                 .then(|| {
-                                    shared.refresh_for(parts.status, &parts.headers, server_time)
+                                    shared.auth.refresh_for(
+                                        parts.status,
+                                        &parts.headers,
+                                        server_time,
+                                    )
                                 })
                                 .flatten();
                             if let (Some(refresh), Some(again)) = (refresh, again)
                                 && call.may_send_again(&refresh)
                             {
                                 drop(body);
-                                shared.refresh(&refresh);
+                                shared.auth.refresh(&refresh);
                                 this.state.set(State::Refreshing {
                                     prepared: Some(again),
+                                    token_refused: matches!(refresh, Refresh::TokenRefused),
                                 });
                                 continue;
                             }
                             if let Some(chosen) = &chosen {
+                                let sessions = &shared.invoke().sessions;
                                 match operation {
-                                    Operation::Invoke => {
-                                        shared.sessions.adopt(chosen, &parts.headers);
-                                    }
+                                    Operation::Invoke => sessions.adopt(chosen, &parts.headers),
                                     Operation::StopSession if parts.status.is_success() => {
-                                        shared.sessions.forget(chosen);
+                                        sessions.forget(chosen);
                                     }
-                                    Operation::StopSession => {}
+                                    Operation::StopSession | Operation::Forward => {}
                                 }
+                            }
+                            // A refused token: the challenge, for an app that runs OAuth.
+                            if parts.status == StatusCode::UNAUTHORIZED
+                                && let Some(challenge) = BearerChallenge::of(&parts.headers)
+                            {
+                                parts.extensions.insert(challenge);
                             }
                             if call.ownership.is_some() {
                                 parts.extensions.insert(record.clone());
@@ -1013,15 +1021,32 @@ where
     }
 }
 
-/// Maps and signs one attempt.
+/// Maps and authenticates one attempt.
 fn sign_attempt<S>(
     pending: &mut Pending<S>,
     body: Bytes,
-    credentials: &Credentials,
+    key: &Key,
     context: &CallContext,
 ) -> Result<Signed, Error> {
     let shared = &pending.shared;
-    let target = &shared.target;
+    // Each attempt is a call of its own here: the extensions move to the request sent.
+    let extensions = std::mem::take(&mut pending.parts.extensions);
+    if pending.operation == Operation::Forward {
+        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri)?;
+        let method = pending.parts.method.clone();
+        let headers = request::endpoint_headers(&pending.parts.headers, host, &method, &body);
+        let (request, secrets) =
+            shared
+                .auth
+                .authorize(key, method, (uri, &text), headers, body, extensions)?;
+        return Ok(Signed {
+            request,
+            secrets,
+            chosen: None,
+        });
+    }
+    let invoke = shared.invoke();
+    let target = &invoke.target;
     let headers = &pending.parts.headers;
     // A request that names its runtime session goes there, for that request only. Else the
     // layer picks one, the same for every attempt of the call.
@@ -1032,35 +1057,19 @@ fn sign_attempt<S>(
             let mut picked = None;
             let id = context.runtime_session(|| {
                 let chosen = match pending.operation {
-                    Operation::StopSession => shared.sessions.to_stop(headers),
-                    Operation::Invoke => None,
+                    Operation::StopSession => invoke.sessions.to_stop(headers),
+                    Operation::Invoke | Operation::Forward => None,
                 }
-                .unwrap_or_else(|| shared.sessions.choose(mcp_session));
+                .unwrap_or_else(|| invoke.sessions.choose(mcp_session));
                 let id = chosen.id.clone();
                 picked = Some(chosen);
                 id
             });
-            Some(picked.unwrap_or_else(|| shared.sessions.pinned(id, mcp_session)))
+            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session)))
         }
     };
     let session_id = chosen.as_ref().map(|c| &*c.id);
     let (uri, uri_text, headers, body) = match pending.operation {
-        Operation::Invoke => {
-            let headers = request::invoke_headers(
-                headers,
-                context,
-                &body,
-                session_id,
-                shared.user_id.as_deref(),
-                target,
-            )?;
-            (
-                target.invocation_uri(),
-                target.invocation_text(),
-                headers,
-                body,
-            )
-        }
         Operation::StopSession => {
             let session_id = match session_id {
                 Some(id) => id,
@@ -1077,16 +1086,30 @@ fn sign_attempt<S>(
                 body,
             )
         }
+        Operation::Invoke | Operation::Forward => {
+            let headers = request::invoke_headers(
+                headers,
+                context,
+                &body,
+                session_id,
+                invoke.user_id.as_deref(),
+                target,
+            )?;
+            (
+                target.invocation_uri(),
+                target.invocation_text(),
+                headers,
+                body,
+            )
+        }
     };
-    let (request, secrets) = request::signed_post(
+    let (request, secrets) = shared.auth.authorize(
+        key,
+        Method::POST,
         (uri, uri_text),
         headers,
         body,
-        credentials,
-        target.region(),
-        shared.now(),
-        // Each attempt is a call of its own here: the extensions move to the signed request.
-        std::mem::take(&mut pending.parts.extensions),
+        extensions,
     )?;
     Ok(Signed {
         request,
@@ -1109,6 +1132,8 @@ where
 #[cfg(all(test, feature = "aws-config"))]
 mod sdk_config_tests {
     use super::*;
+    use aws_credential_types::Credentials;
+    use aws_credential_types::provider::SharedCredentialsProvider;
 
     #[test]
     fn a_signer_from_an_sdk_config_takes_what_the_target_leaves_open() {

@@ -1,18 +1,11 @@
-//! An MCP POST mapped onto `InvokeAgentRuntime` (and a DELETE onto `StopRuntimeSession`), and
-//! signed.
+//! An MCP POST mapped onto `InvokeAgentRuntime` (and a DELETE onto `StopRuntimeSession`), or
+//! carried as it is to an MCP endpoint: the headers and URI each sends (the auth is added by
+//! [`auth`](super::auth)).
 
-use std::time::SystemTime;
-
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
-use http_body_util::Full;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use super::redact::Secrets;
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
 use crate::error::{Error, ErrorKind};
@@ -227,67 +220,71 @@ pub(crate) fn stop_request(
     Ok((headers, body))
 }
 
-/// Signs a POST to `uri` with `headers` and `body` at `time`, as the official SDK does
-/// (agentcore-wire.md §1.3: the default settings — double percent-encoding of the path, no
-/// `x-amz-content-sha256` header but the real payload hash, path normalisation, the session
-/// token signed). Returns the request ready to send and the secrets the answer must not show.
-pub(crate) fn signed_post(
-    (uri, uri_text): (http::Uri, &str),
-    mut headers: HeaderMap,
-    body: Bytes,
-    credentials: &Credentials,
-    region: &str,
-    time: SystemTime,
-    extensions: http::Extensions,
-) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
-    let mut pairs = Vec::with_capacity(headers.len());
-    for (name, value) in &headers {
-        let value = value
-            .to_str()
-            .map_err(|_| invalid(format!("the header `{name}` is not visible ASCII text")))?;
-        pairs.push((name.as_str(), value));
+/// The hop-by-hop headers (RFC 9110 §7.6.1) and the ones a signature or a token sets: never
+/// carried to an MCP endpoint from the request as given.
+const NOT_CARRIED: [HeaderName; 12] = [
+    http::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    http::header::PROXY_AUTHENTICATE,
+    http::header::PROXY_AUTHORIZATION,
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::TRANSFER_ENCODING,
+    http::header::UPGRADE,
+    http::header::AUTHORIZATION,
+    HOST,
+    HeaderName::from_static("x-amz-date"),
+    HeaderName::from_static("x-amz-security-token"),
+];
+
+/// The URI of a request to an MCP endpoint, as the request gives it: absolute (`http`/`https`
+/// with a host), without user information (a password belongs in the auth, not in a URL that
+/// travels and gets logged). Returns it with its text and its `Host` value.
+pub(crate) fn endpoint_uri(uri: &http::Uri) -> Result<(http::Uri, String, HeaderValue), Error> {
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(invalid(
+            "an MCP endpoint request needs an absolute URL (https://host/path): the layer sends \
+             it where it names"
+                .into(),
+        ));
+    };
+    if !matches!(scheme, "http" | "https") {
+        return Err(invalid(format!(
+            "the scheme `{scheme}` is not http or https"
+        )));
     }
-    let signing_error =
-        |e: &dyn std::fmt::Display| Error::new(ErrorKind::Signing, e.to_string(), None);
-    let signable = SignableRequest::new(
-        "POST",
-        uri_text,
-        pairs.into_iter(),
-        SignableBody::Bytes(&body),
-    )
-    .map_err(|e| signing_error(&e))?;
-    let identity: Identity = credentials.clone().into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name(SIGNING_NAME)
-        .time(time)
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| signing_error(&e))?
-        .into();
-    let (instructions, signature) = sign(signable, &params)
-        .map_err(|e| signing_error(&e))?
-        .into_parts();
-    for (name, value) in instructions.headers() {
-        let mut value = HeaderValue::from_str(value).map_err(|e| signing_error(&e))?;
-        value.set_sensitive(true);
-        headers.insert(
-            HeaderName::from_bytes(name.as_bytes()).map_err(|e| signing_error(&e))?,
-            value,
-        );
+    if authority.as_str().contains('@') {
+        return Err(invalid(
+            "the URL carries user information (a user or password): give credentials to the \
+             layer, not in the URL"
+                .into(),
+        ));
     }
-    let mut request = Request::new(Full::new(body));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = uri;
-    *request.headers_mut() = headers;
-    *request.extensions_mut() = extensions;
-    let secrets = Secrets::new(
-        [signature]
-            .into_iter()
-            .chain(credentials.session_token().map(str::to_owned)),
-    );
-    Ok((request, secrets))
+    let host = HeaderValue::from_str(authority.as_str())
+        .map_err(|_| invalid("the URL's host is not a header value".into()))?;
+    Ok((uri.clone(), uri.to_string(), host))
+}
+
+/// The headers of a request to an MCP endpoint: the request's own as they are (the MCP headers
+/// among them), minus the hop-by-hop ones and what the auth sets; `Host` from the URL, and
+/// `Content-Length` when there is a body (or the method is POST).
+pub(crate) fn endpoint_headers(
+    given: &HeaderMap,
+    host: HeaderValue,
+    method: &Method,
+    body: &Bytes,
+) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(given.len() + 2);
+    for (name, value) in given {
+        if !NOT_CARRIED.contains(name) && name != CONTENT_LENGTH {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if !body.is_empty() || method == Method::POST {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    headers.insert(HOST, host);
+    headers
 }
 
 #[cfg(test)]
@@ -304,7 +301,7 @@ mod tests {
     const SESSION: Option<&str> = Some("0123456789abcdef0123456789abcdef0");
 
     fn context() -> CallContext {
-        CallContext::enter(&mut Request::new(()), "test", None, None).0
+        CallContext::enter(&mut http::Request::new(()), "test", None, None).0
     }
 
     /// The headers for `original` and `body` in a new call, with the test's session id.
@@ -501,7 +498,7 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert_eq!(
                 err.to_string(),
-                format!("the request cannot be carried by InvokeAgentRuntime: {message}")
+                format!("the request cannot be sent: {message}")
             );
         }
         let mut original = HeaderMap::new();

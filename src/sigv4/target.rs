@@ -83,6 +83,11 @@ pub enum ConfigError {
     },
     /// The AWS configuration has no credentials provider.
     NoCredentials,
+    /// The SigV4 signing name is not a plausible service name (lower-case letters, digits and
+    /// `-`, 1 to 64 characters).
+    InvalidSigningName(String),
+    /// The AgentCore Gateway id is not one (letters, digits and `-`, 1 to 100 characters).
+    InvalidGatewayId(String),
 }
 
 impl fmt::Display for ConfigError {
@@ -116,11 +121,36 @@ impl fmt::Display for ConfigError {
                 f,
                 "the runtime user id must be 1 to 1024 visible ASCII characters (got {length})"
             ),
+            ConfigError::InvalidSigningName(name) => write!(
+                f,
+                "`{name}` is not a SigV4 signing name (lower-case letters, digits and `-`)"
+            ),
+            ConfigError::InvalidGatewayId(id) => write!(
+                f,
+                "`{id}` is not an AgentCore Gateway id (letters, digits and `-`)"
+            ),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Whether `region` is a plausible AWS region name: lower-case letters, digits and `-`, at most
+/// 64 characters, not empty.
+pub(crate) fn check_region(region: &str) -> Result<(), ConfigError> {
+    if region.is_empty() {
+        return Err(ConfigError::MissingRegion);
+    }
+    let plausible = region
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && region.len() <= 64;
+    if plausible {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidRegion(region.to_owned()))
+    }
+}
 
 /// Which AgentCore runtime the requests go to, and through which endpoint.
 ///
@@ -256,13 +286,7 @@ impl InvokeTarget {
             (None, Some(r)) => r.to_owned(),
             (None, None) => return Err(ConfigError::MissingRegion),
         };
-        let plausible = region
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && region.len() <= 64;
-        if !plausible {
-            return Err(ConfigError::InvalidRegion(region));
-        }
+        check_region(&region)?;
         let (scheme, authority, base_path) = match &self.endpoint {
             Some(_) if self.fips || self.dual_stack => {
                 return Err(ConfigError::EndpointWithVariant);

@@ -164,7 +164,7 @@ pub fn describe_status(
     headers: &http::HeaderMap,
     body: &[u8],
 ) -> (String, Value) {
-    let error_type = agentcore_tower::aws_error_type(headers);
+    let error_type = agentcore_tower::record::aws_error_type(headers);
     let detail = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
         v.get("message")
             .or_else(|| v.get("Message"))

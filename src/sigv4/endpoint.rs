@@ -1,0 +1,285 @@
+//! [`McpEndpointLayer`]: an MCP request sent as it is to the URL it names — an AgentCore
+//! Gateway, an MCP server behind API Gateway or a Lambda function URL, any SigV4- or
+//! OAuth-gated MCP server — authenticated afresh for every attempt.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use aws_credential_types::provider::ProvideCredentials;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::Full;
+use tower::{Layer, Service};
+
+use super::auth::{AuthSource, Clock, ProvideToken};
+use super::request::SIGNING_NAME;
+use super::target::check_region;
+use super::{ConfigError, InvokeBody, Mapping, Operation, ResponseFuture, Shared, call};
+use crate::error::{BoxError, Error};
+
+/// The URL of an AgentCore Gateway's MCP endpoint:
+/// `https://{gateway_id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`.
+///
+/// ```
+/// let url = agentcore_tower::sigv4::gateway_url("my-gateway-abc123", "us-east-1")?;
+/// assert_eq!(
+///     url.to_string(),
+///     "https://my-gateway-abc123.gateway.bedrock-agentcore.us-east-1.amazonaws.com/mcp"
+/// );
+/// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+/// ```
+pub fn gateway_url(gateway_id: &str, region: &str) -> Result<http::Uri, ConfigError> {
+    let plausible = (1..=100).contains(&gateway_id.len())
+        && gateway_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !gateway_id.starts_with('-')
+        && !gateway_id.ends_with('-');
+    if !plausible {
+        return Err(ConfigError::InvalidGatewayId(gateway_id.to_owned()));
+    }
+    check_region(region)?;
+    let id = gateway_id.to_ascii_lowercase();
+    format!("https://{id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp")
+        .parse()
+        .map_err(|_| ConfigError::InvalidGatewayId(gateway_id.to_owned()))
+}
+
+/// Builds an [`McpEndpointLayer`], checking every setting.
+pub struct McpEndpointLayerBuilder {
+    auth: AuthSource,
+    region: Option<String>,
+    signing_name: String,
+    clock: Clock,
+}
+
+impl McpEndpointLayerBuilder {
+    /// The region signatures are made for (SigV4: required; unused with a bearer token).
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// The service name signatures are made for (default `bedrock-agentcore`, AgentCore
+    /// Gateway's): `execute-api` for API Gateway, `lambda` for a Lambda function URL, the
+    /// service's own for an AWS-managed MCP server.
+    pub fn signing_name(mut self, name: impl Into<String>) -> Self {
+        self.signing_name = name.into();
+        self
+    }
+
+    /// The wall clock signatures are dated by (default `SystemTime::now`); for tests.
+    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Checks the settings and builds the layer; the error names what is wrong.
+    pub fn build(self) -> Result<McpEndpointLayer, ConfigError> {
+        let name = &self.signing_name;
+        let plausible = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !plausible {
+            return Err(ConfigError::InvalidSigningName(name.clone()));
+        }
+        let region = match (&self.region, self.auth.is_sigv4()) {
+            (Some(region), _) => {
+                check_region(region)?;
+                region.clone()
+            }
+            (None, true) => return Err(ConfigError::MissingRegion),
+            (None, false) => String::new(),
+        };
+        Ok(McpEndpointLayer {
+            shared: Arc::new(Shared {
+                auth: self.auth.into_auth(name, &region, self.clock),
+                mapping: Mapping::Endpoint,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for McpEndpointLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpEndpointLayerBuilder")
+            .field("auth", &self.auth)
+            .field("region", &self.region)
+            .field("signing_name", &self.signing_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sends MCP requests as they are to the URL each names, authenticated for every attempt with
+/// SigV4 or a bearer token. See the [module docs](super#mcp-endpoints).
+#[derive(Clone)]
+pub struct McpEndpointLayer {
+    shared: Arc<Shared>,
+}
+
+impl McpEndpointLayer {
+    /// Starts building a layer that signs with SigV4, with credentials from `credentials`
+    /// resolved for every attempt (as [`SigV4InvokeLayer::builder`](super::SigV4InvokeLayer::builder)
+    /// does). Give it the [`region`](McpEndpointLayerBuilder::region), and the
+    /// [`signing_name`](McpEndpointLayerBuilder::signing_name) when the server is not an
+    /// AgentCore Gateway.
+    pub fn sigv4(credentials: impl ProvideCredentials + 'static) -> McpEndpointLayerBuilder {
+        Self::with_auth(AuthSource::sigv4(credentials))
+    }
+
+    /// Starts building a layer that sends `Authorization: Bearer <token>`, with a token from
+    /// `tokens` asked for every attempt, asked again with `refresh` after a 401 with a
+    /// `Bearer` challenge (see [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
+    pub fn bearer(tokens: impl ProvideToken) -> McpEndpointLayerBuilder {
+        Self::with_auth(AuthSource::bearer(tokens))
+    }
+
+    /// Starts building a SigV4 layer from an AWS configuration (feature `aws-config`): its
+    /// region and its credentials provider, cached
+    /// ([`CachedCredentials`](super::CachedCredentials)).
+    #[cfg(feature = "aws-config")]
+    pub fn from_sdk_config(
+        config: &aws_config::SdkConfig,
+    ) -> Result<McpEndpointLayerBuilder, ConfigError> {
+        let provider = config
+            .credentials_provider()
+            .ok_or(ConfigError::NoCredentials)?;
+        let mut builder = Self::sigv4(super::CachedCredentials::new(provider));
+        builder.region = config.region().map(|r| r.as_ref().to_owned());
+        Ok(builder)
+    }
+
+    fn with_auth(auth: AuthSource) -> McpEndpointLayerBuilder {
+        McpEndpointLayerBuilder {
+            auth,
+            region: None,
+            signing_name: SIGNING_NAME.to_owned(),
+            clock: Arc::new(SystemTime::now),
+        }
+    }
+}
+
+impl fmt::Debug for McpEndpointLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.shared, f)
+    }
+}
+
+impl<S> Layer<S> for McpEndpointLayer {
+    type Service = McpEndpoint<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        McpEndpoint {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The service [`McpEndpointLayer`] builds.
+#[derive(Clone)]
+pub struct McpEndpoint<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> McpEndpoint<S> {
+    inner_service_accessors!();
+}
+
+impl<S: fmt::Debug> fmt::Debug for McpEndpoint<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("inner", &self.inner)
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for McpEndpoint<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    type Response = Response<InvokeBody<ResB>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        call(
+            &mut self.inner,
+            &self.shared,
+            request,
+            Ok(Operation::Forward),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_urls_are_built_from_checked_parts() {
+        assert_eq!(
+            gateway_url("GW-1", "eu-west-1").unwrap().to_string(),
+            "https://gw-1.gateway.bedrock-agentcore.eu-west-1.amazonaws.com/mcp"
+        );
+        for id in ["", "-a", "a-", "a.b", "a/b", "a@b"] {
+            assert_eq!(
+                gateway_url(id, "us-east-1").err(),
+                Some(ConfigError::InvalidGatewayId(id.to_owned())),
+                "{id:?}"
+            );
+        }
+        assert_eq!(
+            gateway_url("gw", "US East").err(),
+            Some(ConfigError::InvalidRegion("US East".to_owned()))
+        );
+        assert_eq!(
+            gateway_url("gw", "").err(),
+            Some(ConfigError::MissingRegion)
+        );
+    }
+
+    #[test]
+    fn a_sigv4_endpoint_needs_a_region_and_a_plausible_signing_name() {
+        let credentials =
+            aws_credential_types::Credentials::new("AKIDTEST", "secret", None, None, "test");
+        assert_eq!(
+            McpEndpointLayer::sigv4(credentials.clone()).build().err(),
+            Some(ConfigError::MissingRegion)
+        );
+        assert_eq!(
+            McpEndpointLayer::sigv4(credentials.clone())
+                .region("us-east-1")
+                .signing_name("Execute API")
+                .build()
+                .err(),
+            Some(ConfigError::InvalidSigningName("Execute API".to_owned()))
+        );
+        let layer = McpEndpointLayer::sigv4(credentials)
+            .region("us-east-1")
+            .signing_name("execute-api")
+            .build()
+            .unwrap();
+        let debug = format!("{layer:?}");
+        assert!(debug.contains(r#"signing_name: "execute-api""#), "{debug}");
+        // A bearer token signs nothing: no region needed.
+        let layer = McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"))
+            .build()
+            .unwrap();
+        assert_eq!(format!("{layer:?}"), "McpEndpoint { auth: Bearer(..) }");
+    }
+}
