@@ -142,5 +142,8 @@ pub use record::AttemptRecord;
 pub use replay::ReplayGuardLayer;
 pub use session_busy::SessionBusyRetryLayer;
 pub use sigv4::{InvokeTarget, SigV4InvokeLayer};
-pub use stack::{RecommendedBody, RecommendedLayers, RecommendedStack, recommended_layers};
+pub use stack::{
+    RecommendedBody, RecommendedEndpointStack, RecommendedLayers, RecommendedStack,
+    recommended_layers,
+};
 pub use throttle::ThrottleRetryLayer;

@@ -6,11 +6,15 @@ use tower::Layer;
 use crate::body::{ObservedBody, PeekedBody};
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
-use crate::sigv4::{InvokeBody, SigV4Invoke, SigV4InvokeLayer};
+use crate::sigv4::{InvokeBody, McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
 /// session busy, the signer — as one [`Layer`]: each with its defaults unless set here.
+///
+/// The signer is a [`SigV4InvokeLayer`] for a runtime (SigV4 or bearer), or an
+/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) for an AgentCore Gateway or another
+/// MCP URL: the retry layers and the guard work the same over either.
 ///
 /// ```
 /// use std::time::Duration;
@@ -40,16 +44,16 @@ use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct RecommendedLayers {
+pub struct RecommendedLayers<Signer = SigV4InvokeLayer> {
     guard: ReplayGuardLayer,
     throttle: ThrottleRetryLayer,
     session_busy: SessionBusyRetryLayer,
-    signer: SigV4InvokeLayer,
+    signer: Signer,
 }
 
-impl RecommendedLayers {
+impl<Signer> RecommendedLayers<Signer> {
     /// The stack over `signer`, the three retry layers with their defaults.
-    pub fn new(signer: SigV4InvokeLayer) -> Self {
+    pub fn new(signer: Signer) -> Self {
         Self {
             guard: ReplayGuardLayer::new(),
             throttle: ThrottleRetryLayer::new(),
@@ -77,20 +81,25 @@ impl RecommendedLayers {
     }
 
     /// The signer.
-    pub fn signer(&self) -> &SigV4InvokeLayer {
+    pub fn signer(&self) -> &Signer {
         &self.signer
     }
 }
 
-/// The service the [`RecommendedLayers`] build over an HTTP client `S`.
+/// The service the [`RecommendedLayers`] build over an HTTP client `S`, with a
+/// [`SigV4InvokeLayer`].
 pub type RecommendedStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>>>;
 
-/// The body of the responses of a [`RecommendedStack`] over an HTTP client whose responses have
+/// The service the [`RecommendedLayers`] build over an HTTP client `S`, with an
+/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer).
+pub type RecommendedEndpointStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>>>;
+
+/// The body of the responses of a [`RecommendedStack`] (or a [`RecommendedEndpointStack`]) over an HTTP client whose responses have
 /// bodies `B` (hyper's `Incoming`, reqwest's body…).
 pub type RecommendedBody<B> = ObservedBody<PeekedBody<PeekedBody<PeekedBody<InvokeBody<B>>>>>;
 
-impl<S> Layer<S> for RecommendedLayers {
-    type Service = RecommendedStack<S>;
+impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
+    type Service = ReplayGuard<ThrottleRetry<SessionBusyRetry<Signer::Service>>>;
 
     fn layer(&self, inner: S) -> Self::Service {
         self.guard.layer(
@@ -123,6 +132,9 @@ impl<S> Layer<S> for RecommendedLayers {
 /// # Ok(())
 /// # }
 /// ```
-pub fn recommended_layers(guard: ReplayGuardLayer, signer: SigV4InvokeLayer) -> RecommendedLayers {
+pub fn recommended_layers<Signer>(
+    guard: ReplayGuardLayer,
+    signer: Signer,
+) -> RecommendedLayers<Signer> {
     RecommendedLayers::new(signer).guard(guard)
 }
