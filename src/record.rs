@@ -398,7 +398,8 @@ impl Decision {
         }
     }
 
-    /// The layer that decided (`"throttle"`, `"session_busy"`, `"replay_guard"`, `"sigv4"`).
+    /// The layer that decided (`"throttle"`, `"session_busy"`, `"replay_guard"`, `"sigv4"`,
+    /// `"mcp-endpoint"`).
     pub fn layer(&self) -> &'static str {
         self.layer
     }

@@ -267,8 +267,9 @@ impl Refresh {
 
 /// The `Bearer` challenge of a 401 (`WWW-Authenticate`), as the MCP authorization
 /// specification reads it: where the protected resource's metadata is, for an app that runs
-/// the OAuth flow. A layer that authenticates with a bearer token puts it in the extensions of
-/// a 401 it delivers.
+/// the OAuth flow. The signing layers put it in the extensions of a 401 or 403 they deliver
+/// with one (AgentCore Gateway answers a token without the scopes it wants with a 403
+/// `insufficient_scope` challenge).
 ///
 /// ```
 /// use agentcore_tower::sigv4::BearerChallenge;

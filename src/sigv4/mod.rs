@@ -977,9 +977,12 @@ where
                                     Operation::StopSession | Operation::Forward => {}
                                 }
                             }
-                            // A refused token: the challenge, for an app that runs OAuth.
-                            if parts.status == StatusCode::UNAUTHORIZED
-                                && let Some(challenge) = BearerChallenge::of(&parts.headers)
+                            // A refused token (401), too few scopes (403 `insufficient_scope`):
+                            // the challenge, for an app that runs the OAuth flow.
+                            if matches!(
+                                parts.status,
+                                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+                            ) && let Some(challenge) = BearerChallenge::of(&parts.headers)
                             {
                                 parts.extensions.insert(challenge);
                             }

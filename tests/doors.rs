@@ -1,0 +1,535 @@
+//! The other doors, alone over in-memory services and a local server: a runtime with OAuth
+//! inbound auth (`SigV4InvokeLayer::bearer`), and `McpEndpointLayer` for plain MCP URLs (an
+//! AgentCore Gateway, any SigV4-gated MCP server) over SigV4 or a bearer token.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use agentcore_tower::emulator::SignatureVerifier;
+use agentcore_tower::record::{Outcome, Verdict};
+use agentcore_tower::sigv4::{
+    BearerChallenge, BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer, TokenFn,
+};
+use agentcore_tower::{AttemptRecord, ErrorKind, ReplayGuardLayer, recommended_layers};
+use aws_credential_types::Credentials;
+use bytes::Bytes;
+use common::*;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use tower::{Layer as _, ServiceBuilder, ServiceExt};
+
+const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123";
+/// A token as long as real ones (a Cognito access token is ~1,000 characters).
+const STALE: &str = "eyJraWQiOiJzdGFsZSIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJzdGFsZSJ9.c3RhbGUtc2lnbmF0dXJlLXN0YWxlLXNpZ25hdHVyZQ";
+const FRESH: &str = "eyJraWQiOiJmcmVzaCIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJmcmVzaCJ9.ZnJlc2gtc2lnbmF0dXJlLWZyZXNoLXNpZ25hdHVyZQ";
+const CALL: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#;
+const METADATA: &str = "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations/.well-known/oauth-protected-resource?qualifier=DEFAULT";
+
+fn mcp_post(uri: &str, body: &'static str) -> Request<Full<Bytes>> {
+    Request::post(uri)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap()
+}
+
+fn unauthorized() -> Response<TestBody> {
+    response(
+        401,
+        &[
+            (
+                "www-authenticate",
+                &format!(r#"Bearer resource_metadata="{METADATA}""#),
+            ),
+            ("content-type", "application/json"),
+        ],
+        br#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Missing Authentication Token"}}"#,
+    )
+}
+
+fn ok() -> Response<TestBody> {
+    response(
+        200,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"3"}]}}"#,
+    )
+}
+
+/// A token provider that gives `STALE` until asked to refresh, then `FRESH`; counts both.
+#[derive(Clone, Default)]
+struct Tokens {
+    asked: Arc<AtomicUsize>,
+    refreshed: Arc<AtomicUsize>,
+}
+
+impl Tokens {
+    fn provider(&self) -> impl agentcore_tower::sigv4::ProvideToken + use<> {
+        let this = self.clone();
+        TokenFn::new(move |refresh: bool| {
+            let this = this.clone();
+            async move {
+                this.asked.fetch_add(1, Ordering::SeqCst);
+                let refreshed = if refresh {
+                    this.refreshed.fetch_add(1, Ordering::SeqCst) + 1
+                } else {
+                    this.refreshed.load(Ordering::SeqCst)
+                };
+                Ok::<_, std::io::Error>(BearerToken::new(if refreshed > 0 { FRESH } else { STALE }))
+            }
+        })
+    }
+}
+
+fn authorization(parts: &http::request::Parts) -> &str {
+    parts.headers["authorization"].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn a_bearer_runtime_gets_the_invoke_mapping_with_the_token_instead_of_a_signature() {
+    let service = Scripted::new([Step::Respond(ok())]);
+    let shared = service.shared();
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(FRESH))
+        .build()
+        .unwrap();
+    let response = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = shared.requests.lock().unwrap();
+    let (parts, body) = &requests[0];
+    assert_eq!(parts.method, "POST");
+    assert_eq!(
+        parts.uri.to_string(),
+        "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations"
+    );
+    assert_eq!(authorization(parts), format!("Bearer {FRESH}"));
+    assert!(parts.headers["authorization"].is_sensitive());
+    // No SigV4 at all: no date, no token header, no content hash.
+    for name in ["x-amz-date", "x-amz-security-token", "x-amz-content-sha256"] {
+        assert!(!parts.headers.contains_key(name), "{name}");
+    }
+    // The mapping is the same as with SigV4: the MCP headers filled, the runtime session set.
+    assert_eq!(parts.headers["mcp-method"], "tools/call");
+    assert_eq!(parts.headers["mcp-name"], "add");
+    assert_eq!(
+        parts.headers["x-amzn-bedrock-agentcore-runtime-session-id"],
+        layer.runtime_session_id().as_str()
+    );
+    assert_eq!(body, CALL.as_bytes());
+}
+
+#[tokio::test]
+async fn a_refused_token_is_refreshed_once_and_the_call_sent_again() {
+    let service = Scripted::new([Step::Respond(unauthorized()), Step::Respond(ok())]);
+    let shared = service.shared();
+    let tokens = Tokens::default();
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
+        .build()
+        .unwrap();
+    let record = AttemptRecord::new();
+    let mut request = mcp_post("http://mcp.invalid/mcp", CALL);
+    request.extensions_mut().insert(record.clone());
+    let response = layer.layer(service).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let (body, _) = read_all(response.into_body()).await;
+    assert!(body.starts_with(br#"{"jsonrpc":"2.0","id":3,"result""#));
+    assert_eq!(shared.calls(), 2);
+    assert_eq!(tokens.asked.load(Ordering::SeqCst), 2);
+    assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
+    let requests = shared.requests.lock().unwrap();
+    assert_eq!(authorization(&requests[0].0), format!("Bearer {STALE}"));
+    assert_eq!(authorization(&requests[1].0), format!("Bearer {FRESH}"));
+    // The same runtime session for both attempts of the call.
+    assert_eq!(
+        requests[0].0.headers["x-amzn-bedrock-agentcore-runtime-session-id"],
+        requests[1].0.headers["x-amzn-bedrock-agentcore-runtime-session-id"]
+    );
+    let attempts = record.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert!(matches!(
+        attempts[0].outcome(),
+        Outcome::Response { status, .. } if *status == StatusCode::UNAUTHORIZED
+    ));
+    let decisions = attempts[0].decisions();
+    assert_eq!(decisions.len(), 1, "{record}");
+    assert_eq!(decisions[0].layer(), "sigv4");
+    assert!(
+        matches!(decisions[0].verdict(), Verdict::SentAgain { cause, .. } if *cause == "the bearer token was refused (HTTP 401)"),
+        "{record}"
+    );
+}
+
+#[tokio::test]
+async fn a_token_that_stays_refused_is_delivered_with_the_challenge_after_one_refresh() {
+    let service = Scripted::with_fallback([], || Step::Respond(unauthorized()));
+    let shared = service.shared();
+    let tokens = Tokens::default();
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
+        .build()
+        .unwrap();
+    let response = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(shared.calls(), 2, "one refresh, not a loop");
+    assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
+    // The challenge is kept for MCP clients that run the OAuth flow from the 401, and read.
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        format!(r#"Bearer resource_metadata="{METADATA}""#).as_str()
+    );
+    let challenge = response.extensions().get::<BearerChallenge>().unwrap();
+    assert_eq!(challenge.resource_metadata(), Some(METADATA));
+    // A static token cannot be refreshed: its 401 is delivered at once.
+    let service = Scripted::with_fallback([], || Step::Respond(unauthorized()));
+    let shared = service.shared();
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(STALE))
+        .build()
+        .unwrap();
+    let response = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert_eq!(shared.calls(), 1);
+    assert!(response.extensions().get::<BearerChallenge>().is_some());
+}
+
+#[tokio::test]
+async fn a_failing_token_provider_is_a_clear_error_and_nothing_is_sent() {
+    let service = Scripted::new([]);
+    let shared = service.shared();
+    let tokens = TokenFn::new(|_refresh: bool| async {
+        Err::<BearerToken, _>(std::io::Error::other("the authorization server is down"))
+    });
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
+        .build()
+        .unwrap();
+    let error = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Token);
+    assert_eq!(
+        error.to_string(),
+        "could not get a bearer token: the authorization server is down (after 1 attempt)"
+    );
+    assert_eq!(shared.calls(), 0);
+    // A token that cannot be a header value: refused, and not quoted.
+    let service = Scripted::new([]);
+    let layer = SigV4InvokeLayer::bearer(
+        InvokeTarget::arn(ARN),
+        BearerToken::new("secret-with-a\nnewline"),
+    )
+    .build()
+    .unwrap();
+    let error = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Token);
+    assert!(!error.to_string().contains("secret-with-a"), "{error}");
+}
+
+/// A server that echoes everything it was sent, in every form a careless or hostile one
+/// might: the header, the JSON-escaped header, into a header of its own and into its body.
+fn hostile_echo(parts: &http::request::Parts) -> Response<TestBody> {
+    let authorization = parts.headers["authorization"].to_str().unwrap().to_owned();
+    let escaped: String = authorization
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"error":{{"code":-32000,"message":"you sent {authorization} a.k.a. {escaped}"}}}}"#
+    );
+    let mut response = Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("x-echo", authorization.as_str())
+        .header("mcp-session-id", authorization.as_str())
+        .header("content-length", body.len())
+        .body(boxed(Full::new(Bytes::from(body))))
+        .unwrap();
+    response.headers_mut().insert(
+        "www-authenticate",
+        format!("Bearer error=\"{authorization}\"").parse().unwrap(),
+    );
+    response
+}
+
+#[tokio::test]
+async fn the_token_reaches_no_header_body_error_or_debug_the_app_reads() {
+    for endpoint in [false, true] {
+        let seen = Arc::new(Mutex::new(None));
+        let echo = {
+            let seen = seen.clone();
+            tower::service_fn(move |request: Request<Full<Bytes>>| {
+                let seen = seen.clone();
+                async move {
+                    let (parts, _) = request.into_parts();
+                    let response = hostile_echo(&parts);
+                    *seen.lock().unwrap() = Some(parts);
+                    Ok::<_, BoxError>(response)
+                }
+            })
+        };
+        let (response, debug) = if endpoint {
+            let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+                .build()
+                .unwrap();
+            let debug = format!("{layer:?} {:?}", layer.layer(echo.clone()));
+            let stack = ServiceBuilder::new()
+                .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+                .service(echo);
+            (
+                stack
+                    .oneshot(mcp_post("https://gw.example/mcp", CALL))
+                    .await
+                    .unwrap(),
+                debug,
+            )
+        } else {
+            let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(FRESH))
+                .build()
+                .unwrap();
+            let debug = format!("{layer:?}");
+            let stack = ServiceBuilder::new()
+                .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+                .service(echo);
+            (
+                stack
+                    .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+                    .await
+                    .unwrap(),
+                debug,
+            )
+        };
+        // The server did get the token...
+        assert_eq!(
+            authorization(seen.lock().unwrap().as_ref().unwrap()),
+            format!("Bearer {FRESH}")
+        );
+        // ...and the app never sees it back.
+        let head = format!("{:?}", response.headers());
+        let length: usize = response.headers()["content-length"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let record = format!("{:?}", AttemptRecord::of_response(&response));
+        let (body, _) = read_all(response.into_body()).await;
+        assert_eq!(body.len(), length, "Content-Length stays exact");
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        let escaped_start: String = FRESH[..8]
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        for text in [&head, &body, &debug, &record] {
+            assert!(!text.contains(FRESH), "endpoint={endpoint}: {text}");
+            assert!(
+                !text.contains(&escaped_start),
+                "endpoint={endpoint}: {text}"
+            );
+        }
+        assert!(body.contains("you sent Bearer [redacted]"), "{body}");
+    }
+}
+
+fn signing_verifier(region: &str, service: &str) -> SignatureVerifier {
+    SignatureVerifier::new(region, service).with_credentials(credentials())
+}
+
+fn credentials() -> Credentials {
+    // A session token as long as a real STS one.
+    Credentials::new(
+        "AKIDENDPOINT",
+        "endpoint-secret-access-key",
+        Some(format!("IQoJb3JpZ2luX2VjE{}", "Z".repeat(680))),
+        None,
+        "test",
+    )
+}
+
+#[tokio::test]
+async fn an_endpoint_request_goes_where_it_names_with_its_headers_signed_for_the_signing_name() {
+    let seen: Arc<Mutex<Vec<(http::request::Parts, Bytes)>>> = Arc::default();
+    let server = {
+        let seen = seen.clone();
+        serve(move |parts, body| {
+            seen.lock().unwrap().push((parts, body));
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .header("mcp-session-id", "gw-session-1")
+                .header("x-custom-answer", "kept")
+                .body(Full::new(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+                )))
+                .unwrap()
+        })
+        .await
+    };
+    let layer = McpEndpointLayer::sigv4(credentials())
+        .region("us-west-2")
+        .signing_name("execute-api")
+        .build()
+        .unwrap();
+    let client = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+        .service(http_client());
+    let url = format!("http://{}/prod/mcp?stage=blue", server.addr);
+    let mut request = mcp_post(&url, CALL);
+    let headers = request.headers_mut();
+    headers.insert("mcp-session-id", "gw-session-1".parse().unwrap());
+    headers.insert("x-tenant", "acme".parse().unwrap());
+    headers.insert("authorization", "Bearer the-apps-own".parse().unwrap());
+    headers.insert("connection", "keep-alive".parse().unwrap());
+    let response = client.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    // An endpoint's answer keeps its headers (they are MCP's, not a model's).
+    assert_eq!(response.headers()["mcp-session-id"], "gw-session-1");
+    assert_eq!(response.headers()["x-custom-answer"], "kept");
+    // GET and DELETE go to the server, which decides.
+    let get = Request::get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", "gw-session-1")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(client.clone().oneshot(get).await.unwrap().status(), 200);
+    let delete = Request::delete(&url)
+        .header("mcp-session-id", "gw-session-1")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(client.oneshot(delete).await.unwrap().status(), 200);
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.iter()
+            .map(|(p, _)| p.method.as_str())
+            .collect::<Vec<_>>(),
+        ["POST", "GET", "DELETE"]
+    );
+    let verifier = signing_verifier("us-west-2", "execute-api");
+    for (parts, body) in seen.iter() {
+        assert_eq!(parts.uri, "/prod/mcp?stage=blue");
+        verifier
+            .verify(parts, body, SystemTime::now())
+            .unwrap_or_else(|e| panic!("{} not verified: {e}", parts.method));
+        let auth = authorization(parts);
+        assert!(
+            auth.contains("/us-west-2/execute-api/aws4_request"),
+            "{auth}"
+        );
+        assert_eq!(parts.headers["mcp-session-id"], "gw-session-1");
+        assert!(
+            !parts.headers.contains_key("connection"),
+            "hop-by-hop: not carried"
+        );
+    }
+    let (post, body) = &seen[0];
+    assert_eq!(body, CALL.as_bytes());
+    assert_eq!(post.headers["x-tenant"], "acme");
+    assert_eq!(post.headers["mcp-protocol-version"], "2025-11-25");
+    assert_eq!(
+        post.headers["content-length"],
+        CALL.len().to_string().as_str()
+    );
+    assert!(authorization(post).starts_with("AWS4-HMAC-SHA256 Credential=AKIDENDPOINT/"));
+    // Nothing filled in: the headers are the client's.
+    assert!(!post.headers.contains_key("mcp-method"));
+    // Another signing name does not verify.
+    let other = signing_verifier("us-west-2", "bedrock-agentcore");
+    assert!(other.verify(post, body, SystemTime::now()).is_err());
+}
+
+#[tokio::test]
+async fn an_endpoint_url_that_is_relative_or_carries_a_password_is_refused_unsent() {
+    for (uri, expected) in [
+        (
+            "/mcp",
+            "the request cannot be sent: an MCP endpoint request needs an absolute URL (https://host/path): the layer sends it where it names (after 1 attempt)",
+        ),
+        (
+            "https://user:hunter2@gw.example/mcp",
+            "the request cannot be sent: the URL carries user information (a user or password): give credentials to the layer, not in the URL (after 1 attempt)",
+        ),
+    ] {
+        let service = Scripted::new([]);
+        let shared = service.shared();
+        let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+            .build()
+            .unwrap();
+        let error = layer
+            .layer(service)
+            .oneshot(mcp_post(uri, CALL))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidRequest);
+        assert_eq!(error.to_string(), expected);
+        assert!(!format!("{error:?}").contains("hunter2"));
+        assert_eq!(shared.calls(), 0);
+    }
+}
+
+#[tokio::test]
+async fn an_expired_endpoint_session_is_a_404_delivered_and_the_guards_rule_is_unchanged() {
+    // A throttled tools/call is sent again; a 404 (an expired gateway session) is delivered as
+    // it is (MCP clients re-initialise on it); a non-idempotent tool whose answer was lost is
+    // not sent again.
+    let service = Scripted::new([
+        Step::Respond(response(
+            429,
+            &[("retry-after", "0"), ("content-type", "application/json")],
+            b"{}",
+        )),
+        Step::Respond(ok()),
+        Step::Respond(response(404, &[], b"")),
+        Step::Fail(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        ))),
+    ]);
+    let shared = service.shared();
+    let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+        .build()
+        .unwrap();
+    let client = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+        .service(service);
+    let url = "https://gw.example/mcp";
+    let answer = client.clone().oneshot(mcp_post(url, CALL)).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(shared.calls(), 2);
+    let mut expired = mcp_post(url, CALL);
+    expired
+        .headers_mut()
+        .insert("mcp-session-id", "gone".parse().unwrap());
+    let answer = client.clone().oneshot(expired).await.unwrap();
+    assert_eq!(answer.status(), 404);
+    assert_eq!(shared.calls(), 3);
+    let error = client.oneshot(mcp_post(url, CALL)).await.unwrap_err();
+    assert_eq!(
+        shared.calls(),
+        4,
+        "a call that may have run is not sent again"
+    );
+    let record = error.record().unwrap();
+    let attempts = record.attempts();
+    assert_eq!(attempts.len(), 1);
+    assert!(
+        attempts[0].decisions().iter().any(
+            |d| d.layer() == "replay_guard" && matches!(d.verdict(), Verdict::Forbidden { .. })
+        ),
+        "{record}"
+    );
+}
