@@ -1,5 +1,7 @@
 //! [`SigV4InvokeLayer`]: an MCP Streamable HTTP POST carried as AgentCore's
-//! `InvokeAgentRuntime`, signed afresh with `aws-sigv4` for every attempt.
+//! `InvokeAgentRuntime`, signed afresh with `aws-sigv4` for every attempt (or carrying a bearer
+//! token, for a runtime with OAuth inbound auth); [`McpEndpointLayer`]: an MCP request sent as
+//! it is to an AgentCore Gateway or any SigV4- or OAuth-gated MCP URL.
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -121,7 +123,7 @@
 //! The status, the body (streamed, never buffered here: JSON or SSE) and the headers the
 //! operation models come back: `content-type`, `content-length`, `mcp-session-id`,
 //! `mcp-protocol-version`, the runtime session id and session endpoint URL, `retry-after`,
-//! `x-amzn-errortype`, `x-amzn-requestid`, the trace headers. A service error keeps its status
+//! `x-amzn-errortype`, `x-amzn-requestid`, the trace headers, `www-authenticate`. A service error keeps its status
 //! and `x-amzn-errortype`, so the retry layers above can decide. No trailer comes back (the
 //! operation models none). The attempt's signature and session token are redacted from every
 //! header and body byte the app reads (`InvalidSignatureException` quotes the canonical request,
@@ -152,6 +154,80 @@
 //! A 404 from the service (`x-amzn-errortype: ResourceNotFoundException`: a wrong runtime ARN or
 //! qualifier) comes back as a 404 too. MCP clients read a 404 on a request that carries an
 //! `Mcp-Session-Id` as "session expired" and re-initialise: check `x-amzn-errortype` first.
+//!
+//! # Runtimes with OAuth inbound auth
+//! A runtime configured with a JWT authorizer takes `Authorization: Bearer <token>` instead of
+//! a signature, at the same URL with the same headers — and one or the other, never both ("An
+//! AgentCore Runtime can support either IAM SigV4 or JWT Bearer Token based inbound auth, but
+//! not both simultaneously", AgentCore developer guide, *runtime OAuth*; the
+//! `InvokeAgentRuntime` API reference: with OAuth "you can't use the AWS SDK … make a HTTPS
+//! request"). [`SigV4InvokeLayer::bearer`] is the same layer with a token provider
+//! ([`ProvideToken`]: a [`BearerToken`], a [`TokenFn`], or your own) in place of credentials;
+//! everything above about the mapping, the runtime session and the answer holds.
+//!
+//! * The token is asked for on every attempt (cache in the provider, which knows its expiry).
+//! * A request without a valid token gets a **401** with
+//!   `WWW-Authenticate: Bearer resource_metadata="https://bedrock-agentcore.{region}.amazonaws.com/runtimes/{ARN}/invocations/.well-known/oauth-protected-resource?qualifier={qualifier}"`
+//!   (the MCP protocol contract of AgentCore Runtime): nothing ran. The provider is asked once
+//!   more with `refresh = true` and the call sent again, when it can refresh and the call's rule
+//!   and budget allow it — any 401, since a wrong token may come back without the challenge.
+//! * A 401 that stays one is **delivered as an answer**, not turned into an error: with its
+//!   `WWW-Authenticate`, and the challenge read into the response's extensions
+//!   ([`BearerChallenge`]), so that an MCP client that runs the OAuth flow from a 401 (as rmcp's
+//!   does) can; an app reads `resource_metadata()` from it.
+//! * A signed request to an OAuth runtime gets a 403 `AccessDeniedException` ("Authorization
+//!   method mismatch"), delivered as it is.
+//! * The token is a secret like a signature: never in `Debug`, an error or the record, and
+//!   redacted from every header and body byte of the answer, plainly or JSON-escaped.
+//!
+//! # MCP endpoints
+//! [`McpEndpointLayer`] sends an MCP request as it is — method, URL (path and query), headers —
+//! to the URL it names, authenticated afresh on every attempt with SigV4 (for a configurable
+//! [`signing_name`](McpEndpointLayerBuilder::signing_name), default `bedrock-agentcore`, and
+//! region) or a bearer token:
+//!
+//! * **AgentCore Gateway**: `https://{gateway-id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`
+//!   ([`gateway_url`]), plain MCP Streamable HTTP, inbound auth `AWS_IAM` (SigV4, signing name
+//!   `bedrock-agentcore`) or `CUSTOM_JWT` (a bearer token; a 401 carries
+//!   `Bearer error="invalid_token", scope=…, resource_metadata="https://{host}/.well-known/oauth-protected-resource"`,
+//!   a token without the scopes a 403 `insufficient_scope`). With sessions on, `initialize`
+//!   answers an `Mcp-Session-Id`; a later request without it gets a 400, an expired id or
+//!   another principal's a **404** — delivered, so an MCP client re-initialises (AgentCore
+//!   developer guide, *Gateway sessions*).
+//! * **Any SigV4-gated MCP server**: API Gateway with IAM auth (signing name `execute-api`), a
+//!   Lambda function URL (`lambda`), an AWS-managed MCP server (its own, e.g. `aws-mcp` for
+//!   `aws-mcp.us-east-1.api.aws`).
+//!
+//! The request's own headers travel (the MCP ones among them), minus the hop-by-hop ones and
+//! any `Authorization`, `X-Amz-Date` or `X-Amz-Security-Token` of its own; `Host` comes from the
+//! URL, `Content-Length` from the body. The signature covers every header but `user-agent`,
+//! `x-amzn-trace-id` and `transfer-encoding` (`aws-sigv4`'s defaults, as the AWS SDKs and
+//! botocore sign), and the real payload hash. Nothing is answered locally: GET (the server's
+//! message stream) and DELETE (ending the MCP session) go to the server, which decides. The
+//! answer keeps every header but the hop-by-hop ones, redacted as above. The URL must be
+//! absolute and carry no user or password ([`ErrorKind::InvalidRequest`](crate::ErrorKind)
+//! otherwise, and nothing is sent). The retry layers and the guard work over it as over the
+//! invoke layer: [`RecommendedLayers`](crate::RecommendedLayers) takes either.
+//!
+//! ```
+//! use agentcore_tower::sigv4::{McpEndpointLayer, gateway_url};
+//! use agentcore_tower::{ReplayGuardLayer, recommended_layers};
+//! use aws_credential_types::Credentials;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let gateway = gateway_url("my-gateway-abc123", "us-east-1")?;
+//! let signer = McpEndpointLayer::sigv4(Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"))
+//!     .region("us-east-1")
+//!     .build()?;
+//! let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+//!     .build_http::<http_body_util::Full<bytes::Bytes>>();
+//! let stack = tower::ServiceBuilder::new()
+//!     .layer(recommended_layers(ReplayGuardLayer::new(), signer))
+//!     .service(client);
+//! // Every request names the gateway's URL: `Request::post(gateway.clone())…`.
+//! # let _ = (stack, gateway);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # The send gate
 //! A request may carry a [`SharedSendGate`] in its extensions: asked after signing, just before
