@@ -154,7 +154,17 @@ pub struct EmulatorConfig {
     busy_form: BusyForm,
     sse: bool,
     rates: Option<FaultRates>,
+    bearer_tokens: Option<Vec<String>>,
+    issuer: String,
+    gateway: bool,
+    signing_name: String,
 }
+
+/// The authorization server the emulator's protected-resource metadata names, unless configured.
+pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
+
+/// The SigV4 service name signatures are checked for, unless configured.
+pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
@@ -172,6 +182,10 @@ impl Default for EmulatorConfig {
             busy_form: BusyForm::JsonRpc200,
             sse: false,
             rates: None,
+            bearer_tokens: None,
+            issuer: DEFAULT_ISSUER.to_owned(),
+            gateway: false,
+            signing_name: DEFAULT_SIGNING_NAME.to_owned(),
         }
     }
 }
@@ -193,6 +207,11 @@ impl fmt::Debug for EmulatorConfig {
             .field("busy_form", &self.busy_form)
             .field("sse", &self.sse)
             .field("rates", &self.rates)
+            // How many tokens, never the tokens.
+            .field("bearer_tokens", &self.bearer_tokens.as_ref().map(Vec::len))
+            .field("issuer", &self.issuer)
+            .field("gateway", &self.gateway)
+            .field("signing_name", &self.signing_name)
             .finish()
     }
 }
@@ -239,6 +258,36 @@ impl EmulatorConfig {
         self.rates = Some(rates);
         self
     }
+
+    /// OAuth inbound auth instead of SigV4: requests must carry `Authorization: Bearer <token>`
+    /// with one of these tokens (opaque strings, compared whole). A SigV4-signed request is
+    /// then refused, as a runtime configured for OAuth refuses it (see the module docs for
+    /// the answers). An empty list turns bearer auth on and accepts no token.
+    pub fn bearer_tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.bearer_tokens = Some(tokens.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The authorization server the protected-resource metadata names (default
+    /// [`DEFAULT_ISSUER`]).
+    pub fn issuer(mut self, url: impl Into<String>) -> Self {
+        self.issuer = url.into();
+        self
+    }
+
+    /// Plays an AgentCore Gateway instead of a runtime: plain MCP Streamable HTTP at `/mcp`,
+    /// with gateway MCP sessions (see the module docs).
+    pub fn gateway(mut self, gateway: bool) -> Self {
+        self.gateway = gateway;
+        self
+    }
+
+    /// The SigV4 service name signatures must be scoped to (default [`DEFAULT_SIGNING_NAME`]),
+    /// in either mode: `execute-api` plays an API Gateway in front of an MCP server.
+    pub fn signing_name(mut self, name: impl Into<String>) -> Self {
+        self.signing_name = name.into();
+        self
+    }
 }
 
 /// What the emulator saw, for tests to read.
@@ -265,6 +314,18 @@ pub struct Audit {
     pub sessions_started: u64,
     /// Runtime sessions stopped by `StopRuntimeSession`.
     pub sessions_stopped: u64,
+    /// 401s sent (a missing or refused bearer token).
+    pub unauthorized: u64,
+    /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
+    /// or a bearer token sent to a runtime that takes SigV4.
+    pub auth_method_mismatches: u64,
+    /// Gateway mode: MCP sessions started by `initialize`.
+    pub mcp_sessions_started: u64,
+    /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
+    pub mcp_sessions_ended: u64,
+    /// Gateway mode: requests refused for their MCP session, with 400 (no `Mcp-Session-Id`) or
+    /// 404 (an unknown, expired or another principal's session).
+    pub mcp_session_refusals: u64,
     /// Every request, in the order received.
     pub received: Vec<Received>,
 }
@@ -273,10 +334,18 @@ pub struct Audit {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Received {
-    /// The operation of its path: `invocations` or `stopruntimesession`.
+    /// The operation of its path: `invocations` or `stopruntimesession`; `mcp` in gateway
+    /// mode; `oauth-protected-resource` for the metadata document.
     pub operation: Option<String>,
-    /// Whether its signature was accepted.
+    /// Its HTTP method (`POST`, `DELETE`, `GET`, …).
+    pub http_method: String,
+    /// The scheme of its `Authorization` header: `sigv4`, `bearer`, `other`, or `None` without
+    /// one. The token itself is never kept.
+    pub authorization: Option<&'static str>,
+    /// Whether its signature was accepted (never, when the emulator takes bearer tokens).
     pub signed: bool,
+    /// Whether its bearer token was one of the accepted tokens.
+    pub bearer_accepted: bool,
     /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
     pub runtime_session_id: Option<String>,
     /// `Mcp-Session-Id`.
@@ -304,7 +373,13 @@ impl Audit {
 pub(crate) struct State {
     config: EmulatorConfig,
     verifier: SignatureVerifier,
+    /// `http://127.0.0.1:PORT`, for the URLs the answers name.
+    endpoint: String,
+    /// The accepted bearer tokens; `None` when SigV4 is the door.
+    tokens: Mutex<Option<Vec<String>>>,
     sessions: Mutex<HashMap<String, std::time::Instant>>,
+    /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
+    mcp_sessions: Mutex<HashMap<String, McpSession>>,
     faults: Mutex<VecDeque<Fault>>,
     rng: Mutex<fastrand::Rng>,
     audit: Mutex<Audit>,
@@ -312,7 +387,30 @@ pub(crate) struct State {
     busy_toggle: AtomicU64,
 }
 
+/// Who made a request, as far as session scoping goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Principal {
+    /// SigV4: the access key id.
+    AccessKey(String),
+    /// A bearer token, by a fingerprint (the token itself is not kept with the session).
+    Token(u64),
+}
+
+/// A gateway MCP session.
+pub(crate) struct McpSession {
+    principal: Principal,
+    started: std::time::Instant,
+}
+
 impl State {
+    /// Whether bearer tokens are the door (else SigV4).
+    fn bearer_door(&self) -> bool {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     fn record(&self, f: impl FnOnce(&mut Audit)) {
         f(&mut self.audit.lock().unwrap_or_else(|p| p.into_inner()));
     }
@@ -377,9 +475,17 @@ pub struct Emulator {
 
 impl fmt::Debug for Emulator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tokens = self
+            .state
+            .tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(Vec::len);
         f.debug_struct("Emulator")
             .field("addr", &self.addr)
             .field("config", &self.state.config)
+            .field("bearer_tokens_now", &tokens)
             .finish()
     }
 }
@@ -389,15 +495,19 @@ impl Emulator {
     pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let mut verifier = SignatureVerifier::new(config.region.clone(), "bedrock-agentcore");
+        let mut verifier =
+            SignatureVerifier::new(config.region.clone(), config.signing_name.clone());
         for credentials in &config.credentials {
             verifier = verifier.with_credentials(credentials.clone());
         }
         let seed = config.rates.map_or(0, |r| r.seed);
         let state = Arc::new(State {
+            endpoint: format!("http://{addr}"),
+            tokens: Mutex::new(config.bearer_tokens.clone()),
             config,
             verifier,
             sessions: Mutex::new(HashMap::new()),
+            mcp_sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(VecDeque::new()),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             audit: Mutex::new(Audit::default()),
@@ -469,6 +579,29 @@ impl Emulator {
     /// The `counter` tool's value (its executions).
     pub fn counter(&self) -> u64 {
         self.state.counter.load(Ordering::SeqCst)
+    }
+
+    /// The gateway's MCP URL, `http://127.0.0.1:PORT/mcp` (gateway mode).
+    pub fn gateway_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Replaces the accepted bearer tokens from now on (a request in flight keeps its verdict):
+    /// a test makes a client's token stale, then sees the client refresh it. On an emulator
+    /// started for SigV4 this turns bearer auth on.
+    pub fn set_bearer_tokens(&self, tokens: impl IntoIterator<Item = impl Into<String>>) {
+        *self.state.tokens.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(tokens.into_iter().map(Into::into).collect());
+    }
+
+    /// Gateway mode: expires every live MCP session, as its timeout would; a request naming one
+    /// then gets the 404 of an expired session.
+    pub fn expire_mcp_sessions(&self) {
+        self.state
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }
 
