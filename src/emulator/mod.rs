@@ -1,12 +1,14 @@
-//! A local AgentCore Runtime emulator, for tests and demos (cargo feature `emulator`).
+//! A local AgentCore Runtime (or Gateway) emulator, for tests and demos (cargo feature
+//! `emulator`).
 //!
-//! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. It behaves like
-//! the AgentCore Runtime data plane in front of an MCP server:
+//! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. By default it
+//! behaves like the AgentCore Runtime data plane in front of an MCP server:
 //!
 //! * **SigV4** on every request, for the configured test credentials: the signature is
 //!   recomputed from the request as received ([`SignatureVerifier`]); a date more than 5
-//!   minutes off, an unknown key or a mismatch get a 403 `InvalidSignatureException` (or
-//!   `UnrecognizedClientException`), as AWS answers.
+//!   minutes off, an unknown key, another region or service than configured
+//!   ([`signing_name`](EmulatorConfig::signing_name)) or a mismatch get a 403
+//!   `InvalidSignatureException` (or `UnrecognizedClientException`), as AWS answers.
 //! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
 //!   returned when absent). A new session is provisioning for
 //!   [`provisioning`](EmulatorConfig::provisioning) and answers the session-busy refusal
@@ -20,7 +22,90 @@
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
 //! * **Audit** counters a test reads, and every request's routing headers ([`Received`]):
-//!   [`Emulator::audit`].
+//!   [`Emulator::audit`]. No bearer token is ever kept in it, nor shown by any `Debug` here
+//!   (a config shows how many tokens it has).
+//!
+//! # The doors an MCP client uses
+//!
+//! Two settings change the door; sessions, faults and MCP stay as above unless said otherwise.
+//! Where a fact comes from follows it in parentheses: *guide*, the AgentCore developer guide;
+//! *observed*, reports of answers seen from live AWS endpoints (not AWS's word); or
+//! *emulator*, the emulator's own choice where neither says.
+//!
+//! **OAuth inbound auth on the runtime** ([`bearer_tokens`](EmulatorConfig::bearer_tokens)):
+//!
+//! * Requests carry `Authorization: Bearer <token>`, one of the accepted tokens (opaque here;
+//!   AWS validates a JWT). A runtime takes SigV4 or a bearer token, never both *(guide: "Use
+//!   JWT inbound authorization", runtime-oauth)*. [`Emulator::set_bearer_tokens`] replaces the
+//!   accepted tokens at run time, so a test can make a client's token stale.
+//! * No bearer token (none, or another scheme): HTTP 401 with
+//!   `WWW-Authenticate: Bearer resource_metadata="<endpoint>/runtimes/<escaped ARN>/invocations/.well-known/oauth-protected-resource?qualifier=<qualifier>"`,
+//!   the qualifier as requested (`DEFAULT` when absent) *(guide: "Deploy MCP servers in
+//!   AgentCore Runtime", "Authentication Error Responses for OAuth-Configured Agents", and the
+//!   MCP protocol contract)*; the body is
+//!   `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Missing Authentication Token"}}`
+//!   *(observed: levantar-ai demos, agentcore/05-identity; CopilotKit issue #2912 shows the
+//!   same with `"id":"null"`)*. Nothing runs, no runtime session starts.
+//! * A token that is not accepted: the same 401 and challenge, message `OAuth authorization
+//!   failed: …`. AWS answers a valid JWT of a wrong client with a 401 -32001 naming the claim
+//!   *(observed: levantar-ai)*; whether that 401 carries a challenge, and whether AWS adds
+//!   `error="invalid_token"`, nobody reports, so the emulator sends the one documented
+//!   challenge *(emulator)*. (An unparseable token gets a 403 on AWS *(observed)*; the
+//!   emulator does not model that.)
+//! * A SigV4-signed request: HTTP 403 `AccessDeniedException` "Authorization method mismatch.
+//!   The agent is configured for a different authorization method than what was used in your
+//!   request. …" *(observed: aws/agentcore-cli issues #714 and #814; levantar-ai)*, and no
+//!   challenge: nothing runs. A bearer token sent to a SigV4 runtime gets the same 403
+//!   *(emulator: AWS does not say; its contracts say a SigV4 runtime answers 403 without a
+//!   `WWW-Authenticate`)*. `StopRuntimeSession` takes the same door as invocations
+//!   *(observed)*.
+//! * `GET /runtimes/<escaped ARN>/invocations/.well-known/oauth-protected-resource?qualifier=…`
+//!   answers without auth (the `GetRuntimeProtectedResourceMetadata` API, unauthenticated by
+//!   design *(guide: VPC interface endpoints)*) with the RFC 9728 document
+//!   `{"resource": "<endpoint>/runtimes/<escaped ARN>/invocations?qualifier=<qualifier>",
+//!   "authorization_servers": [<issuer>], "bearer_methods_supported": ["header"]}`. The
+//!   resource with its qualifier and the one authorization server are as observed *(observed:
+//!   a probe of a live runtime)*; AWS's document had no `bearer_methods_supported`, which the
+//!   emulator adds (RFC 9728 §2) *(emulator)*. The issuer is
+//!   [`issuer`](EmulatorConfig::issuer), by default [`DEFAULT_ISSUER`].
+//! * The ARN in these URLs is percent-encoded as the SDK encodes a path label (`:` and `/`
+//!   too), and `<endpoint>` is [`Emulator::endpoint`].
+//!
+//! **AgentCore Gateway** ([`gateway`](EmulatorConfig::gateway)): a managed MCP server at its own
+//! URL (`https://<gateway id>.gateway.bedrock-agentcore.<region>.amazonaws.com/mcp` *(guide:
+//! "Use MCP sessions with your AgentCore gateway")*), here [`Emulator::gateway_url`]:
+//!
+//! * Plain MCP Streamable HTTP at `/mcp`: no `InvokeAgentRuntime` path, no runtime sessions, no
+//!   `StopRuntimeSession`, no provisioning. `POST` carries JSON-RPC; `DELETE` with a live
+//!   session ends it (200, empty) *(emulator: the MCP transport lets a server take it; AWS does
+//!   not say)*; `GET` answers 405 (no server-initiated stream) *(emulator)*.
+//! * Auth: SigV4 (`AWS_IAM`, signing name `bedrock-agentcore`), or bearer tokens as above
+//!   (`CUSTOM_JWT`) *(guide: gateway inbound authorization)*. Without an accepted token: 401
+//!   with `WWW-Authenticate: Bearer error="invalid_token", resource_metadata="<endpoint>/.well-known/oauth-protected-resource"`
+//!   *(guide: a 401 for no token or an invalid one, with `resource_metadata` (and `scope`,
+//!   which the emulator has none of); observed: the exact header, with `error="invalid_token"`
+//!   even without a token, in the samples' Entra and Okta inbound-auth guides)*, body
+//!   `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Invalid Bearer token"}}`, also the
+//!   answer to a SigV4-signed request *(observed: a user's report of a SigV4 call to a JWT
+//!   gateway)*. `GET /.well-known/oauth-protected-resource` answers the document above with
+//!   `resource` `<endpoint>/mcp` *(observed: the same guides)*.
+//! * MCP sessions, as a session-enabled gateway keeps them *(guide: gateway sessions; the
+//!   samples' gateway-sessions tutorial for the messages)*: `initialize` opens a new session
+//!   and answers its `Mcp-Session-Id`; any other request without the header gets 400
+//!   ("Missing required Mcp-Session-Id header"); an unknown or expired id, or another
+//!   principal's, gets 404 ("Session not found or expired"), nothing runs. The bodies are
+//!   JSON-RPC errors -32000 and -32001 *(emulator: the codes of the MCP TypeScript SDK's
+//!   transport; AWS's bodies are not documented)*. A session lasts one hour from its
+//!   `initialize` (the gateway's default, absolute) or until
+//!   [`Emulator::expire_mcp_sessions`]. The principal is the access key id for SigV4 (AWS
+//!   takes the principal ARN) and the token itself for bearer tokens (AWS takes the token's
+//!   `sub` claim, so a refreshed token of the same user keeps its sessions there, not here).
+//! * Faults apply to `tools/call` as on the runtime.
+//!
+//! **The signing name** ([`signing_name`](EmulatorConfig::signing_name), default
+//! [`DEFAULT_SIGNING_NAME`]) is the SigV4 service name signatures must be scoped to, in either
+//! mode: with `execute-api` and gateway mode, the emulator plays an API Gateway in front of an
+//! MCP server at `/mcp`. [`Emulator::signer`] signs as `bedrock-agentcore`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -32,6 +117,21 @@
 //! emulator.push_fault(Fault::Throttle { retry_after: Some(agentcore_tower::emulator::RetryAfter::Seconds(1)) });
 //! println!("runtime {} at {}", emulator.runtime_arn(), emulator.endpoint());
 //! assert_eq!(emulator.audit().requests, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A gateway behind bearer tokens:
+//!
+//! ```
+//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let emulator = Emulator::start(EmulatorConfig::default().gateway(true).bearer_tokens(["token-1"])).await?;
+//! assert_eq!(emulator.gateway_url(), format!("{}/mcp", emulator.endpoint()));
+//! // Later: the client's token goes stale, and only a refreshed one is accepted.
+//! emulator.set_bearer_tokens(["token-2"]);
 //! # Ok(())
 //! # }
 //! ```
