@@ -1,12 +1,14 @@
-//! A local AgentCore Runtime emulator, for tests and demos (cargo feature `emulator`).
+//! A local AgentCore Runtime (or Gateway) emulator, for tests and demos (cargo feature
+//! `emulator`).
 //!
-//! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. It behaves like
-//! the AgentCore Runtime data plane in front of an MCP server:
+//! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. By default it
+//! behaves like the AgentCore Runtime data plane in front of an MCP server:
 //!
 //! * **SigV4** on every request, for the configured test credentials: the signature is
 //!   recomputed from the request as received ([`SignatureVerifier`]); a date more than 5
-//!   minutes off, an unknown key or a mismatch get a 403 `InvalidSignatureException` (or
-//!   `UnrecognizedClientException`), as AWS answers.
+//!   minutes off, an unknown key, another region or service than configured
+//!   ([`signing_name`](EmulatorConfig::signing_name)) or a mismatch get a 403
+//!   `InvalidSignatureException` (or `UnrecognizedClientException`), as AWS answers.
 //! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
 //!   returned when absent). A new session is provisioning for
 //!   [`provisioning`](EmulatorConfig::provisioning) and answers the session-busy refusal
@@ -20,7 +22,90 @@
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
 //! * **Audit** counters a test reads, and every request's routing headers ([`Received`]):
-//!   [`Emulator::audit`].
+//!   [`Emulator::audit`]. No bearer token is ever kept in it, nor shown by any `Debug` here
+//!   (a config shows how many tokens it has).
+//!
+//! # The doors an MCP client uses
+//!
+//! Two settings change the door; sessions, faults and MCP stay as above unless said otherwise.
+//! Where a fact comes from follows it in parentheses: *guide*, the AgentCore developer guide;
+//! *observed*, reports of answers seen from live AWS endpoints (not AWS's word); or
+//! *emulator*, the emulator's own choice where neither says.
+//!
+//! **OAuth inbound auth on the runtime** ([`bearer_tokens`](EmulatorConfig::bearer_tokens)):
+//!
+//! * Requests carry `Authorization: Bearer <token>`, one of the accepted tokens (opaque here;
+//!   AWS validates a JWT). A runtime takes SigV4 or a bearer token, never both *(guide: "Use
+//!   JWT inbound authorization", runtime-oauth)*. [`Emulator::set_bearer_tokens`] replaces the
+//!   accepted tokens at run time, so a test can make a client's token stale.
+//! * No bearer token (none, or another scheme): HTTP 401 with
+//!   `WWW-Authenticate: Bearer resource_metadata="<endpoint>/runtimes/<escaped ARN>/invocations/.well-known/oauth-protected-resource?qualifier=<qualifier>"`,
+//!   the qualifier as requested (`DEFAULT` when absent) *(guide: "Deploy MCP servers in
+//!   AgentCore Runtime", "Authentication Error Responses for OAuth-Configured Agents", and the
+//!   MCP protocol contract)*; the body is
+//!   `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Missing Authentication Token"}}`
+//!   *(observed: levantar-ai demos, agentcore/05-identity; CopilotKit issue #2912 shows the
+//!   same with `"id":"null"`)*. Nothing runs, no runtime session starts.
+//! * A token that is not accepted: the same 401 and challenge, message `OAuth authorization
+//!   failed: …`. AWS answers a valid JWT of a wrong client with a 401 -32001 naming the claim
+//!   *(observed: levantar-ai)*; whether that 401 carries a challenge, and whether AWS adds
+//!   `error="invalid_token"`, nobody reports, so the emulator sends the one documented
+//!   challenge *(emulator)*. (An unparseable token gets a 403 on AWS *(observed)*; the
+//!   emulator does not model that.)
+//! * A SigV4-signed request: HTTP 403 `AccessDeniedException` "Authorization method mismatch.
+//!   The agent is configured for a different authorization method than what was used in your
+//!   request. …" *(observed: aws/agentcore-cli issues #714 and #814; levantar-ai)*, and no
+//!   challenge: nothing runs. A bearer token sent to a SigV4 runtime gets the same 403
+//!   *(emulator: AWS does not say; its contracts say a SigV4 runtime answers 403 without a
+//!   `WWW-Authenticate`)*. `StopRuntimeSession` takes the same door as invocations
+//!   *(observed)*.
+//! * `GET /runtimes/<escaped ARN>/invocations/.well-known/oauth-protected-resource?qualifier=…`
+//!   answers without auth (the `GetRuntimeProtectedResourceMetadata` API, unauthenticated by
+//!   design *(guide: VPC interface endpoints)*) with the RFC 9728 document
+//!   `{"resource": "<endpoint>/runtimes/<escaped ARN>/invocations?qualifier=<qualifier>",
+//!   "authorization_servers": [<issuer>], "bearer_methods_supported": ["header"]}`. The
+//!   resource with its qualifier and the one authorization server are as observed *(observed:
+//!   a probe of a live runtime)*; AWS's document had no `bearer_methods_supported`, which the
+//!   emulator adds (RFC 9728 §2) *(emulator)*. The issuer is
+//!   [`issuer`](EmulatorConfig::issuer), by default [`DEFAULT_ISSUER`].
+//! * The ARN in these URLs is percent-encoded as the SDK encodes a path label (`:` and `/`
+//!   too), and `<endpoint>` is [`Emulator::endpoint`].
+//!
+//! **AgentCore Gateway** ([`gateway`](EmulatorConfig::gateway)): a managed MCP server at its own
+//! URL (`https://<gateway id>.gateway.bedrock-agentcore.<region>.amazonaws.com/mcp` *(guide:
+//! "Use MCP sessions with your AgentCore gateway")*), here [`Emulator::gateway_url`]:
+//!
+//! * Plain MCP Streamable HTTP at `/mcp`: no `InvokeAgentRuntime` path, no runtime sessions, no
+//!   `StopRuntimeSession`, no provisioning. `POST` carries JSON-RPC; `DELETE` with a live
+//!   session ends it (200, empty) *(emulator: the MCP transport lets a server take it; AWS does
+//!   not say)*; `GET` answers 405 (no server-initiated stream) *(emulator)*.
+//! * Auth: SigV4 (`AWS_IAM`, signing name `bedrock-agentcore`), or bearer tokens as above
+//!   (`CUSTOM_JWT`) *(guide: gateway inbound authorization)*. Without an accepted token: 401
+//!   with `WWW-Authenticate: Bearer error="invalid_token", resource_metadata="<endpoint>/.well-known/oauth-protected-resource"`
+//!   *(guide: a 401 for no token or an invalid one, with `resource_metadata` (and `scope`,
+//!   which the emulator has none of); observed: the exact header, with `error="invalid_token"`
+//!   even without a token, in the samples' Entra and Okta inbound-auth guides)*, body
+//!   `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Invalid Bearer token"}}`, also the
+//!   answer to a SigV4-signed request *(observed: a user's report of a SigV4 call to a JWT
+//!   gateway)*. `GET /.well-known/oauth-protected-resource` answers the document above with
+//!   `resource` `<endpoint>/mcp` *(observed: the same guides)*.
+//! * MCP sessions, as a session-enabled gateway keeps them *(guide: gateway sessions; the
+//!   samples' gateway-sessions tutorial for the messages)*: `initialize` opens a new session
+//!   and answers its `Mcp-Session-Id`; any other request without the header gets 400
+//!   ("Missing required Mcp-Session-Id header"); an unknown or expired id, or another
+//!   principal's, gets 404 ("Session not found or expired"), nothing runs. The bodies are
+//!   JSON-RPC errors -32000 and -32001 *(emulator: the codes of the MCP TypeScript SDK's
+//!   transport; AWS's bodies are not documented)*. A session lasts one hour from its
+//!   `initialize` (the gateway's default, absolute) or until
+//!   [`Emulator::expire_mcp_sessions`]. The principal is the access key id for SigV4 (AWS
+//!   takes the principal ARN) and the token itself for bearer tokens (AWS takes the token's
+//!   `sub` claim, so a refreshed token of the same user keeps its sessions there, not here).
+//! * Faults apply to `tools/call` as on the runtime.
+//!
+//! **The signing name** ([`signing_name`](EmulatorConfig::signing_name), default
+//! [`DEFAULT_SIGNING_NAME`]) is the SigV4 service name signatures must be scoped to, in either
+//! mode: with `execute-api` and gateway mode, the emulator plays an API Gateway in front of an
+//! MCP server at `/mcp`. [`Emulator::signer`] signs as `bedrock-agentcore`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -32,6 +117,21 @@
 //! emulator.push_fault(Fault::Throttle { retry_after: Some(agentcore_tower::emulator::RetryAfter::Seconds(1)) });
 //! println!("runtime {} at {}", emulator.runtime_arn(), emulator.endpoint());
 //! assert_eq!(emulator.audit().requests, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A gateway behind bearer tokens:
+//!
+//! ```
+//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! let emulator = Emulator::start(EmulatorConfig::default().gateway(true).bearer_tokens(["token-1"])).await?;
+//! assert_eq!(emulator.gateway_url(), format!("{}/mcp", emulator.endpoint()));
+//! // Later: the client's token goes stale, and only a refreshed one is accepted.
+//! emulator.set_bearer_tokens(["token-2"]);
 //! # Ok(())
 //! # }
 //! ```
@@ -154,7 +254,17 @@ pub struct EmulatorConfig {
     busy_form: BusyForm,
     sse: bool,
     rates: Option<FaultRates>,
+    bearer_tokens: Option<Vec<String>>,
+    issuer: String,
+    gateway: bool,
+    signing_name: String,
 }
+
+/// The authorization server the emulator's protected-resource metadata names, unless configured.
+pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
+
+/// The SigV4 service name signatures are checked for, unless configured.
+pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
@@ -172,6 +282,10 @@ impl Default for EmulatorConfig {
             busy_form: BusyForm::JsonRpc200,
             sse: false,
             rates: None,
+            bearer_tokens: None,
+            issuer: DEFAULT_ISSUER.to_owned(),
+            gateway: false,
+            signing_name: DEFAULT_SIGNING_NAME.to_owned(),
         }
     }
 }
@@ -193,6 +307,11 @@ impl fmt::Debug for EmulatorConfig {
             .field("busy_form", &self.busy_form)
             .field("sse", &self.sse)
             .field("rates", &self.rates)
+            // How many tokens, never the tokens.
+            .field("bearer_tokens", &self.bearer_tokens.as_ref().map(Vec::len))
+            .field("issuer", &self.issuer)
+            .field("gateway", &self.gateway)
+            .field("signing_name", &self.signing_name)
             .finish()
     }
 }
@@ -239,6 +358,36 @@ impl EmulatorConfig {
         self.rates = Some(rates);
         self
     }
+
+    /// OAuth inbound auth instead of SigV4: requests must carry `Authorization: Bearer <token>`
+    /// with one of these tokens (opaque strings, compared whole). A SigV4-signed request is
+    /// then refused, as a runtime configured for OAuth refuses it (see the module docs for
+    /// the answers). An empty list turns bearer auth on and accepts no token.
+    pub fn bearer_tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.bearer_tokens = Some(tokens.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The authorization server the protected-resource metadata names (default
+    /// [`DEFAULT_ISSUER`]).
+    pub fn issuer(mut self, url: impl Into<String>) -> Self {
+        self.issuer = url.into();
+        self
+    }
+
+    /// Plays an AgentCore Gateway instead of a runtime: plain MCP Streamable HTTP at `/mcp`,
+    /// with gateway MCP sessions (see the module docs).
+    pub fn gateway(mut self, gateway: bool) -> Self {
+        self.gateway = gateway;
+        self
+    }
+
+    /// The SigV4 service name signatures must be scoped to (default [`DEFAULT_SIGNING_NAME`]),
+    /// in either mode: `execute-api` plays an API Gateway in front of an MCP server.
+    pub fn signing_name(mut self, name: impl Into<String>) -> Self {
+        self.signing_name = name.into();
+        self
+    }
 }
 
 /// What the emulator saw, for tests to read.
@@ -265,6 +414,18 @@ pub struct Audit {
     pub sessions_started: u64,
     /// Runtime sessions stopped by `StopRuntimeSession`.
     pub sessions_stopped: u64,
+    /// 401s sent (a missing or refused bearer token).
+    pub unauthorized: u64,
+    /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
+    /// or a bearer token sent to a runtime that takes SigV4.
+    pub auth_method_mismatches: u64,
+    /// Gateway mode: MCP sessions started by `initialize`.
+    pub mcp_sessions_started: u64,
+    /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
+    pub mcp_sessions_ended: u64,
+    /// Gateway mode: requests refused for their MCP session, with 400 (no `Mcp-Session-Id`) or
+    /// 404 (an unknown, expired or another principal's session).
+    pub mcp_session_refusals: u64,
     /// Every request, in the order received.
     pub received: Vec<Received>,
 }
@@ -273,10 +434,18 @@ pub struct Audit {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Received {
-    /// The operation of its path: `invocations` or `stopruntimesession`.
+    /// The operation of its path: `invocations` or `stopruntimesession`; `mcp` in gateway
+    /// mode; `oauth-protected-resource` for the metadata document.
     pub operation: Option<String>,
-    /// Whether its signature was accepted.
+    /// Its HTTP method (`POST`, `DELETE`, `GET`, …).
+    pub http_method: String,
+    /// The scheme of its `Authorization` header: `sigv4`, `bearer`, `other`, or `None` without
+    /// one. The token itself is never kept.
+    pub authorization: Option<&'static str>,
+    /// Whether its signature was accepted (never, when the emulator takes bearer tokens).
     pub signed: bool,
+    /// Whether its bearer token was one of the accepted tokens.
+    pub bearer_accepted: bool,
     /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
     pub runtime_session_id: Option<String>,
     /// `Mcp-Session-Id`.
@@ -304,7 +473,13 @@ impl Audit {
 pub(crate) struct State {
     config: EmulatorConfig,
     verifier: SignatureVerifier,
+    /// `http://127.0.0.1:PORT`, for the URLs the answers name.
+    endpoint: String,
+    /// The accepted bearer tokens; `None` when SigV4 is the door.
+    tokens: Mutex<Option<Vec<String>>>,
     sessions: Mutex<HashMap<String, std::time::Instant>>,
+    /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
+    mcp_sessions: Mutex<HashMap<String, McpSession>>,
     faults: Mutex<VecDeque<Fault>>,
     rng: Mutex<fastrand::Rng>,
     audit: Mutex<Audit>,
@@ -312,7 +487,30 @@ pub(crate) struct State {
     busy_toggle: AtomicU64,
 }
 
+/// Who made a request, as far as session scoping goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Principal {
+    /// SigV4: the access key id.
+    AccessKey(String),
+    /// A bearer token, by a fingerprint (the token itself is not kept with the session).
+    Token(u64),
+}
+
+/// A gateway MCP session.
+pub(crate) struct McpSession {
+    principal: Principal,
+    started: std::time::Instant,
+}
+
 impl State {
+    /// Whether bearer tokens are the door (else SigV4).
+    fn bearer_door(&self) -> bool {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     fn record(&self, f: impl FnOnce(&mut Audit)) {
         f(&mut self.audit.lock().unwrap_or_else(|p| p.into_inner()));
     }
@@ -377,9 +575,17 @@ pub struct Emulator {
 
 impl fmt::Debug for Emulator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tokens = self
+            .state
+            .tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(Vec::len);
         f.debug_struct("Emulator")
             .field("addr", &self.addr)
             .field("config", &self.state.config)
+            .field("bearer_tokens_now", &tokens)
             .finish()
     }
 }
@@ -389,15 +595,19 @@ impl Emulator {
     pub async fn start(config: EmulatorConfig) -> std::io::Result<Emulator> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let mut verifier = SignatureVerifier::new(config.region.clone(), "bedrock-agentcore");
+        let mut verifier =
+            SignatureVerifier::new(config.region.clone(), config.signing_name.clone());
         for credentials in &config.credentials {
             verifier = verifier.with_credentials(credentials.clone());
         }
         let seed = config.rates.map_or(0, |r| r.seed);
         let state = Arc::new(State {
+            endpoint: format!("http://{addr}"),
+            tokens: Mutex::new(config.bearer_tokens.clone()),
             config,
             verifier,
             sessions: Mutex::new(HashMap::new()),
+            mcp_sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(VecDeque::new()),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             audit: Mutex::new(Audit::default()),
@@ -469,6 +679,29 @@ impl Emulator {
     /// The `counter` tool's value (its executions).
     pub fn counter(&self) -> u64 {
         self.state.counter.load(Ordering::SeqCst)
+    }
+
+    /// The gateway's MCP URL, `http://127.0.0.1:PORT/mcp` (gateway mode).
+    pub fn gateway_url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Replaces the accepted bearer tokens from now on (a request in flight keeps its verdict):
+    /// a test makes a client's token stale, then sees the client refresh it. On an emulator
+    /// started for SigV4 this turns bearer auth on.
+    pub fn set_bearer_tokens(&self, tokens: impl IntoIterator<Item = impl Into<String>>) {
+        *self.state.tokens.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(tokens.into_iter().map(Into::into).collect());
+    }
+
+    /// Gateway mode: expires every live MCP session, as its timeout would; a request naming one
+    /// then gets the 404 of an expired session.
+    pub fn expire_mcp_sessions(&self) {
+        self.state
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }
 

@@ -1,4 +1,5 @@
-//! The emulator's HTTP side: routing, SigV4, runtime sessions, faults.
+//! The emulator's HTTP side: routing, the doors (SigV4, bearer tokens), runtime sessions,
+//! gateway MCP sessions, faults.
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,10 +8,14 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::mcp;
-use super::{BusyForm, Fault, PlatformForm, Received, RetryAfter, State};
+use super::{
+    BusyForm, Fault, McpSession, PlatformForm, Principal, Received, RetryAfter, SignatureError,
+    SignatureVerifier, State,
+};
 use crate::body::ReadToBytes;
 use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
 
@@ -93,15 +98,35 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
             "The request body could not be read.",
         ));
     };
-    let verified = state.verifier.verify(&parts, &body, SystemTime::now());
-    state.record(|a| a.received.push(received(&parts, &body, verified.is_ok())));
-    if let Err(refused) = verified {
-        state.record(|a| a.signature_failures += 1);
-        return Ok(aws_error(
-            StatusCode::FORBIDDEN,
-            refused.error_type(),
-            &refused.to_string(),
-        ));
+    if state.config.gateway {
+        gateway(&parts, &body, &state).await
+    } else {
+        runtime(&parts, &body, &state).await
+    }
+}
+
+/// The runtime door: `InvokeAgentRuntime` and `StopRuntimeSession`, behind SigV4 or bearer
+/// tokens.
+async fn runtime(parts: &http::request::Parts, body: &Bytes, state: &State) -> Answer {
+    let bearer = state.bearer_door();
+    if bearer && let Some(arn) = metadata_route(parts.uri.path()) {
+        state.record(|a| {
+            a.received.push(received(
+                parts,
+                body,
+                Some(METADATA_OPERATION.to_owned()),
+                &Auth::Unchecked,
+            ))
+        });
+        return Ok(runtime_metadata(parts, &arn, state));
+    }
+    let auth = authenticate(parts, body, state);
+    let operation = route(parts.uri.path()).map(|(_, operation)| operation.to_owned());
+    state.record(|a| a.received.push(received(parts, body, operation, &auth)));
+    // A SigV4 runtime checks the signature before anything else (as it always has here); a
+    // bearer runtime must know the runtime first, since the runtime decides the door.
+    if !bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
+        return Ok(refused);
     }
     let Some((arn, operation)) = route(parts.uri.path()) else {
         return Ok(aws_error(
@@ -124,19 +149,460 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
             "No runtime with this ARN.",
         ));
     }
+    if bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
+        return Ok(refused);
+    }
     let session = parts
         .headers
         .get(RUNTIME_SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     match operation {
-        "stopruntimesession" => Ok(stop(session, &state)),
-        _ => invoke(&parts, &body, session, &state).await,
+        "stopruntimesession" => Ok(stop(session, state)),
+        _ => invoke(parts, body, session, state).await,
     }
 }
 
-/// What the audit keeps of a request.
-fn received(parts: &http::request::Parts, body: &[u8], signed: bool) -> Received {
+/// The gateway door: MCP Streamable HTTP at `/mcp`, behind SigV4 or bearer tokens, with
+/// gateway MCP sessions.
+async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &State) -> Answer {
+    let path = parts.uri.path();
+    if state.bearer_door() && path == GATEWAY_METADATA_PATH {
+        state.record(|a| {
+            a.received.push(received(
+                parts,
+                body,
+                Some(METADATA_OPERATION.to_owned()),
+                &Auth::Unchecked,
+            ))
+        });
+        return Ok(gateway_metadata(parts, state));
+    }
+    let auth = authenticate(parts, body, state);
+    let operation = (path == "/mcp").then(|| "mcp".to_owned());
+    state.record(|a| a.received.push(received(parts, body, operation, &auth)));
+    let principal = match auth {
+        Auth::Signed(key) => Principal::AccessKey(key),
+        Auth::Bearer(fingerprint) => Principal::Token(fingerprint),
+        Auth::SignatureRefused(refused) => {
+            state.record(|a| a.signature_failures += 1);
+            return Ok(aws_error(
+                StatusCode::FORBIDDEN,
+                refused.error_type(),
+                &refused.to_string(),
+            ));
+        }
+        // A gateway that takes bearer tokens answers a SigV4-signed request as one without a
+        // token.
+        Auth::NoToken | Auth::WrongToken | Auth::Mismatch | Auth::Unchecked => {
+            return Ok(gateway_challenge(state));
+        }
+    };
+    if path != "/mcp" {
+        return Ok(aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No such path: the gateway serves MCP at /mcp.",
+        ));
+    }
+    match parts.method {
+        http::Method::POST => gateway_post(parts, body, &principal, state).await,
+        http::Method::DELETE => Ok(gateway_delete(parts, &principal, state)),
+        // No server-initiated stream: GET is not offered (the MCP transport's 405).
+        _ => Ok(respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &[
+                ("allow", "POST, DELETE"),
+                ("content-type", "application/json"),
+            ],
+            json!({"message": "Method not allowed: POST or DELETE."}).to_string(),
+        )),
+    }
+}
+
+/// A gateway `POST /mcp`: `initialize` opens an MCP session, everything else needs a live one.
+async fn gateway_post(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    principal: &Principal,
+    state: &State,
+) -> Answer {
+    let inspected = mcp::inspect(body);
+    if inspected.method.as_deref() == Some("initialize") {
+        let id = uuid::Uuid::new_v4().to_string();
+        state
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.clone(),
+                McpSession {
+                    principal: principal.clone(),
+                    started: Instant::now(),
+                },
+            );
+        state.record(|a| a.mcp_sessions_started += 1);
+        let mut answer = serve_mcp(inspected, state, None).await;
+        if let (Ok(response), Ok(value)) = (&mut answer, HeaderValue::from_str(&id)) {
+            response.headers_mut().insert("mcp-session-id", value);
+        }
+        return answer;
+    }
+    if let Err(refused) = live_session(parts, principal, &inspected.id, state) {
+        return Ok(*refused);
+    }
+    serve_mcp(inspected, state, None).await
+}
+
+/// A gateway `DELETE /mcp`: ends the live session it names.
+fn gateway_delete(
+    parts: &http::request::Parts,
+    principal: &Principal,
+    state: &State,
+) -> Response<AnswerBody> {
+    let id = match live_session(parts, principal, &Value::Null, state) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
+    };
+    state
+        .mcp_sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
+    state.record(|a| a.mcp_sessions_ended += 1);
+    with_session(respond(StatusCode::OK, &[], Bytes::new()), None)
+}
+
+/// The request's `Mcp-Session-Id` when it names a live session of this principal; else the
+/// refusal: 400 without the header, 404 for an unknown, expired or another principal's
+/// session (the gateway does not tell those apart).
+fn live_session(
+    parts: &http::request::Parts,
+    principal: &Principal,
+    id: &Value,
+    state: &State,
+) -> Result<String, Box<Response<AnswerBody>>> {
+    let refuse = |status: StatusCode, code: i64, message: &str| {
+        state.record(|a| a.mcp_session_refusals += 1);
+        let reply =
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        with_session(
+            respond(
+                status,
+                &[("content-type", "application/json")],
+                reply.to_string(),
+            ),
+            None,
+        )
+    };
+    let Some(session) = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(Box::new(refuse(
+            StatusCode::BAD_REQUEST,
+            -32000,
+            "Missing required Mcp-Session-Id header",
+        )));
+    };
+    let mut sessions = state.mcp_sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let live = match sessions.get(session) {
+        Some(s) if s.started.elapsed() >= MCP_SESSION_TIMEOUT => {
+            sessions.remove(session);
+            false
+        }
+        Some(s) => s.principal == *principal,
+        None => false,
+    };
+    drop(sessions);
+    if live {
+        Ok(session.to_owned())
+    } else {
+        Err(Box::new(refuse(
+            StatusCode::NOT_FOUND,
+            -32001,
+            "Session not found or expired",
+        )))
+    }
+}
+
+/// How a request presented itself, and the emulator's verdict on it.
+enum Auth {
+    /// A SigV4 signature that checked out, by this access key id.
+    Signed(String),
+    /// The SigV4 signature was refused.
+    SignatureRefused(SignatureError),
+    /// An accepted bearer token, by its fingerprint.
+    Bearer(u64),
+    /// The bearer door: no bearer token (no `Authorization`, or another scheme than SigV4).
+    NoToken,
+    /// The bearer door: a bearer token that is not accepted.
+    WrongToken,
+    /// The other door's credentials: SigV4 at a bearer runtime, a bearer token at a SigV4
+    /// runtime.
+    Mismatch,
+    /// Not checked (the metadata document needs no auth).
+    Unchecked,
+}
+
+/// The scheme of the `Authorization` header, for the audit.
+fn scheme(parts: &http::request::Parts) -> Option<&'static str> {
+    let value = parts.headers.get("authorization")?.as_bytes();
+    Some(if value.starts_with(b"AWS4-HMAC-SHA256 ") {
+        "sigv4"
+    } else if bearer_token(value).is_some() {
+        "bearer"
+    } else {
+        "other"
+    })
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme is case-insensitive).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = token.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+fn authenticate(parts: &http::request::Parts, body: &[u8], state: &State) -> Auth {
+    let presented = scheme(parts);
+    let tokens = state.tokens.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(tokens) = tokens.as_ref() else {
+        // The SigV4 door. A runtime tells a bearer token for the other door; a gateway checks
+        // the signature as it is (and finds none).
+        if presented == Some("bearer") && !state.config.gateway {
+            return Auth::Mismatch;
+        }
+        return match state.verifier.verify(parts, body, SystemTime::now()) {
+            Ok(()) => Auth::Signed(SignatureVerifier::access_key_of(parts).unwrap_or_default()),
+            Err(refused) => Auth::SignatureRefused(refused),
+        };
+    };
+    let value = parts
+        .headers
+        .get("authorization")
+        .map(HeaderValue::as_bytes)
+        .unwrap_or_default();
+    match bearer_token(value) {
+        Some(token) if tokens.iter().any(|t| same_bytes(t.as_bytes(), token)) => {
+            Auth::Bearer(fingerprint(token))
+        }
+        Some(_) => Auth::WrongToken,
+        None if presented == Some("sigv4") => Auth::Mismatch,
+        None => Auth::NoToken,
+    }
+}
+
+/// Compares without an early exit on the first differing byte.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn fingerprint(token: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    token.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The runtime's refusal of a request's credentials, if any.
+fn refuse_runtime(
+    auth: &Auth,
+    parts: &http::request::Parts,
+    state: &State,
+) -> Option<Response<AnswerBody>> {
+    match auth {
+        Auth::Signed(_) | Auth::Bearer(_) | Auth::Unchecked => None,
+        Auth::SignatureRefused(refused) => {
+            state.record(|a| a.signature_failures += 1);
+            Some(aws_error(
+                StatusCode::FORBIDDEN,
+                refused.error_type(),
+                &refused.to_string(),
+            ))
+        }
+        Auth::Mismatch => {
+            state.record(|a| a.auth_method_mismatches += 1);
+            Some(aws_error(
+                StatusCode::FORBIDDEN,
+                "AccessDeniedException",
+                AUTH_METHOD_MISMATCH,
+            ))
+        }
+        Auth::NoToken => Some(runtime_challenge(
+            parts,
+            state,
+            "Missing Authentication Token",
+        )),
+        Auth::WrongToken => Some(runtime_challenge(
+            parts,
+            state,
+            "OAuth authorization failed: the token is not one this runtime accepts",
+        )),
+    }
+}
+
+/// What AWS answers a SigV4 request to a runtime configured for OAuth (and the reverse).
+const AUTH_METHOD_MISMATCH: &str = "Authorization method mismatch. The agent is configured for a \
+     different authorization method than what was used in your request. Check the agent's \
+     authorization configuration and ensure your request uses the matching method (OAuth or SigV4)";
+
+const METADATA_OPERATION: &str = "oauth-protected-resource";
+const GATEWAY_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+const RUNTIME_METADATA_OPERATION: &str = "invocations/.well-known/oauth-protected-resource";
+
+/// A gateway MCP session's lifetime: absolute, from its `initialize` (the gateway's default).
+const MCP_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// How a path label is percent-encoded on the wire: `aws_smithy_http`'s `BASE_SET` (both `:`
+/// and `/` are encoded).
+const LABEL: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'/')
+    .add(b':')
+    .add(b',')
+    .add(b'?')
+    .add(b'#')
+    .add(b'[')
+    .add(b']')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'@')
+    .add(b'!')
+    .add(b'$')
+    .add(b'&')
+    .add(b'\'')
+    .add(b'(')
+    .add(b')')
+    .add(b'*')
+    .add(b'+')
+    .add(b';')
+    .add(b'=')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'"')
+    .add(b'^')
+    .add(b'`')
+    .add(b'\\');
+
+/// The `qualifier` of the query, as requested (still encoded), or `DEFAULT`.
+fn qualifier(parts: &http::request::Parts) -> &str {
+    parts
+        .uri
+        .query()
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("qualifier=")))
+        .unwrap_or("DEFAULT")
+}
+
+/// `<endpoint>/runtimes/<escaped ARN>/invocations`.
+fn runtime_invocations(state: &State) -> String {
+    format!(
+        "{}/runtimes/{}/invocations",
+        state.endpoint,
+        utf8_percent_encode(&state.config.runtime_arn, LABEL)
+    )
+}
+
+fn unauthorized(state: &State, challenge: &str, message: &str) -> Response<AnswerBody> {
+    state.record(|a| a.unauthorized += 1);
+    with_session(
+        respond(
+            StatusCode::UNAUTHORIZED,
+            &[
+                ("www-authenticate", challenge),
+                ("content-type", "application/json"),
+            ],
+            json!({"jsonrpc": "2.0", "error": {"code": -32001, "message": message}}).to_string(),
+        ),
+        None,
+    )
+}
+
+/// A bearer runtime's 401: the challenge names its protected-resource metadata.
+fn runtime_challenge(
+    parts: &http::request::Parts,
+    state: &State,
+    message: &str,
+) -> Response<AnswerBody> {
+    let challenge = format!(
+        "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource?qualifier={}\"",
+        runtime_invocations(state),
+        qualifier(parts)
+    );
+    unauthorized(state, &challenge, message)
+}
+
+/// A bearer gateway's 401.
+fn gateway_challenge(state: &State) -> Response<AnswerBody> {
+    let challenge = format!(
+        "Bearer error=\"invalid_token\", resource_metadata=\"{}{GATEWAY_METADATA_PATH}\"",
+        state.endpoint
+    );
+    unauthorized(state, &challenge, "Invalid Bearer token")
+}
+
+/// The RFC 9728 document of a bearer runtime.
+fn runtime_metadata(
+    parts: &http::request::Parts,
+    arn: &str,
+    state: &State,
+) -> Response<AnswerBody> {
+    if arn != state.config.runtime_arn {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No runtime with this ARN.",
+        );
+    }
+    let resource = format!(
+        "{}?qualifier={}",
+        runtime_invocations(state),
+        qualifier(parts)
+    );
+    metadata(parts, &resource, state)
+}
+
+/// The RFC 9728 document of a bearer gateway.
+fn gateway_metadata(parts: &http::request::Parts, state: &State) -> Response<AnswerBody> {
+    metadata(parts, &format!("{}/mcp", state.endpoint), state)
+}
+
+fn metadata(parts: &http::request::Parts, resource: &str, state: &State) -> Response<AnswerBody> {
+    if parts.method != http::Method::GET {
+        return aws_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowedException",
+            "GET only.",
+        );
+    }
+    let document = json!({
+        "resource": resource,
+        "authorization_servers": [state.config.issuer],
+        "bearer_methods_supported": ["header"],
+    });
+    with_session(
+        respond(
+            StatusCode::OK,
+            &[("content-type", "application/json")],
+            document.to_string(),
+        ),
+        None,
+    )
+}
+
+/// What the audit keeps of a request (never a token).
+fn received(
+    parts: &http::request::Parts,
+    body: &[u8],
+    operation: Option<String>,
+    auth: &Auth,
+) -> Received {
     let header = |name: &str| {
         parts
             .headers
@@ -153,8 +619,11 @@ fn received(parts: &http::request::Parts, body: &[u8], signed: bool) -> Received
             .map(str::to_owned)
     };
     Received {
-        operation: route(parts.uri.path()).map(|(_, operation)| operation.to_owned()),
-        signed,
+        operation,
+        http_method: parts.method.to_string(),
+        authorization: scheme(parts),
+        signed: matches!(auth, Auth::Signed(_)),
+        bearer_accepted: matches!(auth, Auth::Bearer(_)),
         runtime_session_id: header(RUNTIME_SESSION_ID),
         mcp_session_id: header("mcp-session-id"),
         mcp_method: header("mcp-method"),
@@ -170,11 +639,19 @@ fn received(parts: &http::request::Parts, body: &[u8], signed: bool) -> Received
 
 /// `/runtimes/{arn}/{operation}`, the ARN percent-decoded.
 fn route(path: &str) -> Option<(String, &str)> {
+    let (arn, operation) = runtime_path(path)?;
+    matches!(operation, "invocations" | "stopruntimesession").then_some((arn, operation))
+}
+
+/// `/runtimes/{arn}/invocations/.well-known/oauth-protected-resource`: the ARN.
+fn metadata_route(path: &str) -> Option<String> {
+    let (arn, operation) = runtime_path(path)?;
+    (operation == RUNTIME_METADATA_OPERATION).then_some(arn)
+}
+
+fn runtime_path(path: &str) -> Option<(String, &str)> {
     let rest = path.strip_prefix("/runtimes/")?;
     let (arn, operation) = rest.split_once('/')?;
-    if !matches!(operation, "invocations" | "stopruntimesession") {
-        return None;
-    }
     let arn = percent_encoding::percent_decode_str(arn)
         .decode_utf8()
         .ok()?
@@ -236,8 +713,30 @@ async fn invoke(
     let inspected = mcp::inspect(body);
     let session_header = (RUNTIME_SESSION_ID, session.as_str());
     if provisioning {
-        return Ok(refuse_busy(state, &inspected.id, session_header));
+        return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
     }
+    let initialize = inspected.method.as_deref() == Some("initialize");
+    let mut answer = serve_mcp(inspected, state, Some(session_header)).await;
+    if initialize && let Ok(response) = &mut answer {
+        let mcp_session = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        if let Ok(value) = HeaderValue::from_str(&mcp_session) {
+            response.headers_mut().insert("mcp-session-id", value);
+        }
+    }
+    answer
+}
+
+/// Answers one MCP POST: faults for `tools/call`, then the emulator's MCP server. The runtime
+/// adds its session header (`session_header`); the gateway has none.
+async fn serve_mcp(
+    inspected: mcp::Inspected,
+    state: &State,
+    session_header: Option<(&str, &str)>,
+) -> Answer {
     let Some(value) = inspected.value.as_ref() else {
         return Ok(with_session(
             json_answer(
@@ -362,20 +861,10 @@ async fn invoke(
         Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
         _ => {}
     }
-    let mut response = match answer {
+    let response = match answer {
         None => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
         Some(answer) => json_answer(state, &answer),
     };
-    if inspected.method.as_deref() == Some("initialize") {
-        let mcp_session = parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
-        if let Ok(value) = HeaderValue::from_str(&mcp_session) {
-            response.headers_mut().insert("mcp-session-id", value);
-        }
-    }
     Ok(with_session(response, session_header))
 }
 
@@ -447,7 +936,11 @@ fn platform_error(
     }
 }
 
-fn refuse_busy(state: &State, id: &Value, session_header: (&str, &str)) -> Response<AnswerBody> {
+fn refuse_busy(
+    state: &State,
+    id: &Value,
+    session_header: Option<(&str, &str)>,
+) -> Response<AnswerBody> {
     state.record(|a| a.busy_refusals += 1);
     let response = match state.busy_form() {
         BusyForm::Conflict409 => aws_error(
@@ -484,14 +977,17 @@ fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody> {
     }
 }
 
+/// Adds the runtime session header (when there is one) and a request id.
 fn with_session(
     mut response: Response<AnswerBody>,
-    (name, value): (&str, &str),
+    header: Option<(&str, &str)>,
 ) -> Response<AnswerBody> {
-    if let (Ok(name), Ok(value)) = (
-        http::HeaderName::from_bytes(name.as_bytes()),
-        HeaderValue::from_str(value),
-    ) {
+    if let Some((Ok(name), Ok(value))) = header.map(|(name, value)| {
+        (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        )
+    }) {
         response.headers_mut().insert(name, value);
     }
     response.headers_mut().insert(
