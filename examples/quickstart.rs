@@ -10,17 +10,25 @@
 //! cargo run --example quickstart --features emulator
 //! ```
 //!
-//! With `AGENTCORE_RUNTIME_ARN` set it talks to that real runtime over HTTPS instead, with the
-//! region from `AWS_REGION` (or the ARN) and credentials from `AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; `AGENTCORE_TOOL` names a tool to call with
+//! Pointed at AWS, it talks over HTTPS to one of:
+//!
+//! * a runtime, `AGENTCORE_RUNTIME_ARN` (`InvokeAgentRuntime`);
+//! * an AgentCore Gateway, `AGENTCORE_GATEWAY_URL` (`https://{id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`);
+//! * any SigV4-gated MCP URL, `AGENTCORE_MCP_URL` with `AGENTCORE_SIGNING_NAME` (`execute-api`,
+//!   `lambda`, …);
+//!
+//! signed with the credentials of `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+//! `AWS_SESSION_TOKEN` for the region of `AWS_REGION` (or the ARN's, or the Gateway URL's) — or,
+//! with `AGENTCORE_BEARER_TOKEN` set, sending that OAuth token instead (a runtime or a Gateway
+//! with a JWT authorizer). `AGENTCORE_TOOL` names a tool to call with
 //! `AGENTCORE_TOOL_ARGUMENTS` (JSON, default `{}`).
 
 use std::time::Duration;
 
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::recommended_layers;
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::sigv4::{BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, record::Verdict};
+use agentcore_tower::{RecommendedLayers, recommended_layers};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -43,16 +51,25 @@ where
     response.map(|body| body.map_err(Into::into).boxed_unsync())
 }
 
-/// Builds the recommended stack over `client` for `target`.
-fn stack<C, B>(target: InvokeTarget, credentials: Credentials, client: C) -> Result<Stack, BoxError>
+/// Builds the recommended stack over `client` with `signer` (the invoke layer, or an MCP
+/// endpoint layer: the retry layers and the guard are the same over either).
+fn stack<Signer, C, B>(signer: Signer, client: C) -> Stack
 where
-    C: tower::Service<Request<Full<Bytes>>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    C::Future: Send,
-    C::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Unpin + Send + 'static,
-    B::Error: Into<BoxError> + Send,
+    RecommendedLayers<Signer>: tower::Layer<C>,
+    <RecommendedLayers<Signer> as tower::Layer<C>>::Service: tower::Service<
+            Request<Full<Bytes>>,
+            Response = Response<StackBody<B>>,
+            Error = agentcore_tower::Error,
+        > + Clone
+        + Send
+        + 'static,
+    <<RecommendedLayers<Signer> as tower::Layer<C>>::Service as tower::Service<
+        Request<Full<Bytes>>,
+    >>::Future: Send,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    StackBody<B>: http_body::Body<Data = Bytes> + Send + 'static,
+    <StackBody<B> as http_body::Body>::Error: Into<BoxError>,
 {
-    let signer = SigV4InvokeLayer::builder(target, credentials).build()?;
     let service = ServiceBuilder::new()
         .layer(recommended_layers(
             // `add` is idempotent: a call that may have run can be sent again.
@@ -61,12 +78,15 @@ where
         ))
         .service(client);
     let service = ServiceExt::<Request<Full<Bytes>>>::map_response(service, boxed::<StackBody<B>>);
-    Ok(BoxCloneService::new(service))
+    BoxCloneService::new(service)
 }
 
 /// A minimal MCP client: JSON-RPC over POST, JSON or SSE answers.
 struct Mcp {
     stack: Stack,
+    /// Where requests go: ignored by the invoke layer (the target decides), the server's URL
+    /// for an MCP endpoint.
+    url: String,
     session: Option<String>,
     next_id: u64,
 }
@@ -83,7 +103,7 @@ impl Mcp {
             self.next_id += 1;
             message["id"] = json!(self.next_id);
         }
-        let mut request = Request::post("https://agentcore.invalid/mcp")
+        let mut request = Request::post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2025-06-18");
@@ -195,9 +215,28 @@ fn indent(text: &str) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    match std::env::var("AGENTCORE_RUNTIME_ARN") {
-        Ok(arn) => real_runtime(&arn).await,
-        Err(_) => emulated().await,
+    let var = |name: &str| std::env::var(name).ok();
+    match (
+        var("AGENTCORE_RUNTIME_ARN"),
+        var("AGENTCORE_GATEWAY_URL"),
+        var("AGENTCORE_MCP_URL"),
+    ) {
+        (None, None, None) => emulated().await,
+        (Some(arn), None, None) => real(Door::Runtime(arn)).await,
+        (None, Some(url), None) => real(Door::Gateway(url)).await,
+        (None, None, Some(url)) => {
+            let name = var("AGENTCORE_SIGNING_NAME").ok_or(
+                "AGENTCORE_MCP_URL needs AGENTCORE_SIGNING_NAME (execute-api, lambda, ...) or AGENTCORE_BEARER_TOKEN",
+            );
+            match (name, var("AGENTCORE_BEARER_TOKEN")) {
+                (_, Some(_)) => real(Door::Url(url, String::new())).await,
+                (Ok(name), None) => real(Door::Url(url, name)).await,
+                (Err(why), None) => Err(why.into()),
+            }
+        }
+        _ => {
+            Err("set one of AGENTCORE_RUNTIME_ARN, AGENTCORE_GATEWAY_URL, AGENTCORE_MCP_URL".into())
+        }
     }
 }
 
@@ -217,7 +256,11 @@ async fn emulated() -> Result<(), BoxError> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http();
     let mut mcp = Mcp {
-        stack: stack(target, emulator.credentials(), client)?,
+        url: "https://agentcore.invalid/mcp".to_owned(),
+        stack: stack(
+            SigV4InvokeLayer::builder(target, emulator.credentials()).build()?,
+            client,
+        ),
         session: None,
         next_id: 0,
     };
@@ -298,20 +341,33 @@ async fn emulated() -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn real_runtime(arn: &str) -> Result<(), BoxError> {
+/// Where a real call goes.
+enum Door {
+    /// A runtime, by ARN.
+    Runtime(String),
+    /// An AgentCore Gateway's MCP URL.
+    Gateway(String),
+    /// Any MCP URL, signed for this signing name (empty with a bearer token).
+    Url(String, String),
+}
+
+async fn real(door: Door) -> Result<(), BoxError> {
     let env = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
-    let credentials = Credentials::new(
-        env("AWS_ACCESS_KEY_ID")?,
-        env("AWS_SECRET_ACCESS_KEY")?,
-        std::env::var("AWS_SESSION_TOKEN").ok(),
-        None,
-        "environment",
-    );
-    let mut target = InvokeTarget::arn(arn);
-    if let Ok(region) = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-    {
-        target = target.region(region);
-    }
+    let region = std::env::var("AWS_REGION")
+        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+        .ok();
+    let bearer = std::env::var("AGENTCORE_BEARER_TOKEN")
+        .ok()
+        .map(BearerToken::new);
+    let credentials = || -> Result<Credentials, BoxError> {
+        Ok(Credentials::new(
+            env("AWS_ACCESS_KEY_ID")?,
+            env("AWS_SECRET_ACCESS_KEY")?,
+            std::env::var("AWS_SESSION_TOKEN").ok(),
+            None,
+            "environment",
+        ))
+    };
     // Name the crypto provider: with both ring and aws-lc-rs in a build, rustls cannot pick one.
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
@@ -320,8 +376,50 @@ async fn real_runtime(arn: &str) -> Result<(), BoxError> {
         .build();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build(https);
+    let (stack, url) = match (door, bearer) {
+        (Door::Runtime(arn), bearer) => {
+            let mut target = InvokeTarget::arn(arn);
+            if let Some(region) = region {
+                target = target.region(region);
+            }
+            let signer = match bearer {
+                Some(token) => SigV4InvokeLayer::bearer(target, token).build()?,
+                None => SigV4InvokeLayer::builder(target, credentials()?).build()?,
+            };
+            (
+                stack(signer, client),
+                "https://agentcore.invalid/mcp".to_owned(),
+            )
+        }
+        (Door::Gateway(url) | Door::Url(url, _), Some(token)) => {
+            let signer = McpEndpointLayer::bearer(token).build()?;
+            (stack(signer, client), url)
+        }
+        (Door::Gateway(url), None) => {
+            // `{id}.gateway.bedrock-agentcore.{region}.amazonaws.com`: the region is in the host.
+            let host = url
+                .parse::<http::Uri>()?
+                .host()
+                .unwrap_or_default()
+                .to_owned();
+            let in_host = host.split('.').nth(3).map(str::to_owned);
+            let region = in_host.or(region).ok_or("no region: set AWS_REGION")?;
+            let signer = McpEndpointLayer::sigv4(credentials()?)
+                .region(region)
+                .build()?;
+            (stack(signer, client), url)
+        }
+        (Door::Url(url, signing_name), None) => {
+            let signer = McpEndpointLayer::sigv4(credentials()?)
+                .region(region.ok_or("no region: set AWS_REGION")?)
+                .signing_name(signing_name)
+                .build()?;
+            (stack(signer, client), url)
+        }
+    };
     let mut mcp = Mcp {
-        stack: stack(target, credentials, client)?,
+        stack,
+        url,
         session: None,
         next_id: 0,
     };

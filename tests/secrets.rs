@@ -11,7 +11,7 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::sigv4::{BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, recommended_layers,
     record::{ErrorType, Outcome},
@@ -169,7 +169,12 @@ async fn hostile_server() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
                     .next()
                     .unwrap_or_default()
                     .to_owned();
-                let token = header("x-amz-security-token").unwrap_or_default();
+                // A bearer token is echoed wherever a session token or a signature would be.
+                let bearer = authorization.strip_prefix("Bearer ").map(str::to_owned);
+                let signature = bearer.clone().unwrap_or(signature);
+                let token = header("x-amz-security-token")
+                    .or(bearer)
+                    .unwrap_or_default();
                 record.lock().unwrap().push(Seen {
                     signature: signature.clone(),
                     runtime_session: header(RUNTIME_SESSION_ID),
@@ -219,7 +224,14 @@ async fn read(
     >,
     mode: &str,
 ) -> Read {
-    let response = stack.oneshot(call(mode)).await.unwrap();
+    read_response(stack.oneshot(call(mode)).await.unwrap()).await
+}
+
+async fn read_response(
+    response: http::Response<
+        impl http_body::Body<Data = Bytes, Error = impl std::fmt::Debug> + Send + std::fmt::Debug,
+    >,
+) -> Read {
     let record = AttemptRecord::of_response(&response).unwrap().clone();
     let content_length = response
         .headers()
@@ -384,5 +396,116 @@ impl std::io::Write for LogWriter {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// A JWT as long as a real access token (~900 characters), with its `-`, `_` and `.`.
+fn jwt() -> String {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut x: u32 = 15;
+    let mut part = |n: usize| -> String {
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                alphabet[(x >> 16) as usize % 64] as char
+            })
+            .collect()
+    };
+    format!("eyJ{}.eyJ{}.{}", part(100), part(500), part(300))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt;
+    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer()
+            .with_writer({
+                let logs = logs.clone();
+                move || LogWriter(logs.clone())
+            })
+            .with_ansi(false)
+            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
+    );
+    let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let jwt = jwt();
+    let (addr, seen) = hostile_server().await;
+    let runtime = SigV4InvokeLayer::bearer(
+        InvokeTarget::arn(ARN).endpoint(format!("http://{addr}")),
+        BearerToken::new(jwt.clone()),
+    )
+    .build()
+    .unwrap();
+    let endpoint = McpEndpointLayer::bearer(BearerToken::new(jwt.clone()))
+        .build()
+        .unwrap();
+    let mut everything = format!("{runtime:?} {endpoint:?}");
+    let modes = [
+        "trailers",
+        "errortype",
+        "errortype-400",
+        "session",
+        "length",
+        "escaped",
+        "sse",
+        "echo",
+    ];
+    let runtime_stack = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), runtime.clone()))
+        .service(http_client());
+    let endpoint_stack = ServiceBuilder::new()
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            endpoint.clone(),
+        ))
+        .service(http_client());
+    for mode in modes {
+        let runtime = read(runtime_stack.clone(), mode).await;
+        let mut request = call(mode);
+        *request.uri_mut() = format!("http://{addr}/mcp").parse().unwrap();
+        let endpoint = endpoint_stack.clone().oneshot(request).await.unwrap();
+        let endpoint = read_response(endpoint).await;
+        for (door, read) in [("runtime", &runtime), ("endpoint", &endpoint)] {
+            assert_eq!(read.trailers, None, "{door} {mode}");
+            if let Some(n) = read.content_length {
+                assert_eq!(
+                    n,
+                    read.body.len(),
+                    "{door} {mode}: Content-Length stays exact"
+                );
+            }
+            if matches!(mode, "length" | "escaped" | "sse" | "echo") {
+                assert!(
+                    read.everything.contains("[redacted]"),
+                    "{door} {mode}: the echo is there"
+                );
+            }
+            everything.push_str(&read.everything);
+        }
+    }
+    assert_eq!(seen.lock().unwrap().len(), 2 * modes.len());
+    assert!(
+        seen.lock().unwrap().iter().all(|s| s.signature == jwt),
+        "the server got the token"
+    );
+    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("agentcore_tower::call"),
+        "TRACE logging was on"
+    );
+    for (what, text) in [("what the app read", &everything), ("logs", &logs)] {
+        assert!(!text.contains(&jwt), "{what} has the token");
+        assert!(
+            !text.contains(&all_escaped(&jwt)),
+            "{what} has the escaped token"
+        );
+        // No stretch of it long enough to tell either.
+        assert!(
+            !text.contains(&jwt[200..240]),
+            "{what} has part of the token"
+        );
     }
 }
