@@ -1,6 +1,7 @@
-//! The other doors, alone over in-memory services and a local server: a runtime with OAuth
-//! inbound auth (`SigV4InvokeLayer::bearer`), and `McpEndpointLayer` for plain MCP URLs (an
-//! AgentCore Gateway, any SigV4-gated MCP server) over SigV4 or a bearer token.
+//! The other doors — a runtime with OAuth inbound auth (`SigV4InvokeLayer::bearer`), and
+//! `McpEndpointLayer` for plain MCP URLs (an AgentCore Gateway, any SigV4-gated MCP server)
+//! over SigV4 or a bearer token — alone over in-memory services and a local server, then the
+//! whole stack over the emulator playing each door.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use agentcore_tower::emulator::SignatureVerifier;
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use agentcore_tower::record::{Outcome, Verdict};
 use agentcore_tower::sigv4::{
     BearerChallenge, BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer, TokenFn,
@@ -531,5 +532,311 @@ async fn an_expired_endpoint_session_is_a_404_delivered_and_the_guards_rule_is_u
             |d| d.layer() == "replay_guard" && matches!(d.verdict(), Verdict::Forbidden { .. })
         ),
         "{record}"
+    );
+}
+
+// Over the emulator: each door as AgentCore plays it.
+
+/// A JSON-RPC request to `url`, in the MCP session `session` if any.
+fn rpc(
+    url: &str,
+    session: Option<&str>,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> Request<Full<Bytes>> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut request = Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+fn initialize(url: &str) -> Request<Full<Bytes>> {
+    rpc(
+        url,
+        None,
+        0,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "doors", "version": "1"}}),
+    )
+}
+
+fn call_tool(url: &str, session: Option<&str>, id: u64, tool: &str) -> Request<Full<Bytes>> {
+    let arguments = if tool == "add" {
+        serde_json::json!({"a": 1, "b": 2})
+    } else {
+        serde_json::json!({})
+    };
+    rpc(
+        url,
+        session,
+        id,
+        "tools/call",
+        serde_json::json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
+    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([FRESH]))
+        .await
+        .unwrap();
+    let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
+    let tokens = Tokens::default();
+    let layer = SigV4InvokeLayer::bearer(target.clone(), tokens.provider())
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+        .service(http_client());
+    let response = stack
+        .clone()
+        .oneshot(call_tool("http://mcp.invalid/mcp", None, 1, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    assert_eq!(record.len(), 2, "{record}");
+    let audit = emulator.audit();
+    assert_eq!(audit.unauthorized, 1);
+    assert_eq!(emulator.counter(), 1, "the refused attempt ran nothing");
+    assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        audit
+            .received
+            .iter()
+            .map(|r| r.bearer_accepted)
+            .collect::<Vec<_>>(),
+        [false, true]
+    );
+    // Later calls use the fresh token straight away.
+    let response = stack
+        .oneshot(call_tool("http://mcp.invalid/mcp", None, 2, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(emulator.audit().unauthorized, 1);
+    assert_eq!(emulator.counter(), 2);
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_wrong_token_is_the_401_delivered_with_the_metadata_url() {
+    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([FRESH]))
+        .await
+        .unwrap();
+    let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
+    let layer = SigV4InvokeLayer::bearer(target, BearerToken::new(STALE))
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+        .service(http_client());
+    let response = stack
+        .oneshot(call_tool("http://mcp.invalid/mcp", None, 1, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let expected = format!(
+        "{}/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Femulated_mcp-AbC123/invocations/.well-known/oauth-protected-resource?qualifier=DEFAULT",
+        emulator.endpoint()
+    );
+    let challenge = response
+        .extensions()
+        .get::<BearerChallenge>()
+        .unwrap()
+        .clone();
+    assert_eq!(challenge.resource_metadata(), Some(expected.as_str()));
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        format!(r#"Bearer resource_metadata="{expected}""#).as_str()
+    );
+    let (body, _) = read_all(response.into_body()).await;
+    assert!(!String::from_utf8_lossy(&body).contains(STALE));
+    assert_eq!(emulator.counter(), 0);
+    assert_eq!(
+        emulator.audit().requests,
+        1,
+        "a static token is not sent again"
+    );
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guards_rule() {
+    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
+        .await
+        .unwrap();
+    let layer = McpEndpointLayer::sigv4(emulator.credentials())
+        .region(emulator.region())
+        .build()
+        .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            layer,
+        ))
+        .service(http_client());
+    let url = emulator.gateway_url();
+    let response = stack.clone().oneshot(initialize(&url)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // A lost answer: `add` (declared idempotent) is sent again, `counter` is not.
+    emulator.push_fault(Fault::DropAfterRun);
+    let response = stack
+        .clone()
+        .oneshot(call_tool(&url, Some(&session), 1, "add"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(emulator.audit().executions_of("add"), 2);
+    emulator.push_fault(Fault::DropAfterRun);
+    let error = stack
+        .clone()
+        .oneshot(call_tool(&url, Some(&session), 2, "counter"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.record().unwrap().len(), 1);
+    assert_eq!(emulator.counter(), 1);
+    // A throttled call is sent again: nothing ran.
+    emulator.push_fault(Fault::Throttle { retry_after: None });
+    let response = stack
+        .clone()
+        .oneshot(call_tool(&url, Some(&session), 3, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(emulator.counter(), 2);
+    // A request without the session: the 400 delivered. An expired session: the 404 delivered,
+    // not sent again, nothing run.
+    let response = stack
+        .clone()
+        .oneshot(call_tool(&url, None, 4, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    emulator.expire_mcp_sessions();
+    let response = stack
+        .clone()
+        .oneshot(call_tool(&url, Some(&session), 5, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
+    assert_eq!(emulator.counter(), 2);
+    let audit = emulator.audit();
+    assert_eq!(audit.mcp_session_refusals, 2);
+    assert_eq!(audit.signature_failures, 0);
+    assert!(
+        audit
+            .received
+            .iter()
+            .all(|r| r.operation.as_deref() == Some("mcp"))
+    );
+    assert!(
+        audit
+            .received
+            .iter()
+            .all(|r| r.authorization == Some("sigv4"))
+    );
+    // GET and DELETE went to the gateway, which decides: a DELETE of an expired session is
+    // its 404, a GET its 405.
+    let delete = Request::delete(&url)
+        .header("mcp-session-id", session.as_str())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(stack.clone().oneshot(delete).await.unwrap().status(), 404);
+    let get = Request::get(&url)
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(stack.oneshot(get).await.unwrap().status(), 405);
+    let methods: Vec<String> = emulator
+        .audit()
+        .received
+        .iter()
+        .map(|r| r.http_method.clone())
+        .collect();
+    assert_eq!(methods[methods.len() - 2..], ["DELETE", "GET"]);
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_gateway_over_a_bearer_token_refreshes_it_and_expires_sessions() {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .gateway(true)
+            .bearer_tokens([FRESH]),
+    )
+    .await
+    .unwrap();
+    let tokens = Tokens::default();
+    let layer = McpEndpointLayer::bearer(tokens.provider()).build().unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
+        .service(http_client());
+    let url = emulator.gateway_url();
+    let response = stack.clone().oneshot(initialize(&url)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(emulator.audit().unauthorized, 1);
+    assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let response = stack
+        .clone()
+        .oneshot(call_tool(&url, Some(&session), 1, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(emulator.counter(), 1);
+    emulator.expire_mcp_sessions();
+    let response = stack
+        .oneshot(call_tool(&url, Some(&session), 2, "counter"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(emulator.counter(), 1);
+    assert_eq!(emulator.audit().unauthorized, 1);
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_sigv4_mcp_url_is_signed_for_its_signing_name() {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .gateway(true)
+            .signing_name("execute-api")
+            .region("us-west-2"),
+    )
+    .await
+    .unwrap();
+    let url = emulator.gateway_url();
+    for (name, status) in [("execute-api", 200), ("bedrock-agentcore", 403)] {
+        let layer = McpEndpointLayer::sigv4(emulator.credentials())
+            .region("us-west-2")
+            .signing_name(name)
+            .build()
+            .unwrap();
+        let response = layer
+            .layer(http_client())
+            .oneshot(initialize(&url))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{name}");
+    }
+    let audit = emulator.audit();
+    assert_eq!(audit.signature_failures, 1);
+    assert_eq!(
+        audit.received.len(),
+        2,
+        "a refused signature within the clock's tolerance is not sent again"
     );
 }
