@@ -5,8 +5,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -20,7 +20,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 
 use super::credentials::CachedCredentials;
-use super::redact::Secrets;
+use super::redact::{Needle, Secrets, cached_needle, needle};
 use crate::error::{BoxError, Error, ErrorKind};
 
 /// A bearer token (an OAuth access token, usually a JWT): a secret. Its `Debug` never shows it.
@@ -129,7 +129,22 @@ const SKEW_THRESHOLD: Duration = Duration::from_secs(4 * 60);
 /// How a layer authenticates its attempts.
 pub(crate) enum Auth {
     SigV4(SigV4),
-    Bearer(Arc<dyn ProvideToken>),
+    Bearer(Bearer),
+}
+
+/// A bearer token provider, and the searcher for the last token it gave.
+pub(crate) struct Bearer {
+    tokens: Arc<dyn ProvideToken>,
+    needle: Mutex<Option<Needle>>,
+}
+
+impl Bearer {
+    pub(crate) fn new(tokens: Arc<dyn ProvideToken>) -> Self {
+        Self {
+            tokens,
+            needle: Mutex::new(None),
+        }
+    }
 }
 
 /// SigV4: the credentials, what to sign for, and the clock to date signatures by.
@@ -144,6 +159,8 @@ pub(crate) struct SigV4 {
     /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
     /// that ours is off by more than [`SKEW_THRESHOLD`] (as the AWS SDKs correct it).
     pub(crate) skew_ms: AtomicI64,
+    /// The searcher for the last session token signed with: built once per credentials.
+    token_needle: Mutex<Option<Needle>>,
 }
 
 impl SigV4 {
@@ -161,6 +178,7 @@ impl SigV4 {
             region,
             clock,
             skew_ms: AtomicI64::new(0),
+            token_needle: Mutex::new(None),
         }
     }
 
@@ -218,7 +236,7 @@ impl AuthSource {
                 region.to_owned(),
                 clock,
             )),
-            AuthSource::Bearer(tokens) => Auth::Bearer(tokens),
+            AuthSource::Bearer(tokens) => Auth::Bearer(Bearer::new(tokens)),
         }
     }
 }
@@ -400,8 +418,8 @@ impl Auth {
                         })
                 })
             }
-            Auth::Bearer(tokens) => {
-                let future = tokens.provide_token(refresh);
+            Auth::Bearer(bearer) => {
+                let future = bearer.tokens.provide_token(refresh);
                 Box::pin(async move {
                     future
                         .await
@@ -428,7 +446,7 @@ impl Auth {
             (Auth::SigV4(sigv4), Key::SigV4(credentials)) => {
                 sign_sigv4(sigv4, credentials, &method, uri_text, &mut headers, &body)?
             }
-            (Auth::Bearer(_), Key::Bearer(token)) => {
+            (Auth::Bearer(bearer), Key::Bearer(token)) => {
                 let mut value = HeaderValue::try_from(format!("Bearer {}", token.as_str()))
                     .map_err(|_| {
                         Error::new(
@@ -441,7 +459,7 @@ impl Auth {
                     })?;
                 value.set_sensitive(true);
                 headers.insert(AUTHORIZATION, value);
-                Secrets::new([token.as_str().to_owned()])
+                Secrets::of([cached_needle(&bearer.needle, token.as_str())])
             }
             _ => unreachable!("a key is resolved by its own auth"),
         };
@@ -466,8 +484,9 @@ impl Auth {
         match self {
             // Any 401: the token was not taken, so nothing ran. AgentCore sends its `Bearer`
             // challenge with a missing token; a wrong one may come back without it.
-            Auth::Bearer(tokens) => (status == StatusCode::UNAUTHORIZED && tokens.can_refresh())
-                .then_some(Refresh::TokenRefused),
+            Auth::Bearer(bearer) => (status == StatusCode::UNAUTHORIZED
+                && bearer.tokens.can_refresh())
+            .then_some(Refresh::TokenRefused),
             Auth::SigV4(sigv4) => {
                 if status != StatusCode::FORBIDDEN {
                     return None;
@@ -577,11 +596,10 @@ fn sign_sigv4(
             value,
         );
     }
-    Ok(Secrets::new(
-        [signature]
-            .into_iter()
-            .chain(credentials.session_token().map(str::to_owned)),
-    ))
+    let token = credentials
+        .session_token()
+        .map(|token| cached_needle(&sigv4.token_needle, token));
+    Ok(Secrets::of([needle(&signature)].into_iter().chain(token)))
 }
 
 #[cfg(test)]
@@ -640,7 +658,7 @@ mod tests {
     fn a_token_is_never_in_debug() {
         let token = BearerToken::new("eyJ.secret.sig");
         assert_eq!(format!("{token:?}"), "BearerToken(..)");
-        let auth = Auth::Bearer(Arc::new(token));
+        let auth = Auth::Bearer(Bearer::new(Arc::new(token)));
         assert_eq!(format!("{auth:?}"), "Bearer(..)");
     }
 }

@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use memchr::memmem::Finder;
@@ -21,21 +22,55 @@ const MASKED_AT_END: usize = 8;
 /// The longest a JSON escape of one character is: `\uXXXX`.
 const LONGEST_ESCAPE: usize = 6;
 
+/// A searcher for one secret, shared: built once for what outlives an attempt (a session
+/// token, a bearer token: once per credentials), once per attempt for a signature.
+pub(crate) type Needle = Arc<Finder<'static>>;
+
+/// The searcher for `secret`.
+pub(crate) fn needle(secret: &str) -> Needle {
+    Arc::new(Finder::new(secret.as_bytes()).into_owned())
+}
+
+/// The needle for `secret`, from `cache` when it was built for the same secret, else built
+/// and kept there: the credentials or token of consecutive attempts are usually the same.
+pub(crate) fn cached_needle(cache: &Mutex<Option<Needle>>, secret: &str) -> Needle {
+    let mut cached = cache.lock().unwrap_or_else(|p| p.into_inner());
+    match &*cached {
+        Some(needle) if needle.needle() == secret.as_bytes() => needle.clone(),
+        _ => {
+            let built = needle(secret);
+            *cached = Some(built.clone());
+            built
+        }
+    }
+}
+
 /// The secrets of one attempt, to be kept out of what the app reads. The searchers are built
-/// once per attempt, not per frame.
+/// at most once per attempt, never per frame.
 #[derive(Clone, Default)]
 pub(crate) struct Secrets {
-    needles: Vec<Finder<'static>>,
+    needles: Vec<Needle>,
 }
 
 impl Secrets {
+    #[cfg(test)]
     pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Self {
-        let needles = values
-            .into_iter()
-            .filter(|v| !v.is_empty())
-            .map(|v| Finder::new(v.as_bytes()).into_owned())
-            .collect();
-        Self { needles }
+        Self::of(
+            values
+                .into_iter()
+                .filter(|v| !v.is_empty())
+                .map(|v| needle(&v)),
+        )
+    }
+
+    /// The secrets searched for by `needles` (an empty needle is left out).
+    pub(crate) fn of(needles: impl IntoIterator<Item = Needle>) -> Self {
+        Self {
+            needles: needles
+                .into_iter()
+                .filter(|n| !n.needle().is_empty())
+                .collect(),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
