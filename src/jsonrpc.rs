@@ -81,17 +81,214 @@ struct WireMessage<'a> {
     #[serde(default, deserialize_with = "present")]
     error: bool,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    params: Option<WireParams<'a>>,
 }
 
-#[derive(Deserialize)]
+/// `params`, read in the same pass as the message (the body is scanned once): `name` and `uri`
+/// when they are strings, `arguments` as the raw JSON it is. When `params` is not an object, or
+/// `name` or `uri` is there but not a string (or null), or a member is repeated, it reads as
+/// nothing known ([`WireParams::usable`] is false), never as an error of the message.
+#[derive(Default)]
 struct WireParams<'a> {
-    #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     uri: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
+    usable: bool,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for WireParams<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ParamsVisitor(std::marker::PhantomData))
+    }
+}
+
+struct ParamsVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+/// A member of `params` the layers read, or any other.
+enum ParamsKey {
+    Name,
+    Uri,
+    Arguments,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ParamsKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = ParamsKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<ParamsKey, E> {
+                Ok(match key {
+                    "name" => ParamsKey::Name,
+                    "uri" => ParamsKey::Uri,
+                    "arguments" => ParamsKey::Arguments,
+                    _ => ParamsKey::Other,
+                })
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A string member (borrowed when it has no escape), null, or something else (consumed).
+enum Text<'a> {
+    Str(Cow<'a, str>),
+    Null,
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for TextVisitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'a>, E> {
+                Ok(Text::Str(Cow::Owned(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Text<'a>, E> {
+                Ok(Text::Null)
+            }
+            fn visit_none<E>(self) -> Result<Text<'a>, E> {
+                Ok(Text::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Text<'a>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Text<'a>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Text<'a>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Text<'a>, E> {
+                Ok(Text::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Text<'a>, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Text::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Text<'a>, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Text::Other)
+            }
+        }
+        d.deserialize_any(TextVisitor(std::marker::PhantomData))
+    }
+}
+
+impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
+    type Value = WireParams<'a>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<WireParams<'a>, A::Error> {
+        let mut params = WireParams {
+            usable: true,
+            ..WireParams::default()
+        };
+        let (mut name, mut uri, mut arguments) = (false, false, false);
+        let text = |seen: &mut bool, value: Text<'a>, usable: &mut bool| {
+            let repeated = std::mem::replace(seen, true);
+            match value {
+                _ if repeated => {
+                    *usable = false;
+                    None
+                }
+                Text::Str(text) => Some(text),
+                Text::Null => None,
+                Text::Other => {
+                    *usable = false;
+                    None
+                }
+            }
+        };
+        while let Some(key) = map.next_key::<ParamsKey>()? {
+            match key {
+                ParamsKey::Name => {
+                    let value = map.next_value::<Text<'a>>()?;
+                    params.name = text(&mut name, value, &mut params.usable);
+                }
+                ParamsKey::Uri => {
+                    let value = map.next_value::<Text<'a>>()?;
+                    params.uri = text(&mut uri, value, &mut params.usable);
+                }
+                ParamsKey::Arguments => {
+                    let value = map.next_value::<Option<&'a RawValue>>()?;
+                    if std::mem::replace(&mut arguments, true) {
+                        params.usable = false;
+                    }
+                    params.arguments = value;
+                }
+                ParamsKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(params)
+    }
+
+    // Anything but an object: consumed, and nothing known.
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<WireParams<'a>, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(WireParams::default())
+    }
+
+    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
+
+    fn visit_unit<E>(self) -> Result<WireParams<'a>, E> {
+        Ok(WireParams::default())
+    }
 }
 
 /// Whether a member is there at all (`"id": null` is there).
@@ -100,7 +297,7 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 impl Body {
-    /// Reads a request body. `with_arguments` parses `tools/call` arguments too.
+    /// Reads a request body, in one pass. `with_arguments` parses `tools/call` arguments too.
     pub(crate) fn parse(bytes: &[u8], with_arguments: bool) -> Body {
         match first_significant_byte(bytes) {
             Some(b'{') => match serde_json::from_slice::<WireMessage<'_>>(bytes) {
@@ -132,9 +329,9 @@ impl Message {
         };
         let method = wire.method.map(Cow::into_owned);
         let params = match method.as_deref() {
-            Some("tools/call" | "prompts/get" | "resources/read") => wire
-                .params
-                .and_then(|raw| serde_json::from_str::<WireParams<'_>>(raw.get()).ok()),
+            Some("tools/call" | "prompts/get" | "resources/read") => {
+                wire.params.filter(|p| p.usable)
+            }
             _ => None,
         };
         let (name, arguments) = match params {
@@ -351,6 +548,262 @@ mod tests {
             }
             let _ = Body::parse(&bytes, true);
         }
+    }
+
+    // The two-pass reading this one replaced (the message with `params` raw, then `params`
+    // again): the one-pass reading must agree with it on every input.
+    #[derive(Deserialize)]
+    struct RefWireMessage<'a> {
+        #[serde(borrow, default)]
+        method: Option<Cow<'a, str>>,
+        #[serde(default, deserialize_with = "present")]
+        id: bool,
+        #[serde(default, deserialize_with = "present")]
+        result: bool,
+        #[serde(default, deserialize_with = "present")]
+        error: bool,
+        #[serde(borrow, default)]
+        params: Option<&'a RawValue>,
+    }
+
+    #[derive(Deserialize)]
+    struct RefWireParams<'a> {
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uri: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+    }
+
+    impl Body {
+        /// Reads a request body. `with_arguments` parses `tools/call` arguments too.
+        fn parse_two_pass(bytes: &[u8], with_arguments: bool) -> Body {
+            match first_significant_byte(bytes) {
+                Some(b'{') => match serde_json::from_slice::<RefWireMessage<'_>>(bytes) {
+                    Ok(wire) => Message::ref_from_wire(wire, with_arguments)
+                        .map_or(Body::Unparsable, Body::Single),
+                    Err(_) => Body::Unparsable,
+                },
+                Some(b'[') => match serde_json::from_slice::<Vec<RefWireMessage<'_>>>(bytes) {
+                    Ok(wires) if !wires.is_empty() => wires
+                        .into_iter()
+                        .map(|w| Message::ref_from_wire(w, with_arguments))
+                        .collect::<Option<Vec<_>>>()
+                        .map_or(Body::Unparsable, Body::Batch),
+                    _ => Body::Unparsable,
+                },
+                _ => Body::Unparsable,
+            }
+        }
+    }
+
+    impl Message {
+        fn ref_from_wire(wire: RefWireMessage<'_>, with_arguments: bool) -> Option<Message> {
+            let kind = match (&wire.method, wire.id, wire.result || wire.error) {
+                (Some(_), true, false) => MessageKind::Request,
+                (Some(_), false, false) => MessageKind::Notification,
+                (None, true, true) => MessageKind::Response,
+                _ => return None,
+            };
+            let method = wire.method.map(Cow::into_owned);
+            let params = match method.as_deref() {
+                Some("tools/call" | "prompts/get" | "resources/read") => wire
+                    .params
+                    .and_then(|raw| serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok()),
+                _ => None,
+            };
+            let (name, arguments) = match params {
+                Some(p) => {
+                    let name = if method.as_deref() == Some("resources/read") {
+                        p.uri
+                    } else {
+                        p.name
+                    };
+                    let arguments = if with_arguments {
+                        p.arguments
+                            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+                    } else {
+                        None
+                    };
+                    (name.map(Cow::into_owned), arguments)
+                }
+                None => (None, None),
+            };
+            Some(Message {
+                kind,
+                method,
+                name,
+                arguments,
+            })
+        }
+    }
+
+    /// A random JSON value from a small grammar (strings with escapes among them).
+    fn value(rng: &mut fastrand::Rng, depth: u32) -> String {
+        let scalars = [
+            "1",
+            "null",
+            "true",
+            "\"a\"",
+            "\"x\\u0031\\/\"",
+            "\"\"",
+            "-2.5e3",
+        ];
+        match rng.u8(0..if depth > 2 { 1 } else { 4 }) {
+            0 => scalars[rng.usize(0..scalars.len())].to_owned(),
+            1 => format!(
+                "[{}]",
+                (0..rng.usize(0..3))
+                    .map(|_| value(rng, depth + 1))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => {
+                let keys = ["name", "uri", "arguments", "k", "name"];
+                let members: Vec<String> = (0..rng.usize(0..4))
+                    .map(|_| {
+                        format!(
+                            "\"{}\":{}",
+                            keys[rng.usize(0..keys.len())],
+                            value(rng, depth + 1)
+                        )
+                    })
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }
+        }
+    }
+
+    /// Random JSON-RPC messages and batches, seeded, and random token soup: the one-pass
+    /// reading is the two-pass one.
+    #[test]
+    fn one_pass_reads_what_two_passes_read() {
+        let mut rng = fastrand::Rng::with_seed(0x17);
+        let methods = [
+            "\"tools/call\"",
+            "\"resources/read\"",
+            "\"prompts/get\"",
+            "\"ping\"",
+            "3",
+        ];
+        let mut agreed = 0;
+        for _ in 0..20_000 {
+            let mut members = vec!["\"jsonrpc\":\"2.0\"".to_owned()];
+            if rng.u8(0..4) > 0 {
+                members.push(format!(
+                    "\"method\":{}",
+                    methods[rng.usize(0..methods.len())]
+                ));
+            }
+            if rng.bool() {
+                members.push("\"id\":7".to_owned());
+            }
+            if rng.u8(0..8) == 0 {
+                members.push("\"result\":{}".to_owned());
+            }
+            if rng.u8(0..4) > 0 {
+                // Not an array: the two-pass reading took `params[0]` for the name (serde reads
+                // a struct from a sequence by position), which JSON-RPC's by-position params
+                // never mean in MCP; the one-pass reading does not (see the test below).
+                let params = loop {
+                    let params = value(&mut rng, 0);
+                    if !params.starts_with('[') {
+                        break params;
+                    }
+                };
+                members.push(format!("\"params\":{params}"));
+            }
+            rng.shuffle(&mut members);
+            let message = format!("{{{}}}", members.join(","));
+            let text = if rng.u8(0..5) == 0 {
+                format!("[{message},{message}]")
+            } else {
+                message
+            };
+            for with_arguments in [false, true] {
+                let one = Body::parse(text.as_bytes(), with_arguments);
+                assert_eq!(
+                    one,
+                    Body::parse_two_pass(text.as_bytes(), with_arguments),
+                    "{text}"
+                );
+                if one != Body::Unparsable {
+                    agreed += 1;
+                }
+            }
+        }
+        let pieces: [&str; 12] = [
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"method\"",
+            "\"tools/call\"",
+            "\"params\"",
+            "\"name\"",
+            "\"id\"",
+            "1",
+        ];
+        for _ in 0..20_000 {
+            let text: String = (0..rng.usize(0..30))
+                .map(|_| pieces[rng.usize(0..pieces.len())])
+                .collect();
+            assert_eq!(
+                Body::parse(text.as_bytes(), true),
+                Body::parse_two_pass(text.as_bytes(), true),
+                "{text}"
+            );
+        }
+        // Structured ones, every shape of params.
+        let params = [
+            "{\"name\":\"a\"}",
+            "{\"name\":3}",
+            "{\"name\":null}",
+            "{\"name\":\"a\",\"name\":\"b\"}",
+            "{\"uri\":\"u\",\"arguments\":{\"k\":[1,2]}}",
+            "{\"arguments\":null}",
+            "[1,2]",
+            "\"s\"",
+            "7",
+            "null",
+            "{\"name\":{\"x\":1}}",
+            "{\"arguments\":1,\"arguments\":2,\"name\":\"n\"}",
+            "{\"name\":\"\\u0041\\/b\",\"other\":[{}]}",
+            "{}",
+        ];
+        for method in ["tools/call", "resources/read", "prompts/get", "ping"] {
+            for p in params {
+                let text =
+                    format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{p}}}"#);
+                for with_arguments in [false, true] {
+                    let one = Body::parse(text.as_bytes(), with_arguments);
+                    assert_eq!(
+                        one,
+                        Body::parse_two_pass(text.as_bytes(), with_arguments),
+                        "{text}"
+                    );
+                    assert_ne!(one, Body::Unparsable, "{text}");
+                    agreed += 1;
+                }
+            }
+        }
+        assert!(
+            agreed > 10_000,
+            "the inputs reach parsed messages ({agreed})"
+        );
+    }
+
+    #[test]
+    fn by_position_params_name_nothing() {
+        let body =
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["charge",{"cents":100}]}"#;
+        let Body::Single(m) = Body::parse(body, true) else {
+            panic!()
+        };
+        assert_eq!((m.name, m.arguments), (None, None));
     }
 
     #[test]
