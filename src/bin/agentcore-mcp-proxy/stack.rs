@@ -90,7 +90,8 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
         Door::Gateway(url) => endpoint(args, url, None, tokens, &auth).await,
         Door::Url(url) => {
             answers::set_upstream("the MCP server");
-            endpoint(args, url, args.signing_name.as_deref(), tokens, &auth).await
+            let signing_name = args.signing_name.as_deref().unwrap_or_default();
+            endpoint(args, url, Some(signing_name), tokens, &auth).await
         }
     }
 }
@@ -169,7 +170,7 @@ async fn runtime(
         runtime = %arn,
         region = signer.target().region(),
         endpoint = %shown(&uri),
-        auth,
+        auth = %auth,
         "proxying to AgentCore Runtime"
     );
     let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
@@ -182,7 +183,8 @@ async fn runtime(
 }
 
 /// An MCP endpoint at `url`: an AgentCore Gateway (`signing_name` `None`: bedrock-agentcore,
-/// the region off the host), or any URL signed for `signing_name`; or with the bearer token.
+/// the region off the host), or any URL (`Some`: signed for that name, unless there is a
+/// bearer token); signed, or with the bearer token.
 async fn endpoint(
     args: &Args,
     url: &Uri,
@@ -244,9 +246,9 @@ async fn endpoint(
         .map(|_| signing_name.unwrap_or(GATEWAY_SIGNING_NAME));
     info!(
         url = %shown(url),
-        region = region.as_deref().unwrap_or("-"),
-        signing_name = signing_name.unwrap_or("-"),
-        auth,
+        region = %region.as_deref().unwrap_or("-"),
+        signing_name = %signing_name.unwrap_or("-"),
+        auth = %auth,
         "{what}"
     );
     let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
