@@ -25,6 +25,18 @@ pub fn upstream() -> &'static str {
     UPSTREAM.get().copied().unwrap_or("AgentCore")
 }
 
+/// Whether requests carry a bearer token (else a SigV4 signature): set once at start.
+static BEARER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that requests carry a bearer token, so that a 401 is read as its refusal.
+pub fn set_bearer() {
+    BEARER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn bearer() -> bool {
+    BEARER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Its possessive: `AgentCore's`, `the MCP server's`.
 fn upstream_s() -> String {
     format!("{}'s", upstream())
@@ -210,12 +222,15 @@ pub fn describe_status(
     if let Some(error_type) = error_type {
         data["errorType"] = json!(error_type);
     }
-    // A refused bearer token: where the OAuth flow that gets another one starts.
+    // A refused bearer token (or a server that wants one): where the OAuth flow that gets one
+    // starts.
     if status == StatusCode::UNAUTHORIZED {
-        message.push_str(if detail.is_some() { " (" } else { ": " });
-        message.push_str("the bearer token was refused");
-        if detail.is_some() {
-            message.push(')');
+        if bearer() {
+            message.push_str(if detail.is_some() { " (" } else { ": " });
+            message.push_str("the bearer token was refused");
+            if detail.is_some() {
+                message.push(')');
+            }
         }
         if let Some(url) = agentcore_tower::sigv4::BearerChallenge::of(headers)
             .as_ref()

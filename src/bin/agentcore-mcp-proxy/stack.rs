@@ -80,6 +80,9 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
         })?),
         None => None,
     };
+    if tokens.is_some() {
+        answers::set_bearer();
+    }
     let auth = match &args.tokens {
         Some(TokenSource::Env(name)) => format!("bearer token from ${name}"),
         Some(TokenSource::Command(_)) => "bearer token from --bearer-token-command".to_owned(),
