@@ -1337,8 +1337,9 @@ fn listen_refuses_non_loopback_addresses_and_unusable_token_files() {
 enum ServerAuth {
     /// Only `Authorization: Bearer {0}`; anything else gets a 401 with a `Bearer` challenge.
     Bearer(String),
-    /// A SigV4 signature the verifier accepts, scoped to `/us-west-2/execute-api/aws4_request`.
-    SigV4(agentcore_tower::emulator::SignatureVerifier),
+    /// A SigV4 signature the verifier accepts, its credential scope ending with the text
+    /// given (`/us-west-2/execute-api/aws4_request`).
+    SigV4(agentcore_tower::emulator::SignatureVerifier, &'static str),
 }
 
 /// One request the in-test server got, and its answer's status.
@@ -1478,12 +1479,12 @@ async fn serve(
                 );
             }
         }
-        ServerAuth::SigV4(verifier) => {
+        ServerAuth::SigV4(verifier, scope) => {
             let scoped = header("authorization").is_some_and(|a| {
                 a.split("Credential=")
                     .nth(1)
                     .and_then(|c| c.split(',').next())
-                    .is_some_and(|c| c.ends_with("/us-west-2/execute-api/aws4_request"))
+                    .is_some_and(|c| c.ends_with(scope))
             });
             let verified = verifier.verify(&parts, &body, std::time::SystemTime::now());
             if !scoped || verified.is_err() {
@@ -1764,7 +1765,11 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
         aws_credential_types::Credentials::new(key, secret, Some(session_token.into()), None, "t");
     let verifier = agentcore_tower::emulator::SignatureVerifier::new("us-west-2", "execute-api")
         .with_credentials(credentials);
-    let server = McpServer::start(ServerAuth::SigV4(verifier)).await;
+    let server = McpServer::start(ServerAuth::SigV4(
+        verifier,
+        "/us-west-2/execute-api/aws4_request",
+    ))
+    .await;
     let url = format!("{}/mcp?stage=prod", server.base);
     // AWS_REGION (us-east-1) is not what is signed for: --region is.
     let mut proxy = Proxy::start_with(
@@ -2095,4 +2100,45 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
             .all(|s| s.authorization.as_deref() == Some(&format!("Bearer {token}")[..]))
     );
     assert!(!proxy.stderr().contains(token));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_is_signed_for_bedrock_agentcore() {
+    let key = "AKIDPROXYTEST0002";
+    let secret = "proxy-test-secret-access-key-5e6f7a8b";
+    let credentials = aws_credential_types::Credentials::new(key, secret, None, None, "t");
+    let verifier =
+        agentcore_tower::emulator::SignatureVerifier::new("eu-west-1", "bedrock-agentcore")
+            .with_credentials(credentials);
+    let server = McpServer::start(ServerAuth::SigV4(
+        verifier,
+        "/eu-west-1/bedrock-agentcore/aws4_request",
+    ))
+    .await;
+    // A loopback URL names no region: --region does.
+    let url = format!("{}/mcp", server.base);
+    let mut proxy = Proxy::start_with(
+        &["--gateway-url", &url, "--region", "eu-west-1"],
+        &[
+            ("AWS_ACCESS_KEY_ID", key),
+            ("AWS_SECRET_ACCESS_KEY", secret),
+        ],
+    );
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let statuses: Vec<u16> = server.seen().iter().map(|s| s.status).collect();
+    assert_eq!(
+        statuses,
+        [200, 202, 200, 200, 200],
+        "stderr:\n{}",
+        proxy.stderr()
+    );
+    let stderr = proxy.stderr();
+    assert!(
+        stderr.contains("region=eu-west-1 signing_name=bedrock-agentcore auth=SigV4"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret));
 }
