@@ -569,6 +569,11 @@ fn help_reads_like_a_manual_page_and_version_names_the_release() {
         }
         for option in [
             "--runtime-arn ARN",
+            "--gateway-url URL",
+            "--url URL",
+            "--signing-name NAME",
+            "--bearer-token-env VAR",
+            "--bearer-token-command CMD",
             "--region REGION",
             "--qualifier QUALIFIER",
             "--endpoint URL",
@@ -579,6 +584,19 @@ fn help_reads_like_a_manual_page_and_version_names_the_release() {
         ] {
             assert!(text.contains(&format!("\n    {option}\n")), "{option}");
         }
+        // An example for each door and each token source.
+        let examples = &text[text.find("EXAMPLES\n").unwrap()..text.find("EXIT STATUS\n").unwrap()];
+        for door in [
+            "--runtime-arn",
+            "--gateway-url",
+            "--url",
+            "--signing-name execute-api",
+            "--bearer-token-env",
+            "--bearer-token-command",
+        ] {
+            assert!(examples.contains(door), "no example with {door}");
+        }
+        assert!(text.contains("\n    VAR (as --bearer-token-env names it)\n"));
         assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     }
     let version = command(&["--version"], &[])
@@ -674,7 +692,11 @@ impl Listening {
         ];
         all.extend_from_slice(args);
         let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        let proxy = Proxy::start_with(&all, &env);
+        Self::of(Proxy::start_with(&all, &env)).await
+    }
+
+    /// A proxy started with `--listen 127.0.0.1:0`, once it logged its URL.
+    async fn of(proxy: Proxy) -> Listening {
         let deadline = Instant::now() + LINE_TIMEOUT;
         let url = loop {
             let stderr = proxy.stderr();
@@ -1305,4 +1327,818 @@ fn listen_refuses_non_loopback_addresses_and_unusable_token_files() {
         stderr.contains(&format!("cannot listen on {address}")),
         "{stderr}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --gateway-url and --url: the proxy against an MCP server played here, with a bearer token or
+// SigV4.
+
+/// How the in-test server authenticates a request.
+enum ServerAuth {
+    /// Only `Authorization: Bearer {0}`; anything else gets a 401 with a `Bearer` challenge.
+    Bearer(String),
+    /// A SigV4 signature the verifier accepts, its credential scope ending with the text
+    /// given (`/us-west-2/execute-api/aws4_request`).
+    SigV4(agentcore_tower::emulator::SignatureVerifier, &'static str),
+}
+
+/// One request the in-test server got, and its answer's status.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    path_and_query: String,
+    authorization: Option<String>,
+    session: Option<String>,
+    /// The JSON-RPC method of a POST.
+    rpc: Option<String>,
+    /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
+    runtime_session: Option<String>,
+    status: u16,
+}
+
+/// The MCP session id the in-test server hands out.
+const SERVER_SESSION: &str = "in-test-mcp-session-0123456789";
+
+/// A small MCP Streamable HTTP server at `/mcp` (any query): initialize opens a session (its id
+/// in `Mcp-Session-Id`, required afterwards), `tools/list`, `tools/call` of `echo`, `ping`, a
+/// notification (202), DELETE (200, the session ended); every request recorded.
+struct McpServer {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl McpServer {
+    async fn start(auth: ServerAuth) -> McpServer {
+        use hyper_util::rt::TokioIo;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new((auth, base.clone(), seen.clone()));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let shared = shared.clone();
+                        async move {
+                            let (auth, base, seen) = &*shared;
+                            Ok::<_, std::convert::Infallible>(
+                                serve(auth, base, seen, request).await,
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        McpServer { base, seen, task }
+    }
+
+    /// The requests seen, in the order of an MCP session: the stdio proxy sends concurrently,
+    /// so a notification and the next request may arrive either way round (each kind's own
+    /// requests stay in the order they came).
+    fn seen(&self) -> Vec<Seen> {
+        let mut seen = self.seen.lock().unwrap().clone();
+        seen.sort_by_key(|s| match (s.method.as_str(), s.rpc.as_deref()) {
+            ("POST", Some("initialize")) => 0,
+            ("POST", Some("notifications/initialized")) => 1,
+            ("POST", Some("tools/list")) => 2,
+            ("POST", Some("tools/call")) => 3,
+            _ => 4,
+        });
+        seen
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(
+    auth: &ServerAuth,
+    base: &str,
+    seen: &Mutex<Vec<Seen>>,
+    request: http::Request<hyper::body::Incoming>,
+) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let message: Option<Value> = serde_json::from_slice(&body).ok();
+    let rpc = message
+        .as_ref()
+        .and_then(|m| m["method"].as_str())
+        .map(str::to_owned);
+    let respond = |status: u16, headers: &[(&str, &str)], body: String| {
+        let mut response = http::Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(*name, *value);
+        }
+        seen.lock().unwrap().push(Seen {
+            method: parts.method.to_string(),
+            path_and_query: parts.uri.path_and_query().unwrap().to_string(),
+            authorization: header("authorization"),
+            session: header("mcp-session-id"),
+            rpc: rpc.clone(),
+            runtime_session: header("x-amzn-bedrock-agentcore-runtime-session-id"),
+            status,
+        });
+        response
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .unwrap()
+    };
+    let json = [("content-type", "application/json")];
+    // An MCP endpoint, or a runtime's invocations (InvokeAgentRuntime over plain HTTP).
+    let path = parts.uri.path();
+    if path != "/mcp" && !(path.starts_with("/runtimes/") && path.ends_with("/invocations")) {
+        return respond(404, &[], String::new());
+    }
+    match auth {
+        ServerAuth::Bearer(accepted) => {
+            if header("authorization") != Some(format!("Bearer {accepted}")) {
+                let challenge = format!(
+                    "Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+                );
+                return respond(
+                    401,
+                    &[("www-authenticate", &challenge), json[0]],
+                    r#"{"error":"invalid_token"}"#.into(),
+                );
+            }
+        }
+        ServerAuth::SigV4(verifier, scope) => {
+            let scoped = header("authorization").is_some_and(|a| {
+                a.split("Credential=")
+                    .nth(1)
+                    .and_then(|c| c.split(',').next())
+                    .is_some_and(|c| c.ends_with(scope))
+            });
+            let verified = verifier.verify(&parts, &body, std::time::SystemTime::now());
+            if !scoped || verified.is_err() {
+                return respond(
+                    403,
+                    &[("x-amzn-errortype", "InvalidSignatureException"), json[0]],
+                    format!(r#"{{"message":"{verified:?}, scoped: {scoped}"}}"#),
+                );
+            }
+        }
+    }
+    let session = header("mcp-session-id");
+    let in_session = session.as_deref() == Some(SERVER_SESSION);
+    match (parts.method.as_str(), rpc.as_deref()) {
+        ("DELETE", _) if in_session => respond(200, &[], String::new()),
+        // The server's stream: one message, then it ends.
+        ("GET", _) if in_session => respond(
+            200,
+            &[("content-type", "text/event-stream")],
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
+                .into(),
+        ),
+        ("POST", Some("initialize")) => {
+            let answer = json!({"jsonrpc": "2.0", "id": message.as_ref().unwrap()["id"], "result": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "in-test", "version": "1"}
+            }});
+            respond(
+                200,
+                &[json[0], ("mcp-session-id", SERVER_SESSION)],
+                answer.to_string(),
+            )
+        }
+        ("POST", Some(_)) if !in_session => respond(400, &[], "no session".into()),
+        ("POST", Some(method)) => {
+            let message = message.as_ref().unwrap();
+            let Some(id) = message.get("id") else {
+                return respond(202, &[], String::new());
+            };
+            let result = match method {
+                "ping" => json!({}),
+                "tools/list" => {
+                    json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+                }
+                "tools/call" => {
+                    json!({"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}], "isError": false})
+                }
+                _ => json!({}),
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            respond(200, &json, answer.to_string())
+        }
+        _ => respond(405, &[("allow", "POST, DELETE")], String::new()),
+    }
+}
+
+/// A directory of its own under the temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "agentcore-mcp-proxy-test-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// A token command: a script that counts its runs in the file `runs` and prints
+    /// `tokens[run - 1]` (the last one for every later run).
+    fn token_command(&self, tokens: &[&str]) -> String {
+        let script = self.0.join("token.sh");
+        let runs = self.0.join("runs");
+        let mut text = format!(
+            "n=$(cat '{runs}' 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > '{runs}'\ncase $n in\n",
+            runs = runs.display()
+        );
+        for (i, token) in tokens.iter().enumerate() {
+            let pattern = if i + 1 == tokens.len() {
+                "*".to_owned()
+            } else {
+                (i + 1).to_string()
+            };
+            text.push_str(&format!("  {pattern}) echo '{token}' ;;\n"));
+        }
+        text.push_str("esac\n");
+        std::fs::write(&script, text).unwrap();
+        format!("sh '{}'", script.display())
+    }
+
+    fn runs(&self) -> u32 {
+        std::fs::read_to_string(self.0.join("runs"))
+            .map(|s| s.trim().parse().unwrap())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A request as the in-test server saw it: method, JSON-RPC method, the token, the session
+/// id, the status.
+fn summary(seen: &Seen) -> (String, Option<String>, Option<String>, Option<String>, u16) {
+    (
+        seen.method.clone(),
+        seen.rpc.clone(),
+        seen.authorization
+            .as_deref()
+            .map(|a| a.trim_start_matches("Bearer ").to_owned()),
+        seen.session.clone(),
+        seen.status,
+    )
+}
+
+fn row(
+    method: &str,
+    rpc: Option<&str>,
+    token: &str,
+    session: bool,
+    status: u16,
+) -> (String, Option<String>, Option<String>, Option<String>, u16) {
+    (
+        method.to_owned(),
+        rpc.map(str::to_owned),
+        Some(token.to_owned()),
+        session.then(|| SERVER_SESSION.to_owned()),
+        status,
+    )
+}
+
+/// An MCP session through the proxy: initialize, initialized, tools/list, tools/call `echo`.
+async fn run_session(proxy: &mut Proxy) {
+    proxy.send(&initialize(1));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "in-test",
+        "{answer}"
+    );
+    proxy.send(&initialized());
+    proxy.send(&request(2, "tools/list", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["result"]["tools"][0]["name"], "echo", "{answer}");
+    proxy.send(&call(3, "echo", json!({"text": "through the door"})));
+    let answer = proxy.next().await;
+    assert_eq!(text_of(&answer), "through the door");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
+    let stale = "stale-7f3a9c1e-token";
+    let fresh = "fresh-5b2e8d4a-token";
+    let server = McpServer::start(ServerAuth::Bearer(fresh.into())).await;
+    let dir = TempDir::new("token-command");
+    let command = dir.token_command(&[stale, fresh, "third-never-fetched"]);
+    // A query with a secret in it: sent as given, never shown.
+    let url = format!("{}/mcp?tenant=acme&key=q-9d8c7b6a", server.base);
+    // No AWS credentials at all.
+    let mut proxy = Proxy::start_with(&["--url", &url, "--bearer-token-command", &command], &[]);
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+
+    // The first token was refused once; the command ran once more, and its token served the
+    // rest, the DELETE that ends the session at exit included.
+    let seen = server.seen();
+    assert_eq!(
+        seen.iter().map(summary).collect::<Vec<_>>(),
+        [
+            row("POST", Some("initialize"), stale, false, 401),
+            row("POST", Some("initialize"), fresh, false, 200),
+            row("POST", Some("notifications/initialized"), fresh, true, 202),
+            row("POST", Some("tools/list"), fresh, true, 200),
+            row("POST", Some("tools/call"), fresh, true, 200),
+            row("DELETE", None, fresh, true, 200),
+        ],
+        "stderr:\n{}",
+        proxy.stderr()
+    );
+    assert_eq!(dir.runs(), 2);
+    for seen in &seen {
+        assert_eq!(seen.path_and_query, "/mcp?tenant=acme&key=q-9d8c7b6a");
+    }
+    let stderr = proxy.stderr();
+    assert!(stderr.contains("proxying to an MCP server"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("url={}/mcp?…", server.base)),
+        "{stderr}"
+    );
+    assert!(stderr.contains("MCP session ended"), "{stderr}");
+    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    for secret in [stale, fresh, "q-9d8c7b6a"] {
+        assert!(
+            !everything.contains(secret),
+            "{secret} shown:\n{everything}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_token_from_a_variable_is_read_again_after_a_401_then_the_401_is_answered() {
+    let right = "right-gateway-token-3c2b1a";
+    let wrong = "wrong-gateway-token-6f5e4d";
+    let server = McpServer::start(ServerAuth::Bearer(right.into())).await;
+    let url = format!("{}/mcp", server.base);
+    let args = ["--gateway-url", &url, "--bearer-token-env", "GATEWAY_TOKEN"];
+
+    // The variable's token is refused: read again (the same), sent once more, refused again;
+    // the client gets a JSON-RPC error naming the 401 and where the OAuth metadata is.
+    let mut proxy = Proxy::start_with(&args, &[("GATEWAY_TOKEN", wrong)]);
+    proxy.send(&initialize(1));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "AgentCore answered HTTP 401 Unauthorized: the bearer token was refused"
+    );
+    assert_eq!(answer["error"]["data"]["httpStatus"], 401);
+    assert_eq!(
+        answer["error"]["data"]["resourceMetadata"],
+        format!("{}/.well-known/oauth-protected-resource/mcp", server.base)
+    );
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0));
+    // No session was opened: no DELETE at exit.
+    assert_eq!(
+        server.seen().iter().map(summary).collect::<Vec<_>>(),
+        [
+            row("POST", Some("initialize"), wrong, false, 401),
+            row("POST", Some("initialize"), wrong, false, 401),
+        ]
+    );
+    let everything = format!("{}\n{}", proxy.stdout_seen.join("\n"), proxy.stderr());
+    assert!(!everything.contains(wrong), "{everything}");
+
+    // The right token: the session runs, and is ended at exit.
+    let mut proxy = Proxy::start_with(&args, &[("GATEWAY_TOKEN", right)]);
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert_eq!(
+        server.seen()[2..].iter().map(summary).collect::<Vec<_>>(),
+        [
+            row("POST", Some("initialize"), right, false, 200),
+            row("POST", Some("notifications/initialized"), right, true, 202),
+            row("POST", Some("tools/list"), right, true, 200),
+            row("POST", Some("tools/call"), right, true, 200),
+            row("DELETE", None, right, true, 200),
+        ]
+    );
+    let stderr = proxy.stderr();
+    assert!(stderr.contains("proxying to AgentCore Gateway"), "{stderr}");
+    assert!(
+        stderr.contains("auth=bearer token from $GATEWAY_TOKEN"),
+        "{stderr}"
+    );
+    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    assert!(!everything.contains(right), "{everything}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
+    let key = "AKIDPROXYTEST0001";
+    let secret = "proxy-test-secret-access-key-9a8b7c6d";
+    let session_token = "proxy-test-session-token-1f2e3d4c";
+    let credentials =
+        aws_credential_types::Credentials::new(key, secret, Some(session_token.into()), None, "t");
+    let verifier = agentcore_tower::emulator::SignatureVerifier::new("us-west-2", "execute-api")
+        .with_credentials(credentials);
+    let server = McpServer::start(ServerAuth::SigV4(
+        verifier,
+        "/us-west-2/execute-api/aws4_request",
+    ))
+    .await;
+    let url = format!("{}/mcp?stage=prod", server.base);
+    // AWS_REGION (us-east-1) is not what is signed for: --region is.
+    let mut proxy = Proxy::start_with(
+        &[
+            "--url",
+            &url,
+            "--signing-name",
+            "execute-api",
+            "--region",
+            "us-west-2",
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", key),
+            ("AWS_SECRET_ACCESS_KEY", secret),
+            ("AWS_SESSION_TOKEN", session_token),
+        ],
+    );
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let seen = server.seen();
+    let shape: Vec<(String, Option<String>, u16)> = seen
+        .iter()
+        .map(|s| (s.method.clone(), s.rpc.clone(), s.status))
+        .collect();
+    let expected: Vec<(String, Option<String>, u16)> = [
+        ("POST", Some("initialize"), 200),
+        ("POST", Some("notifications/initialized"), 202),
+        ("POST", Some("tools/list"), 200),
+        ("POST", Some("tools/call"), 200),
+        ("DELETE", None, 200),
+    ]
+    .into_iter()
+    .map(|(m, r, s)| (m.to_owned(), r.map(str::to_owned), s))
+    .collect();
+    assert_eq!(shape, expected, "stderr:\n{}", proxy.stderr());
+    for seen in &seen {
+        let authorization = seen.authorization.as_deref().unwrap();
+        assert!(
+            authorization.starts_with(&format!("AWS4-HMAC-SHA256 Credential={key}/")),
+            "{authorization}"
+        );
+        assert_eq!(seen.path_and_query, "/mcp?stage=prod");
+    }
+    let stderr = proxy.stderr();
+    assert!(stderr.contains("signing_name=execute-api"), "{stderr}");
+    assert!(stderr.contains("region=us-west-2"), "{stderr}");
+    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    assert!(!everything.contains(secret) && !everything.contains(session_token));
+}
+
+#[test]
+fn door_and_token_options_that_do_not_go_together_are_usage_errors() {
+    let gateway = "https://gw-1.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp";
+    let url = "https://example.com/mcp";
+    let unset = "AGENTCORE_MCP_PROXY_TEST_NO_SUCH_TOKEN";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--region", "us-east-1"],
+            "one of --runtime-arn, --gateway-url or --url is required",
+        ),
+        (
+            &["--runtime-arn", ARN, "--gateway-url", gateway],
+            "--runtime-arn and --gateway-url exclude each other: give one of them",
+        ),
+        (
+            &[
+                "--url",
+                url,
+                "--bearer-token-env",
+                "T",
+                "--bearer-token-command",
+                "t",
+            ],
+            "--bearer-token-env and --bearer-token-command exclude each other: give one of them",
+        ),
+        (
+            &["--gateway-url", gateway, "--qualifier", "prod"],
+            "--qualifier applies to --runtime-arn only, not to --gateway-url",
+        ),
+        (
+            &["--url", url, "--bearer-token-env", "T", "--endpoint", url],
+            "--endpoint applies to --runtime-arn only, not to --url",
+        ),
+        (
+            &[
+                "--url",
+                url,
+                "--bearer-token-env",
+                "T",
+                "--stop-session-on-exit",
+            ],
+            "--stop-session-on-exit applies to --runtime-arn only, not to --url",
+        ),
+        (
+            &["--url", url],
+            "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, lambda \
+             for a Lambda function URL) or a bearer token (--bearer-token-env or \
+             --bearer-token-command)",
+        ),
+        (
+            &[
+                "--url",
+                url,
+                "--signing-name",
+                "lambda",
+                "--bearer-token-env",
+                "T",
+            ],
+            "--signing-name is for SigV4, and --bearer-token-env sends a bearer token instead: \
+             give one of them",
+        ),
+        (
+            &["--gateway-url", gateway, "--signing-name", "lambda"],
+            "--signing-name applies to --url only: --gateway-url signs for bedrock-agentcore",
+        ),
+        (
+            &[
+                "--url",
+                "http://example.com/mcp",
+                "--signing-name",
+                "lambda",
+            ],
+            "--url http://example.com/mcp: http:// is for a loopback test server only \
+             (localhost, 127.0.0.1, [::1]): the request's credentials would cross the network \
+             in the clear; use https://",
+        ),
+        // Found when the proxy starts, still before anything is sent.
+        (
+            &["--url", url, "--bearer-token-env", unset],
+            "--bearer-token-env AGENTCORE_MCP_PROXY_TEST_NO_SUCH_TOKEN: the variable is not set",
+        ),
+        (
+            &[
+                "--url",
+                url,
+                "--signing-name",
+                "Execute API",
+                "--region",
+                "us-west-2",
+            ],
+            "--url: `Execute API` is not a SigV4 signing name (lower-case letters, digits and \
+             `-`)",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = command(args, &[]).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr.contains(&format!("agentcore-mcp-proxy: {expected}\n\nusage: ")),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // SigV4 for a URL needs a region, and none is configured.
+    let output = command(&["--url", url, "--signing-name", "execute-api"], &[])
+        .env_remove("AWS_REGION")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "agentcore-mcp-proxy: --url with SigV4 needs a region to sign for: give --region \
+             REGION (or set AWS_REGION)\n"
+        ),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_failing_token_command_stops_the_start_and_is_named_without_its_output() {
+    let output = command(
+        &[
+            "--url",
+            "https://example.com/mcp",
+            "--bearer-token-command",
+            "echo partial-token-8e7d6c; echo 'login required: run my-idp login' >&2; exit 3",
+        ],
+        &[],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--bearer-token-command failed (exit status 3; stderr: \"login required: run my-idp \
+             login\")"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("partial-token-8e7d6c"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials_are_needed() {
+    let token = "runtime-oauth-token-0a9b8c7d";
+    let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
+    // No AWS variable but the region: no credentials to find, none needed.
+    let mut proxy = Proxy::start_with(
+        &[
+            "--runtime-arn",
+            ARN,
+            "--endpoint",
+            &server.base,
+            "--bearer-token-env",
+            "RUNTIME_TOKEN",
+        ],
+        &[("RUNTIME_TOKEN", token)],
+    );
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let seen = server.seen();
+    // InvokeAgentRuntime's mapping, the token in place of a signature; no DELETE at exit
+    // without --stop-session-on-exit.
+    assert_eq!(
+        seen.iter().map(summary).collect::<Vec<_>>(),
+        [
+            row("POST", Some("initialize"), token, false, 200),
+            row("POST", Some("notifications/initialized"), token, true, 202),
+            row("POST", Some("tools/list"), token, true, 200),
+            row("POST", Some("tools/call"), token, true, 200),
+        ]
+    );
+    let runtime_session = seen[0].runtime_session.clone();
+    assert!(runtime_session.as_ref().is_some_and(|id| id.len() >= 33));
+    for seen in &seen {
+        assert_eq!(
+            seen.path_and_query,
+            "/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fx-AbC123/invocations"
+        );
+        assert_eq!(seen.runtime_session, runtime_session, "one runtime session");
+    }
+    let stderr = proxy.stderr();
+    assert!(stderr.contains("proxying to AgentCore Runtime"), "{stderr}");
+    assert!(
+        stderr.contains("auth=bearer token from $RUNTIME_TOKEN"),
+        "{stderr}"
+    );
+    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    assert!(!everything.contains(token), "{everything}");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session() {
+    let token = "listen-url-token-4e3d2c1b";
+    let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
+    let url = format!("{}/mcp", server.base);
+    let listening = Listening::of(Proxy::start_with(
+        &[
+            "--url",
+            &url,
+            "--bearer-token-env",
+            "URL_TOKEN",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[("URL_TOKEN", token)],
+    ))
+    .await;
+    let mut client = HttpClient::new(&listening.url, None);
+    let opened = client.open().await;
+    assert_eq!(
+        opened["result"]["serverInfo"]["name"], "in-test",
+        "{opened}"
+    );
+    // A request outside any session goes as it is: no runtime session is made up for it (this
+    // server wants one, and its 400 becomes the request's JSON-RPC error).
+    let outside = send_to(
+        &client.client,
+        "POST",
+        &listening.url,
+        Some(&request(7, "ping", json!({}))),
+        &[("content-type".into(), "application/json".into())],
+    )
+    .await;
+    assert_eq!(outside.status, 200, "{outside:?}");
+    assert_eq!(
+        outside.json()["error"]["message"],
+        "the MCP server answered HTTP 400 Bad Request"
+    );
+
+    // GET: the server's stream, relayed.
+    let stream = client
+        .send("GET", None, &[("accept", "text/event-stream")])
+        .await;
+    assert_eq!(stream.status, 200, "{stream:?}");
+    assert_eq!(
+        stream.events(),
+        [json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})]
+    );
+    // DELETE: the server ends the session.
+    let ended = client.send("DELETE", None, &[]).await;
+    assert_eq!(ended.status, 200, "{ended:?}");
+
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let seen = server.seen();
+    let shape: Vec<(String, Option<String>, u16)> = seen
+        .iter()
+        .map(|s| (s.method.clone(), s.rpc.clone(), s.status))
+        .collect();
+    let expected: Vec<(String, Option<String>, u16)> = [
+        ("POST", Some("initialize"), 200),
+        ("POST", Some("notifications/initialized"), 202),
+        ("POST", Some("ping"), 400),
+        ("GET", None, 200),
+        ("DELETE", None, 200),
+    ]
+    .into_iter()
+    .map(|(m, r, s)| (m.to_owned(), r.map(str::to_owned), s))
+    .collect();
+    assert_eq!(shape, expected);
+    assert!(seen.iter().all(|s| s.runtime_session.is_none()), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.authorization.as_deref() == Some(&format!("Bearer {token}")[..]))
+    );
+    assert!(!proxy.stderr().contains(token));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_is_signed_for_bedrock_agentcore() {
+    let key = "AKIDPROXYTEST0002";
+    let secret = "proxy-test-secret-access-key-5e6f7a8b";
+    let credentials = aws_credential_types::Credentials::new(key, secret, None, None, "t");
+    let verifier =
+        agentcore_tower::emulator::SignatureVerifier::new("eu-west-1", "bedrock-agentcore")
+            .with_credentials(credentials);
+    let server = McpServer::start(ServerAuth::SigV4(
+        verifier,
+        "/eu-west-1/bedrock-agentcore/aws4_request",
+    ))
+    .await;
+    // A loopback URL names no region: --region does.
+    let url = format!("{}/mcp", server.base);
+    let mut proxy = Proxy::start_with(
+        &["--gateway-url", &url, "--region", "eu-west-1"],
+        &[
+            ("AWS_ACCESS_KEY_ID", key),
+            ("AWS_SECRET_ACCESS_KEY", secret),
+        ],
+    );
+    run_session(&mut proxy).await;
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let statuses: Vec<u16> = server.seen().iter().map(|s| s.status).collect();
+    assert_eq!(
+        statuses,
+        [200, 202, 200, 200, 200],
+        "stderr:\n{}",
+        proxy.stderr()
+    );
+    let stderr = proxy.stderr();
+    assert!(
+        stderr.contains("region=eu-west-1 signing_name=bedrock-agentcore auth=SigV4"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret));
 }

@@ -1,10 +1,12 @@
-//! `agentcore-mcp-proxy`: an MCP proxy to an IAM-authenticated AWS Bedrock AgentCore Runtime,
-//! for MCP clients that speak stdio (the default) or take a URL (`--listen`). `--help` is its
-//! manual page.
+//! `agentcore-mcp-proxy`: an MCP proxy to an AWS Bedrock AgentCore Runtime, an AgentCore
+//! Gateway or any MCP URL — SigV4 (IAM) or a bearer token (OAuth) — for MCP clients that speak
+//! stdio (the default) or take a URL (`--listen`). `--help` is its manual page.
 //!
 //! ```text
 //! cargo install agentcore-tower --features proxy
 //! agentcore-mcp-proxy --runtime-arn ARN [--listen 127.0.0.1:PORT [--listen-token-file PATH]]
+//! agentcore-mcp-proxy --gateway-url https://ID.gateway.bedrock-agentcore.REGION.amazonaws.com/mcp
+//! agentcore-mcp-proxy --url URL --bearer-token-command 'get-token'
 //! ```
 
 #[path = "agentcore-mcp-proxy/answers.rs"]
@@ -19,6 +21,8 @@ mod sse;
 mod stack;
 #[path = "agentcore-mcp-proxy/stdio.rs"]
 mod stdio;
+#[path = "agentcore-mcp-proxy/tokens.rs"]
+mod tokens;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,14 +34,14 @@ use stack::StartError;
 
 /// How long requests still running may go on once the proxy is told to stop.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long stopping the runtime sessions may take at exit.
+/// How long stopping the runtime sessions (or ending the MCP session) may take at exit.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const NAME: &str = "agentcore-mcp-proxy";
 
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {
-        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Run(args)) => *args,
         Ok(Parsed::Help) => {
             print!("{}", cli::HELP);
             return ExitCode::SUCCESS;
@@ -139,13 +143,25 @@ async fn run(args: Args, token: Option<String>) -> ExitCode {
             listen::run(
                 built.stack,
                 built.uri,
+                built.kind,
                 address,
                 token,
                 args.stop_session_on_exit,
             )
             .await
         }
-        None => stdio::run(built.stack, built.uri, args.stop_session_on_exit).await,
+        None => {
+            // At exit: a runtime session is stopped when asked; an MCP endpoint's session is
+            // ended, as an MCP client that goes away does (a stdio client cannot send it).
+            let at_exit = match built.kind {
+                stack::Kind::Runtime if args.stop_session_on_exit => {
+                    stdio::AtExit::StopRuntimeSession
+                }
+                stack::Kind::Runtime => stdio::AtExit::Nothing,
+                stack::Kind::Endpoint => stdio::AtExit::EndMcpSession,
+            };
+            stdio::run(built.stack, built.uri, at_exit).await
+        }
     }
 }
 

@@ -11,6 +11,37 @@ use crate::stack::{CALL_TIMEOUT, ResBody};
 /// The JSON-RPC error code of a failure on the way to the server.
 pub const PROXY_ERROR: i64 = -32000;
 
+/// What messages call the server: set once at start.
+static UPSTREAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the server in messages: `AgentCore` (the default: a runtime, a gateway) or `the MCP
+/// server` (any other URL).
+pub fn set_upstream(name: &'static str) {
+    let _ = UPSTREAM.set(name);
+}
+
+/// The server, as messages name it.
+pub fn upstream() -> &'static str {
+    UPSTREAM.get().copied().unwrap_or("AgentCore")
+}
+
+/// Whether requests carry a bearer token (else a SigV4 signature): set once at start.
+static BEARER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that requests carry a bearer token, so that a 401 is read as its refusal.
+pub fn set_bearer() {
+    BEARER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn bearer() -> bool {
+    BEARER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Its possessive: `AgentCore's`, `the MCP server's`.
+fn upstream_s() -> String {
+    format!("{}'s", upstream())
+}
+
 /// The requests (messages with a method and an id) of one client message or batch that have no
 /// answer yet.
 #[derive(Debug, Default)]
@@ -85,7 +116,8 @@ pub fn parse_server_message(data: &[u8]) -> Option<Value> {
         Ok(message) => Some(message),
         Err(e) => {
             tracing::warn!(
-                "AgentCore sent a message that is not JSON ({e}): {}",
+                "{} sent a message that is not JSON ({e}): {}",
+                upstream(),
                 preview(data)
             );
             None
@@ -116,7 +148,8 @@ pub async fn next_frame(body: &mut ResBody) -> Result<Option<Frame<bytes::Bytes>
 /// The message for an answer that broke off.
 pub fn broke(error: &(dyn std::error::Error + 'static)) -> String {
     format!(
-        "the connection broke while AgentCore was answering: {}",
+        "the connection broke while {} was answering: {}",
+        upstream(),
         chain(error)
     )
 }
@@ -124,7 +157,8 @@ pub fn broke(error: &(dyn std::error::Error + 'static)) -> String {
 /// The message for an answer that stopped coming.
 pub fn stalled() -> String {
     format!(
-        "AgentCore stopped sending its answer for {} s",
+        "{} stopped sending its answer for {} s",
+        upstream(),
         CALL_TIMEOUT.as_secs()
     )
 }
@@ -132,7 +166,8 @@ pub fn stalled() -> String {
 /// The message for an answer that did not answer.
 pub fn unanswered(status: StatusCode) -> String {
     format!(
-        "AgentCore's answer (HTTP {}) carried no JSON-RPC response to this request",
+        "{} answer (HTTP {}) carried no JSON-RPC response to this request",
+        upstream_s(),
         status.as_u16()
     )
 }
@@ -142,7 +177,8 @@ pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, V
     if error.is::<tower::timeout::error::Elapsed>() {
         return (
             format!(
-                "no answer from AgentCore within {} s; the request may have run",
+                "no answer from {} within {} s; the request may have run",
+                upstream(),
                 CALL_TIMEOUT.as_secs()
             ),
             json!({"failure": "timed out"}),
@@ -155,7 +191,11 @@ pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, V
             data["attempts"] = json!(record.to_string().lines().collect::<Vec<_>>());
         }
     }
-    (format!("AgentCore request failed: {}", chain(error)), data)
+    let what = match upstream() {
+        "AgentCore" => "AgentCore request",
+        _ => "the request to the MCP server",
+    };
+    (format!("{what} failed: {}", chain(error)), data)
 }
 
 /// The message and `error.data` for a non-2xx answer without a JSON-RPC body.
@@ -171,7 +211,7 @@ pub fn describe_status(
             .and_then(Value::as_str)
             .map(str::to_owned)
     });
-    let mut message = format!("AgentCore answered HTTP {status}");
+    let mut message = format!("{} answered HTTP {status}", upstream());
     if let Some(error_type) = error_type {
         message.push_str(&format!(" ({error_type})"));
     }
@@ -181,6 +221,23 @@ pub fn describe_status(
     let mut data = json!({"httpStatus": status.as_u16()});
     if let Some(error_type) = error_type {
         data["errorType"] = json!(error_type);
+    }
+    // A refused bearer token (or a server that wants one): where the OAuth flow that gets one
+    // starts.
+    if status == StatusCode::UNAUTHORIZED {
+        if bearer() {
+            message.push_str(if detail.is_some() { " (" } else { ": " });
+            message.push_str("the bearer token was refused");
+            if detail.is_some() {
+                message.push(')');
+            }
+        }
+        if let Some(url) = agentcore_tower::sigv4::BearerChallenge::of(headers)
+            .as_ref()
+            .and_then(|c| c.resource_metadata())
+        {
+            data["resourceMetadata"] = json!(url);
+        }
     }
     if detail.is_none() && !body.is_empty() {
         data["body"] = json!(preview(body));

@@ -31,10 +31,10 @@ use tracing::{debug, error, info, warn};
 
 use crate::answers::{
     OpenRequests, PROXY_ERROR, broke, describe_failure, describe_status, error_response,
-    is_jsonrpc, next_frame, one_line, parse_server_message, preview, stalled, unanswered,
+    is_jsonrpc, next_frame, one_line, parse_server_message, preview, stalled, unanswered, upstream,
 };
 use crate::sse::{self, SseParser};
-use crate::stack::{CALL_TIMEOUT, ResBody, Stack};
+use crate::stack::{CALL_TIMEOUT, Kind, ResBody, Stack};
 use crate::{DRAIN_TIMEOUT, STOP_TIMEOUT, shutdown_signal};
 
 /// The endpoint's path.
@@ -47,7 +47,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_TRACKED: usize = 10_000;
 /// The header that names a request's runtime session.
 const RUNTIME_SESSION: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
-/// The request headers a client's request carries on to AgentCore.
+/// The request headers a client's request carries on to the server.
 const FORWARDED: [&str; 9] = [
     "content-type",
     "accept",
@@ -66,6 +66,7 @@ type HttpBody = UnsyncBoxBody<Bytes, BoxError>;
 struct Endpoint {
     stack: Stack,
     uri: Uri,
+    kind: Kind,
     /// `--listen-token-file`'s token.
     token: Option<String>,
     /// The MCP sessions to stop at exit (`--stop-session-on-exit`), as their answers named them.
@@ -83,6 +84,7 @@ struct Endpoint {
 pub async fn run(
     stack: Stack,
     uri: Uri,
+    kind: Kind,
     address: SocketAddr,
     token: Option<String>,
     stop_session_on_exit: bool,
@@ -102,6 +104,7 @@ pub async fn run(
     let endpoint = Arc::new(Endpoint {
         stack,
         uri,
+        kind,
         token,
         sessions: stop_session_on_exit.then(Mutex::default),
         shared: HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
@@ -322,7 +325,10 @@ impl Endpoint {
             one => is_initialize(one),
         };
         let mut upstream = self.upstream(Method::POST, &parts.headers, body);
-        if !initialize && !parts.headers.contains_key("mcp-session-id") {
+        if self.kind == Kind::Runtime
+            && !initialize
+            && !parts.headers.contains_key("mcp-session-id")
+        {
             // Outside any MCP session: the listener's runtime session.
             upstream
                 .headers_mut()
@@ -386,7 +392,8 @@ impl Endpoint {
                     open,
                     batch,
                     &format!(
-                        "AgentCore answered HTTP {} with a body that is not JSON",
+                        "{} answered HTTP {} with a body that is not JSON",
+                        upstream(),
                         status.as_u16()
                     ),
                     Some(&json!({"httpStatus": status.as_u16(), "body": preview(text)})),
@@ -400,8 +407,9 @@ impl Endpoint {
         respond(status, answer_headers(&parts.headers), full(whole))
     }
 
-    /// A GET or DELETE, through the stack (which answers GET 405, and turns DELETE into
-    /// `StopRuntimeSession`).
+    /// A GET or DELETE, through the stack. For a runtime, the stack answers GET 405 and turns
+    /// DELETE into `StopRuntimeSession`; an MCP endpoint gets them as they are, and the stream
+    /// a GET opens is relayed as it comes.
     async fn pass_on(&self, request: Request<Incoming>) -> Response<HttpBody> {
         let method = request.method().clone();
         let upstream = self.upstream(method.clone(), request.headers(), Bytes::new());
@@ -418,6 +426,16 @@ impl Endpoint {
             }
         };
         let (parts, mut body) = response.into_parts();
+        if method == Method::GET && parts.status.is_success() {
+            // The server's stream: open as long as the server and the client keep it.
+            let mut headers = answer_headers(&parts.headers);
+            headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            return respond(
+                parts.status,
+                headers,
+                body.map_err(Into::into).boxed_unsync(),
+            );
+        }
         let whole = match read_whole(&mut body).await {
             Ok(whole) => whole,
             Err(message) => {
@@ -429,7 +447,10 @@ impl Endpoint {
             }
         };
         if method == Method::DELETE && parts.status.is_success() {
-            info!("an MCP session ended: its runtime session stopped");
+            match self.kind {
+                Kind::Runtime => info!("an MCP session ended: its runtime session stopped"),
+                Kind::Endpoint => info!("an MCP session ended"),
+            }
             if let (Some(sessions), Some(session)) = (&self.sessions, session) {
                 lock(sessions).remove(&session);
             }

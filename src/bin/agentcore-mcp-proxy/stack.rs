@@ -1,9 +1,13 @@
-//! The AWS configuration and the stack every request goes through.
+//! The stack every request goes through, for the door the command line names: a runtime
+//! (`InvokeAgentRuntime`) or an MCP URL (a gateway, any server), signed with the AWS
+//! configuration's credentials or carrying a bearer token.
 
 use std::time::Duration;
 
-use agentcore_tower::sigv4::{CachedCredentials, InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
-use agentcore_tower::{BoxError, ReplayGuardLayer, recommended_layers};
+use agentcore_tower::sigv4::{
+    CachedCredentials, InvokeTarget, McpEndpointLayer, RuntimeSessions, SigV4InvokeLayer,
+};
+use agentcore_tower::{BoxError, RecommendedLayers, ReplayGuardLayer, recommended_layers};
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
 use http::{Request, Response, Uri};
@@ -12,12 +16,14 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tower::ServiceBuilder;
-use tower::timeout::TimeoutLayer;
+use tower::timeout::{Timeout, TimeoutLayer};
 use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceBuilder};
 use tracing::{info, warn};
 
-use crate::cli::Args;
+use crate::answers;
+use crate::cli::{Args, Door, TokenSource, shown};
+use crate::tokens::{self, TokenError, Tokens};
 
 /// One deadline for a whole call, retries included; also the longest an answer's body may go
 /// without a byte.
@@ -36,11 +42,24 @@ pub enum StartError {
     Failed(String),
 }
 
+/// What the proxy talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An AgentCore Runtime, through `InvokeAgentRuntime`: the signing layer maps each request
+    /// (a DELETE may become `StopRuntimeSession`).
+    Runtime,
+    /// An MCP endpoint (an AgentCore Gateway, any MCP URL): requests go as they are.
+    Endpoint,
+}
+
 /// The stack and where it sends.
 pub struct Built {
     pub stack: Stack,
-    /// The invocation URI (only reported: the signer decides where a request goes).
+    /// The URI every request is made for: with [`Kind::Endpoint`], where it goes (path and
+    /// query included); with [`Kind::Runtime`], the invocation URI, only reported (the signer
+    /// decides where a request goes).
     pub uri: Uri,
+    pub kind: Kind,
 }
 
 /// How the signer is set up for the mode.
@@ -51,30 +70,71 @@ pub struct Mode {
     pub stop_session_on_delete: bool,
 }
 
-/// Loads the AWS configuration and builds the stack for `args`.
+/// Builds the stack for `args`: the token provider when a bearer flag is given (and then no AWS
+/// credentials at all), else the AWS configuration's credentials.
 pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
-    if let Some(region) = &args.region {
-        // Skips the region chain (which may ask the instance metadata service).
-        loader = loader.region(aws_config::Region::new(region.clone()));
-    }
-    let config = loader.load().await;
-    let Some(credentials) = config.credentials_provider() else {
-        return Err(StartError::Failed(
-            "the AWS configuration has no credentials provider".into(),
-        ));
+    let tokens = match &args.tokens {
+        Some(source) => Some(tokens::provider(source).await.map_err(|e| match e {
+            TokenError::Usage(message) => StartError::Usage(message),
+            TokenError::Failed(message) => StartError::Failed(message),
+        })?),
+        None => None,
     };
+    if tokens.is_some() {
+        answers::set_bearer();
+    }
+    let auth = match &args.tokens {
+        Some(TokenSource::Env(name)) => format!("bearer token from ${name}"),
+        Some(TokenSource::Command(_)) => "bearer token from --bearer-token-command".to_owned(),
+        None => "SigV4".to_owned(),
+    };
+    match &args.door {
+        Door::Runtime(arn) => runtime(args, arn, mode, tokens, &auth).await,
+        Door::Gateway(url) => endpoint(args, url, None, tokens, &auth).await,
+        Door::Url(url) => {
+            answers::set_upstream("the MCP server");
+            let signing_name = args.signing_name.as_deref().unwrap_or_default();
+            endpoint(args, url, Some(signing_name), tokens, &auth).await
+        }
+    }
+}
 
-    let mut target = InvokeTarget::arn(&args.runtime_arn);
+/// An AgentCore Runtime: `InvokeAgentRuntime`, signed or with the bearer token.
+async fn runtime(
+    args: &Args,
+    arn: &str,
+    mode: Mode,
+    tokens: Option<Tokens>,
+    auth: &str,
+) -> Result<Built, StartError> {
+    let mut target = InvokeTarget::arn(arn);
     if let Some(qualifier) = &args.qualifier {
         target = target.qualifier(qualifier);
     }
+    // SigV4: the AWS configuration, for its credentials and region. A bearer token needs no
+    // credentials: only the region, and only when neither --region nor the ARN names it.
+    let (credentials, configured_region) = match &tokens {
+        None => {
+            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            if let Some(region) = &args.region {
+                // Skips the region chain (which may ask the instance metadata service).
+                loader = loader.region(aws_config::Region::new(region.clone()));
+            }
+            let config = loader.load().await;
+            let Some(credentials) = config.credentials_provider() else {
+                return Err(StartError::Failed(
+                    "the AWS configuration has no credentials provider".into(),
+                ));
+            };
+            (Some(credentials), config.region().map(ToString::to_string))
+        }
+        Some(_) if args.region.is_some() || arn_region(arn).is_some() => (None, None),
+        Some(_) => (None, configured_region().await),
+    };
     // The region: --region, else the ARN's (the runtime lives there: a profile's default region
     // must not send the call elsewhere), else the configured one.
-    let configured_region = config.region().map(ToString::to_string);
     if args.region.is_none()
-        && let (Some(configured), Some(in_arn)) =
-            (configured_region.as_deref(), arn_region(&args.runtime_arn))
+        && let (Some(configured), Some(in_arn)) = (configured_region.as_deref(), arn_region(arn))
         && configured != in_arn
     {
         warn!("the configured region {configured} is not the ARN's ({in_arn}); using the ARN's");
@@ -82,7 +142,7 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
     if let Some(region) = args
         .region
         .clone()
-        .or_else(|| arn_region(&args.runtime_arn).map(str::to_owned))
+        .or_else(|| arn_region(arn).map(str::to_owned))
         .or(configured_region)
     {
         target = target.region(region);
@@ -95,49 +155,200 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
     } else {
         RuntimeSessions::PerLayer
     };
-    // aws-config's chain does not cache: without the cache it would run on every attempt.
-    let signer = SigV4InvokeLayer::builder(target, CachedCredentials::new(credentials))
+    let builder = match (credentials, tokens) {
+        // aws-config's chain does not cache: without the cache it would run on every attempt.
+        (Some(credentials), _) => {
+            SigV4InvokeLayer::builder(target, CachedCredentials::new(credentials))
+        }
+        (None, Some(tokens)) => SigV4InvokeLayer::bearer(target, tokens),
+        (None, None) => unreachable!("SigV4 has credentials"),
+    };
+    let signer = builder
         .runtime_sessions(sessions)
         .stop_session_on_delete(mode.stop_session_on_delete)
         .build()
         .map_err(|e| StartError::Usage(e.to_string()))?;
     let uri = signer.target().invocation_uri();
     info!(
-        runtime = %args.runtime_arn,
+        runtime = %arn,
         region = signer.target().region(),
-        endpoint = %UriWithoutQuery(&uri),
+        endpoint = %shown(&uri),
+        auth = %auth,
         "proxying to AgentCore Runtime"
     );
-
     let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
-    let stack = if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-        // A local emulator or test server: no TLS to set up.
-        stack_over(
-            guard,
-            signer,
-            Client::builder(TokioExecutor::new()).build_http(),
-        )
+    let stack = over_client(guard, signer, &uri)?;
+    Ok(Built {
+        stack,
+        uri,
+        kind: Kind::Runtime,
+    })
+}
+
+/// An MCP endpoint at `url`: an AgentCore Gateway (`signing_name` `None`: bedrock-agentcore,
+/// the region off the host), or any URL (`Some`: signed for that name, unless there is a
+/// bearer token); signed, or with the bearer token.
+async fn endpoint(
+    args: &Args,
+    url: &Uri,
+    signing_name: Option<&str>,
+    tokens: Option<Tokens>,
+    auth: &str,
+) -> Result<Built, StartError> {
+    let gateway = signing_name.is_none();
+    let flag = args.door.flag();
+    let (signer, region) = match tokens {
+        Some(tokens) => (
+            McpEndpointLayer::bearer(tokens)
+                .build()
+                .map_err(|e| StartError::Usage(e.to_string()))?,
+            None,
+        ),
+        None => {
+            // A gateway's region is in its host name: the credential scope must match it.
+            let in_host = gateway.then(|| url.host().and_then(host_region)).flatten();
+            if let (Some(in_host), Some(given)) = (in_host, &args.region)
+                && in_host != given
+            {
+                warn!(
+                    "--region {given} is not the gateway URL's ({in_host}); signing for {in_host}"
+                );
+            }
+            let known = in_host.map(str::to_owned).or_else(|| args.region.clone());
+            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            if let Some(region) = &known {
+                loader = loader.region(aws_config::Region::new(region.clone()));
+            }
+            let config = loader.load().await;
+            let Some(credentials) = config.credentials_provider() else {
+                return Err(StartError::Failed(
+                    "the AWS configuration has no credentials provider".into(),
+                ));
+            };
+            let Some(region) = known.or_else(|| config.region().map(ToString::to_string)) else {
+                return Err(StartError::Usage(format!(
+                    "{flag} with SigV4 needs a region to sign for: give --region REGION (or set \
+                     AWS_REGION)"
+                )));
+            };
+            let signer = McpEndpointLayer::sigv4(CachedCredentials::new(credentials))
+                .region(region.clone())
+                .signing_name(signing_name.unwrap_or(GATEWAY_SIGNING_NAME))
+                .build()
+                .map_err(|e| StartError::Usage(format!("{flag}: {e}")))?;
+            (signer, Some(region))
+        }
+    };
+    let what = if gateway {
+        "proxying to AgentCore Gateway"
+    } else {
+        "proxying to an MCP server"
+    };
+    let signing_name = region
+        .as_ref()
+        .map(|_| signing_name.unwrap_or(GATEWAY_SIGNING_NAME));
+    info!(
+        url = %shown(url),
+        region = %region.as_deref().unwrap_or("-"),
+        signing_name = %signing_name.unwrap_or("-"),
+        auth = %auth,
+        "{what}"
+    );
+    let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
+    let stack = over_client(guard, signer, url)?;
+    Ok(Built {
+        stack,
+        uri: url.clone(),
+        kind: Kind::Endpoint,
+    })
+}
+
+/// The signing name of AgentCore Gateway (and Runtime).
+const GATEWAY_SIGNING_NAME: &str = "bedrock-agentcore";
+
+/// The region an AgentCore host name carries:
+/// `{id}.gateway.bedrock-agentcore.{region}.amazonaws.com` (or `.amazonaws.com.cn`).
+pub fn host_region(host: &str) -> Option<&str> {
+    let labels: Vec<&str> = host.split('.').collect();
+    let at = labels
+        .iter()
+        .position(|l| l.eq_ignore_ascii_case("bedrock-agentcore"))?;
+    let region = labels.get(at + 1)?;
+    let rest = &labels[at + 2..];
+    let aws = rest
+        .first()
+        .is_some_and(|l| l.eq_ignore_ascii_case("amazonaws"))
+        && matches!(rest.len(), 2 | 3);
+    (aws && !region.is_empty()).then_some(*region)
+}
+
+/// The region of the AWS configuration alone (environment, profile, instance metadata): what a
+/// bearer-token runtime needs when neither --region nor its ARN names one. No credentials.
+async fn configured_region() -> Option<String> {
+    aws_config::default_provider::region::DefaultRegionChain::builder()
+        .build()
+        .region()
+        .await
+        .map(|r| r.to_string())
+}
+
+/// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
+/// HTTPS.
+fn over_client<L>(guard: ReplayGuardLayer, signer: L, uri: &Uri) -> Result<Stack, StartError>
+where
+    L: Layer<HttpClient> + Layer<HttpsClient>,
+    RecommendedLayers<L>: Layer<HttpClient> + Layer<HttpsClient>,
+    Timeout<<RecommendedLayers<L> as Layer<HttpClient>>::Service>: Boxable,
+    Timeout<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
+{
+    let executor = TokioExecutor::new();
+    Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
+        stack_over(guard, signer, Client::builder(executor).build_http())
     } else {
         stack_over(
             guard,
             signer,
-            Client::builder(TokioExecutor::new()).build(https_connector()?),
+            Client::builder(executor).build(https_connector()?),
         )
-    };
-    Ok(Built { stack, uri })
+    })
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A service [`Stack`] can box.
+pub trait Boxable:
+    tower::Service<
+        Request<Full<Bytes>>,
+        Response = Response<ResBody>,
+        Error = BoxError,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Boxable for S where
+    S: tower::Service<
+            Request<Full<Bytes>>,
+            Response = Response<ResBody>,
+            Error = BoxError,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// The stack, outer to inner: one deadline, the replay rule, throttle and session-busy
-/// retries, SigV4 — over `client`.
-fn stack_over<C>(guard: ReplayGuardLayer, signer: SigV4InvokeLayer, client: C) -> Stack
+/// retries, the signer — over `client`.
+fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C) -> Stack
 where
-    C: tower::Service<Request<Full<Bytes>>, Response = Response<hyper::body::Incoming>>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    C::Future: Send + 'static,
-    C::Error: Into<BoxError>,
+    RecommendedLayers<L>: Layer<C>,
+    Timeout<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
 {
     BoxCloneSyncService::new(
         ServiceBuilder::new()
@@ -179,18 +390,6 @@ fn arn_region(arn: &str) -> Option<&str> {
     parts.nth(2).filter(|r| !r.is_empty())
 }
 
-/// A URI for logs, without its query.
-struct UriWithoutQuery<'a>(&'a Uri);
-
-impl std::fmt::Display for UriWithoutQuery<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let (Some(scheme), Some(authority)) = (self.0.scheme(), self.0.authority()) {
-            write!(f, "{scheme}://{authority}")?;
-        }
-        f.write_str(self.0.path())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +405,33 @@ mod tests {
             None
         );
         assert_eq!(arn_region("x-AbC123"), None);
+    }
+
+    #[test]
+    fn the_region_is_read_off_an_agentcore_host() {
+        for (host, region) in [
+            (
+                "gw-abc.gateway.bedrock-agentcore.us-west-2.amazonaws.com",
+                Some("us-west-2"),
+            ),
+            (
+                "GW.Gateway.Bedrock-AgentCore.eu-central-1.AmazonAWS.com",
+                Some("eu-central-1"),
+            ),
+            (
+                "gw.gateway.bedrock-agentcore.cn-north-1.amazonaws.com.cn",
+                Some("cn-north-1"),
+            ),
+            (
+                "bedrock-agentcore.us-east-1.amazonaws.com",
+                Some("us-east-1"),
+            ),
+            ("abc.execute-api.us-west-2.amazonaws.com", None),
+            ("bedrock-agentcore.us-east-1.example.com", None),
+            ("bedrock-agentcore", None),
+            ("127.0.0.1", None),
+        ] {
+            assert_eq!(host_region(host), region, "{host}");
+        }
     }
 }

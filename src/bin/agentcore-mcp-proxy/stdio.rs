@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -17,15 +17,27 @@ use tracing::{debug, error, info, warn};
 
 use crate::answers::{
     OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc, next_frame,
-    one_line, parse_server_message, preview, unanswered,
+    one_line, parse_server_message, preview, unanswered, upstream,
 };
 use crate::sse::SseParser;
 use crate::stack::{ResBody, Stack};
 use crate::{DRAIN_TIMEOUT, STOP_TIMEOUT, shutdown_signal};
 
-/// Runs the proxy until stdin closes (or a signal), then drains and, when asked, stops the
-/// runtime session.
-pub async fn run(stack: Stack, uri: Uri, stop_session_on_exit: bool) -> ExitCode {
+/// What the proxy does once stdin closed and the requests are drained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtExit {
+    /// Nothing: the runtime session is left to expire.
+    Nothing,
+    /// A DELETE, which the signing layer turns into `StopRuntimeSession` (a runtime,
+    /// `--stop-session-on-exit`), when anything was sent.
+    StopRuntimeSession,
+    /// A plain MCP DELETE with the session id (an MCP endpoint), when the server gave one: the
+    /// server ends the MCP session.
+    EndMcpSession,
+}
+
+/// Runs the proxy until stdin closes (or a signal), then drains and does what `at_exit` says.
+pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
     let (out, lines_out) = mpsc::unbounded_channel();
     let writer = std::thread::Builder::new()
         .name("stdout".into())
@@ -116,8 +128,12 @@ pub async fn run(stack: Stack, uri: Uri, stop_session_on_exit: bool) -> ExitCode
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
     }
-    if stop_session_on_exit && proxy.sent.load(Ordering::SeqCst) {
-        proxy.stop_session().await;
+    match at_exit {
+        AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
+            proxy.stop_session().await;
+        }
+        AtExit::EndMcpSession if proxy.has_session() => proxy.end_session().await,
+        _ => {}
     }
     drop(proxy);
     drop(out);
@@ -187,11 +203,15 @@ struct Proxy {
 
 impl Proxy {
     fn request(&self, method: Method, body: Bytes, initialize: bool) -> Request<Full<Bytes>> {
+        let post = method == Method::POST;
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
         *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if post {
+            // A DELETE has no body to type.
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
         headers.insert(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
@@ -299,7 +319,8 @@ impl Proxy {
             if !text.is_empty() && !on_message(answers, text) {
                 answers.fail_all(
                     &format!(
-                        "AgentCore answered HTTP {} with a body that is not JSON",
+                        "{} answered HTTP {} with a body that is not JSON",
+                        upstream(),
                         status.as_u16()
                     ),
                     Some(
@@ -314,6 +335,50 @@ impl Proxy {
         }
         if !answers.open.is_empty() {
             answers.fail_all(&unanswered(status), None);
+        }
+    }
+
+    fn has_session(&self) -> bool {
+        let session = self.session.read().unwrap_or_else(|p| p.into_inner());
+        session.id.is_some()
+    }
+
+    /// Ends the MCP session with a plain MCP DELETE (an MCP endpoint). A server may refuse to
+    /// let clients end sessions (405), or have ended it already (404): nothing to warn about.
+    async fn end_session(&self) {
+        let request = self.request(Method::DELETE, Bytes::new(), false);
+        match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
+            Ok(Ok(response)) if response.status().is_success() => info!("MCP session ended"),
+            Ok(Ok(response))
+                if matches!(
+                    response.status(),
+                    StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
+                ) =>
+            {
+                debug!(
+                    status = response.status().as_u16(),
+                    "the server did not end the MCP session (it expires by itself)"
+                );
+            }
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let headers = response.headers().clone();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                warn!(
+                    "ending the MCP session: {}",
+                    describe_status(status, &headers, &body).0
+                );
+            }
+            Ok(Err(error)) => warn!(
+                "ending the MCP session: {}",
+                describe_failure(error.as_ref()).0
+            ),
+            Err(_) => warn!("ending the MCP session took longer than {STOP_TIMEOUT:?}"),
         }
     }
 
@@ -374,7 +439,10 @@ impl Answers {
 impl Drop for Answers {
     fn drop(&mut self) {
         self.fail_all(
-            "the proxy stopped before AgentCore answered (stdin closed, or an internal error)",
+            &format!(
+                "the proxy stopped before {} answered (stdin closed, or an internal error)",
+                upstream()
+            ),
             None,
         );
     }

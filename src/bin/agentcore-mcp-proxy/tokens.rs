@@ -1,0 +1,561 @@
+//! The bearer token of `--bearer-token-env` and `--bearer-token-command`: read when asked, and
+//! asked again after a 401. A token is a secret: it is never logged, printed or put in an
+//! error, and neither is what a token command prints on its standard output.
+
+use std::io::Read;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use agentcore_tower::BoxError;
+use agentcore_tower::sigv4::{BearerToken, ProvideToken, TokenFuture};
+use base64::Engine;
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use crate::cli::TokenSource;
+
+/// A JWT whose `exp` is this close is fetched anew before it is used.
+pub const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
+/// The longest a token command may run.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How much of a token command's output is read.
+const OUTPUT_LIMIT: u64 = 64 * 1024;
+
+/// The token provider for `source`, its first token read: a variable not set or a command that
+/// fails is known before anything starts. The error is the message, and never has the token.
+pub async fn provider(source: &TokenSource) -> Result<Tokens, TokenError> {
+    match source {
+        TokenSource::Env(name) => Ok(Tokens::Env(Arc::new(EnvToken::new(name)?))),
+        TokenSource::Command(command) => {
+            let tokens = CommandToken::new(command.clone());
+            tokens
+                .get(false)
+                .await
+                .map_err(|e| TokenError::Failed(e.to_string()))?;
+            Ok(Tokens::Command(tokens))
+        }
+    }
+}
+
+/// Why there is no first token.
+#[derive(Debug)]
+pub enum TokenError {
+    /// The command line names something unusable (a variable not set): exit code 2.
+    Usage(String),
+    /// The command failed: exit code 1.
+    Failed(String),
+}
+
+/// Either provider, as the layers take one.
+#[derive(Clone)]
+pub enum Tokens {
+    Env(Arc<EnvToken>),
+    Command(CommandToken),
+}
+
+impl ProvideToken for Tokens {
+    fn provide_token(&self, refresh: bool) -> TokenFuture {
+        match self {
+            Tokens::Env(env) => {
+                let result = env.get(refresh);
+                Box::pin(async move { result })
+            }
+            Tokens::Command(command) => {
+                let command = command.clone();
+                Box::pin(async move { command.get(refresh).await })
+            }
+        }
+    }
+}
+
+/// `--bearer-token-env VAR`: the variable's value, read at start and again when the server
+/// refused it.
+pub struct EnvToken {
+    name: String,
+    token: Mutex<BearerToken>,
+}
+
+impl EnvToken {
+    fn new(name: &str) -> Result<Self, TokenError> {
+        let token = read_env(name).map_err(TokenError::Usage)?;
+        Ok(Self {
+            name: name.to_owned(),
+            token: Mutex::new(token),
+        })
+    }
+
+    fn get(&self, refresh: bool) -> Result<BearerToken, BoxError> {
+        let mut token = self.token.lock().unwrap_or_else(|p| p.into_inner());
+        if refresh {
+            debug!(variable = %self.name, "the bearer token was refused: reading it again");
+            *token = read_env(&self.name)?;
+        }
+        Ok(token.clone())
+    }
+}
+
+/// The token in the variable `name`; the error names the variable, never its value.
+fn read_env(name: &str) -> Result<BearerToken, String> {
+    let shown = format!("--bearer-token-env {name}");
+    let value = match std::env::var(name) {
+        Ok(value) => value,
+        Err(std::env::VarError::NotPresent) => {
+            return Err(format!("{shown}: the variable is not set"));
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(format!("{shown}: the variable's value is not text"));
+        }
+    };
+    check_token(value.trim()).map_err(|why| format!("{shown}: the variable {why}"))
+}
+
+/// A token as it may go in `Authorization: Bearer …`: one word of visible ASCII. The error
+/// says what is wrong, never what was there.
+fn check_token(token: &str) -> Result<BearerToken, &'static str> {
+    if token.is_empty() {
+        return Err("is empty");
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("is not a token (one word of visible ASCII)");
+    }
+    Ok(BearerToken::new(token))
+}
+
+/// `--bearer-token-command CMD`: the trimmed standard output of CMD run by the shell, cached;
+/// run again when the server refused the token, or when the token is a JWT that expires within
+/// [`EXPIRY_MARGIN`]. One run at a time: requests that wait for it take its token.
+#[derive(Clone)]
+pub struct CommandToken(Arc<CommandInner>);
+
+struct CommandInner {
+    command: String,
+    cached: Mutex<Option<Cached>>,
+    /// Held while the command runs.
+    running: tokio::sync::Mutex<()>,
+    /// How many tokens were fetched: which one a request saw.
+    fetched: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Cached {
+    token: BearerToken,
+    /// The JWT's `exp` (seconds since the epoch), when it is one.
+    expires: Option<u64>,
+    /// Its number in [`CommandInner::fetched`].
+    generation: u64,
+}
+
+impl CommandToken {
+    pub fn new(command: String) -> Self {
+        Self(Arc::new(CommandInner {
+            command,
+            cached: Mutex::new(None),
+            running: tokio::sync::Mutex::new(()),
+            fetched: AtomicU64::new(0),
+        }))
+    }
+
+    fn cached(&self) -> Option<Cached> {
+        self.0
+            .cached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The token: the cached one unless `refresh` or it expires soon; else the command's.
+    pub async fn get(&self, refresh: bool) -> Result<BearerToken, BoxError> {
+        let seen = self.cached().map(|c| c.generation);
+        let usable = |cached: &Option<Cached>| {
+            cached
+                .as_ref()
+                .filter(|c| !expires_soon(c.expires, SystemTime::now()))
+                .map(|c| c.token.clone())
+        };
+        if !refresh && let Some(token) = usable(&self.cached()) {
+            return Ok(token);
+        }
+        let _running = self.0.running.lock().await;
+        let cached = self.cached();
+        // Fetched while this request waited: a token newer than the one it saw.
+        let newer = cached.as_ref().map(|c| c.generation) != seen;
+        if (newer || !refresh)
+            && let Some(token) = usable(&cached)
+        {
+            return Ok(token);
+        }
+        let command = self.0.command.clone();
+        let token = tokio::task::spawn_blocking(move || run_command(&command, COMMAND_TIMEOUT))
+            .await
+            .map_err(|e| format!("--bearer-token-command: {e}"))??;
+        let expires = jwt_expiry(token.as_str());
+        if expires_soon(expires, SystemTime::now()) {
+            warn!(
+                "the token --bearer-token-command printed expires within {} s",
+                EXPIRY_MARGIN.as_secs()
+            );
+        }
+        let generation = self.0.fetched.fetch_add(1, Ordering::SeqCst) + 1;
+        debug!(
+            generation,
+            jwt_expiry = expires,
+            "--bearer-token-command gave a token"
+        );
+        *self.0.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(Cached {
+            token: token.clone(),
+            expires,
+            generation,
+        });
+        Ok(token)
+    }
+}
+
+/// The `exp` claim of a JWT (seconds since the epoch): the second of its three dot-separated
+/// parts, base64url-encoded JSON. `None` for a token that is not a JWT, or has no `exp`.
+pub fn jwt_expiry(token: &str) -> Option<u64> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&payload).ok()?;
+    match claims.get("exp")? {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .map(|f| f as u64)
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a token expiring at `expires` is within [`EXPIRY_MARGIN`] of `now` (or past).
+pub fn expires_soon(expires: Option<u64>, now: SystemTime) -> bool {
+    let Some(expires) = expires else {
+        return false;
+    };
+    let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    expires <= now.saturating_add(EXPIRY_MARGIN.as_secs())
+}
+
+/// The shell that runs a token command: `sh -c` (`cmd /C` on Windows).
+fn shell(command: &str) -> Command {
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        let mut shell = Command::new("cmd");
+        shell.arg("/C").raw_arg(command);
+        shell
+    }
+    #[cfg(not(windows))]
+    {
+        let mut shell = Command::new("sh");
+        shell.arg("-c").arg(command);
+        shell
+    }
+}
+
+/// Runs a token command (its stdin empty: the proxy's is the MCP client's) and returns its
+/// trimmed standard output as the token. The error names the exit status and the first line of
+/// its standard error, never its standard output.
+pub fn run_command(command: &str, timeout: Duration) -> Result<BearerToken, String> {
+    let mut child = shell(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("--bearer-token-command: cannot start the shell: {e}"))?;
+    let outputs = [
+        child.stdout.take().map(|p| reader(Box::new(p))),
+        child.stderr.take().map(|p| reader(Box::new(p))),
+    ];
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "--bearer-token-command ran longer than {timeout:?}: stopped"
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("--bearer-token-command: cannot wait for it: {e}")),
+        }
+    };
+    // A process the command left running may hold the pipes open: wait a little, not forever.
+    let [stdout, stderr] = outputs.map(|output| {
+        output
+            .and_then(|rx| rx.recv_timeout(Duration::from_secs(2)).ok())
+            .unwrap_or_default()
+    });
+    let stdout = String::from_utf8_lossy(&stdout);
+    let stdout = stdout.trim();
+    let failure = |what: &str| {
+        format!(
+            "--bearer-token-command {what} ({}; stderr: {})",
+            describe_status(status),
+            first_line(&stderr, stdout)
+        )
+    };
+    if !status.success() {
+        return Err(failure("failed"));
+    }
+    check_token(stdout).map_err(|why| {
+        failure(match why {
+            "is empty" => "printed no token",
+            _ => "printed something that is not a token (one word of visible ASCII)",
+        })
+    })
+}
+
+/// Reads a pipe to its end (or [`OUTPUT_LIMIT`]) on a thread of its own.
+fn reader(pipe: Box<dyn Read + Send>) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.take(OUTPUT_LIMIT).read_to_end(&mut bytes);
+        let _ = tx.send(bytes);
+    });
+    rx
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => status.to_string(),
+    }
+}
+
+/// The first line of a command's standard error, quoted, at most 200 characters, with what it
+/// printed on standard output (the token, or part of it) masked should it appear there.
+fn first_line(stderr: &[u8], stdout: &str) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let Some(line) = text.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return "empty".to_owned();
+    };
+    let mut line: String = line.chars().filter(|c| !c.is_control()).collect();
+    for word in stdout.split_whitespace().filter(|w| w.len() >= 8) {
+        line = line.replace(word, "[redacted]");
+    }
+    if line.chars().count() > 200 {
+        line = line.chars().take(200).collect::<String>() + "…";
+    }
+    format!("{line:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn jwt(claims: &str) -> String {
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        format!(
+            "{}.{}.c2lnbmF0dXJl",
+            engine.encode(r#"{"alg":"RS256","typ":"JWT"}"#),
+            engine.encode(claims)
+        )
+    }
+
+    #[test]
+    fn the_expiry_of_a_jwt_is_read_off_its_payload() {
+        assert_eq!(
+            jwt_expiry(&jwt(r#"{"sub":"u","exp":1700000000}"#)),
+            Some(1_700_000_000)
+        );
+        assert_eq!(
+            jwt_expiry(&jwt(r#"{"exp":1700000000.75}"#)),
+            Some(1_700_000_000)
+        );
+        // Padded base64url is read too.
+        let padded = {
+            let engine = base64::engine::general_purpose::URL_SAFE;
+            format!("a.{}.b", engine.encode(r#"{"exp":12}"#))
+        };
+        assert!(padded.contains('='), "{padded}");
+        assert_eq!(jwt_expiry(&padded), Some(12));
+        for not in [
+            jwt(r#"{"sub":"u"}"#),
+            jwt(r#"{"exp":"soon"}"#),
+            jwt(r#"{"exp":-5}"#),
+            jwt("not json"),
+            "opaque-token-0123456789".to_owned(),
+            "a.b".to_owned(),
+            "a.!!!.c".to_owned(),
+            format!("{}.d", jwt(r#"{"exp":1}"#)),
+        ] {
+            assert_eq!(jwt_expiry(&not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn a_token_expiring_within_a_minute_is_stale() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert!(!expires_soon(None, now));
+        assert!(!expires_soon(Some(1_000_061), now));
+        assert!(expires_soon(Some(1_000_060), now));
+        assert!(expires_soon(Some(1_000_000), now));
+        assert!(expires_soon(Some(5), now));
+    }
+
+    /// A directory of its own under the temp dir, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!(
+                "agentcore-mcp-proxy-tokens-{name}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        /// A script that counts its runs in `runs` and prints `token-N` (N the run) then
+        /// `suffix`, and the command that runs it.
+        fn counting_script(&self, suffix: &str) -> String {
+            let script = self.0.join("token.sh");
+            let runs = self.0.join("runs");
+            std::fs::write(
+                &script,
+                format!(
+                    "n=$(cat '{runs}' 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > '{runs}'\n\
+                     printf 'token-%s%s\\n' \"$n\" '{suffix}'\n",
+                    runs = runs.display()
+                ),
+            )
+            .unwrap();
+            format!("sh '{}'", script.display())
+        }
+
+        fn runs(&self) -> u32 {
+            std::fs::read_to_string(self.0.join("runs"))
+                .map(|s| s.trim().parse().unwrap())
+                .unwrap_or(0)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_command_gives_its_trimmed_output_and_a_failure_names_status_and_stderr_only() {
+        let token = run_command("printf '  tok-en.1_~\\n\\n'", COMMAND_TIMEOUT).unwrap();
+        assert_eq!(token.as_str(), "tok-en.1_~");
+
+        let error = run_command(
+            "echo s3cr3t-partial-token; echo 'login required: run sso' >&2; echo more >&2; exit 3",
+            COMMAND_TIMEOUT,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "--bearer-token-command failed (exit status 3; stderr: \"login required: run sso\")"
+        );
+
+        let error = run_command("echo >&2; echo '  '", COMMAND_TIMEOUT).unwrap_err();
+        assert_eq!(
+            error,
+            "--bearer-token-command printed no token (exit status 0; stderr: empty)"
+        );
+
+        let error = run_command(
+            "echo 'two s3cr3t-words'; echo 'got s3cr3t-words' >&2",
+            COMMAND_TIMEOUT,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "--bearer-token-command printed something that is not a token (one word of visible \
+             ASCII) (exit status 0; stderr: \"got [redacted]\")"
+        );
+        assert!(!error.contains("s3cr3t"), "{error}");
+
+        let error = run_command("sleep 5", Duration::from_millis(200)).unwrap_err();
+        assert_eq!(
+            error,
+            "--bearer-token-command ran longer than 200ms: stopped"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_command_runs_again_on_refresh_only_and_waiters_share_a_run() {
+        let dir = TempDir::new("refresh");
+        let tokens = CommandToken::new(dir.counting_script("-abc"));
+        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-1-abc");
+        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-1-abc");
+        assert_eq!(dir.runs(), 1, "cached");
+        assert_eq!(tokens.get(true).await.unwrap().as_str(), "token-2-abc");
+        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-2-abc");
+        assert_eq!(dir.runs(), 2);
+
+        // Three requests refused at once: one run, all take its token.
+        let (a, b, c) = tokio::join!(tokens.get(true), tokens.get(true), tokens.get(true));
+        let got: Vec<String> = [a, b, c]
+            .into_iter()
+            .map(|t| t.unwrap().as_str().to_owned())
+            .collect();
+        assert_eq!(got, ["token-3-abc"; 3]);
+        assert_eq!(dir.runs(), 3);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_jwt_about_to_expire_is_fetched_again_before_use() {
+        let dir = TempDir::new("expiry");
+        // A JWT that expired long ago: every use runs the command.
+        let expired = jwt(r#"{"exp":1000}"#);
+        let tokens = CommandToken::new(dir.counting_script(&format!("-{expired}")));
+        let first = tokens.get(false).await.unwrap();
+        assert!(first.as_str().starts_with("token-1-"));
+        let second = tokens.get(false).await.unwrap();
+        assert!(second.as_str().starts_with("token-2-"));
+        assert_eq!(dir.runs(), 2);
+        drop(dir);
+
+        // One good for an hour: cached.
+        let dir = TempDir::new("fresh");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let fresh = jwt(&format!(r#"{{"exp":{}}}"#, now + 3600));
+        let tokens = CommandToken::new(dir.counting_script(&format!("-{fresh}")));
+        tokens.get(false).await.unwrap();
+        tokens.get(false).await.unwrap();
+        assert_eq!(dir.runs(), 1);
+    }
+
+    #[test]
+    fn an_env_token_is_read_again_on_refresh_and_never_shown() {
+        let name = "AGENTCORE_MCP_PROXY_TEST_TOKEN_UNSET_0";
+        let error = EnvToken::new(name).err().unwrap();
+        assert!(
+            matches!(&error, TokenError::Usage(m) if m == &format!("--bearer-token-env {name}: the variable is not set")),
+            "{error:?}"
+        );
+        // cargo sets it for the tests it runs.
+        let tokens = EnvToken::new("CARGO_PKG_NAME").unwrap();
+        assert_eq!(tokens.get(false).unwrap().as_str(), "agentcore-tower");
+        assert_eq!(tokens.get(true).unwrap().as_str(), "agentcore-tower");
+        assert_eq!(
+            check_token("a b").err(),
+            Some("is not a token (one word of visible ASCII)")
+        );
+        assert_eq!(check_token("").err(), Some("is empty"));
+    }
+}
