@@ -120,6 +120,9 @@ impl<F> fmt::Debug for TokenFn<F> {
     }
 }
 
+const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
+const X_AMZ_SECURITY_TOKEN: HeaderName = HeaderName::from_static("x-amz-security-token");
+
 /// A wall clock, for tests.
 pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
@@ -591,10 +594,14 @@ fn sign_sigv4(
     for (name, value) in instructions.headers() {
         let mut value = HeaderValue::from_str(value).map_err(|e| signing_error(&e))?;
         value.set_sensitive(true);
-        headers.insert(
-            HeaderName::from_bytes(name.as_bytes()).map_err(|e| signing_error(&e))?,
-            value,
-        );
+        // The names the signer sets, without parsing (and allocating) them again.
+        let name = match name {
+            "authorization" => AUTHORIZATION,
+            "x-amz-date" => X_AMZ_DATE,
+            "x-amz-security-token" => X_AMZ_SECURITY_TOKEN,
+            other => HeaderName::from_bytes(other.as_bytes()).map_err(|e| signing_error(&e))?,
+        };
+        headers.insert(name, value);
     }
     let token = credentials
         .session_token()

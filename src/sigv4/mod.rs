@@ -319,17 +319,6 @@ impl Shared {
     }
 }
 
-/// A copy of a request's head, for a re-send: method, URI, version, headers, extensions.
-fn copy_parts(parts: &http::request::Parts) -> http::request::Parts {
-    let (mut copy, ()) = Request::new(()).into_parts();
-    copy.method = parts.method.clone();
-    copy.uri = parts.uri.clone();
-    copy.version = parts.version;
-    copy.headers = parts.headers.clone();
-    copy.extensions = parts.extensions.clone();
-    copy
-}
-
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the credentials or the token: only what kind of auth.
@@ -915,9 +904,11 @@ where
                         .unwrap_or_else(|| unreachable!("taken once"));
                     let context = &this.call.context;
                     // What a re-send with fresh credentials would need: the request as it came.
+                    // Signing reads the head and moves the extensions to the request sent: only
+                    // they are copied; the head is kept as it is.
                     let copy = pending
                         .may_refresh
-                        .then(|| (copy_parts(&pending.parts), body.clone()));
+                        .then(|| (pending.parts.extensions.clone(), body.clone()));
                     let sent =
                         resolved.and_then(|key| sign_attempt(&mut pending, body, &key, context));
                     let Signed {
@@ -939,6 +930,7 @@ where
                         return Poll::Ready(Err(this.call.not_sent(error)));
                     }
                     let Pending {
+                        mut parts,
                         mut service,
                         shared,
                         operation,
@@ -946,9 +938,12 @@ where
                     } = pending;
                     this.call.dispatch(&mut request);
                     let future = service.call(request);
-                    let again = copy.map(|(parts, body)| Prepared {
+                    let again = copy.map(|(extensions, body)| Prepared {
                         pending: Pending {
-                            parts,
+                            parts: {
+                                parts.extensions = extensions;
+                                parts
+                            },
                             service,
                             shared: shared.clone(),
                             operation,
