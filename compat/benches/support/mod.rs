@@ -36,8 +36,18 @@ use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 pub const ACCESS_KEY: &str = "AKIDEXAMPLE";
 pub const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
-pub const SESSION_TOKEN: &str =
-    "IQoJb3JpZ2luX2VjEXAMPLE//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+test/token=";
+/// A realistic STS session token, 700 characters: real ones are that long, and a short test
+/// string would hide the per-byte costs of signing with it and of keeping it out of answers.
+pub const SESSION_TOKEN: &str = concat!(
+    "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+1mulWjODfx1gozRHRZTaqPIn0K8S0rC3vG",
+    "tG9vAzeObfuHiIjYQgnsoVqMiqBGsC7i8GZnhJ+CRz+yXZgTObGnooGU1Lngz9JKechUlG+y+c04J6bd9oYuD2GqVd",
+    "ovWbm3t5LNBYW575R85BlhXB7rqbGiMBDO8maMD6cDzP2HHYhits1zArKEkppPqQf/k4PgfJ1nZ9uQbTlK34xTSVo/",
+    "k0IeVTe2p4Qkf/gYvAPq/J3LwfVJlJkr7pTTinxpS3Ngebbv3wiKnzaoBEHt+z2hm5U1bYauZdwJ6ZtQ94LQe3ydzw",
+    "+qepxbW/B8M09MX/Dh8QZUgSEPl4GLlhnwhEDkJHjls9bNFvv95q/ucBOsTwOKFyO7SZ4GiCNMR8cnmmqC3LxA7Npp",
+    "6H+L7mPTJpETZl1KNwH+00hezQcqdo8obMa7a43u3GZPfAhGhu2xFBDppWtoei45OQDR6T4AAWwwzMjYZSC7pT8c2u",
+    "h58LWNf/fnNhgp5hyB5iUbbNEtOFYtpdaWUB+E601q7HDLIVkwETkXqUro+d6l1bV2n7nHqRpEAmMKuObLvU/8oR48",
+    "bc1DeYJ0f8jlWr5SphjI8h5xBU0rBbH9kPuhumdEfD/J2EyschikHAguBcQ5EoLvEZZg==",
+);
 pub const REGION: &str = "us-east-1";
 pub const ARN: &str =
     "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/bench_agent-AbCdEf1234";
