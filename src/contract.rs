@@ -300,8 +300,10 @@ pub fn classify_json_rpc(value: &Value) -> Option<Classified> {
 /// [`classify_json_rpc`]). Bytes without `-32` never reach the JSON parser: a number cannot be
 /// escaped, so no code of the table can be in them.
 pub fn classify_json(bytes: &[u8]) -> Option<Classified> {
-    if first_significant_byte(bytes) != Some(b'{') || memchr::memmem::find(bytes, b"-32").is_none()
-    {
+    // Built once: `memmem::find` would build its searcher again for every answer.
+    static MINUS_32: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"-32"));
+    if first_significant_byte(bytes) != Some(b'{') || MINUS_32.find(bytes).is_none() {
         return None;
     }
     #[cfg(test)]
