@@ -949,3 +949,62 @@ async fn a_failing_service_is_a_client_error_with_its_cause() {
         "{result:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// rmcp over an AgentCore Gateway (the emulator's Gateway mode), through McpEndpointLayer
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rmcp_over_a_gateway_runs_a_session_and_opens_it_again_after_it_expires()
+-> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default().gateway(true)).await?;
+    let signer = agentcore_tower::sigv4::McpEndpointLayer::sigv4(emulator.credentials())
+        .region(emulator.region())
+        .build()?;
+    let records = Records::default();
+    let sink = records.clone();
+    let stack = tower::ServiceBuilder::new()
+        .layer(RecordTapLayer::new(move |exchange, record| {
+            sink.lock()
+                .unwrap()
+                .push((exchange.clone(), record.clone()));
+        }))
+        .layer(recommended_layers(
+            ReplayGuardLayer::new().idempotent_tools(["add"]),
+            signer,
+        ))
+        .service(http_client());
+    let config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("rmcp-gateway-test", "0"),
+    )
+    .with_protocol_version(ProtocolVersion::V_2025_06_18);
+    let client = config
+        .serve(TowerClient::new(stack).into_transport(emulator.gateway_url()))
+        .await?;
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"]);
+    assert_eq!(emulator.audit().mcp_sessions_started, 1);
+
+    // The gateway's session expires: its 404 makes rmcp initialise again and send the call
+    // once more — a new call, and `counter` runs once.
+    emulator.expire_mcp_sessions();
+    let result = client
+        .call_tool(CallToolRequestParams::new("counter"))
+        .await?;
+    assert_eq!(text_of(&result), ["1"]);
+    let audit = emulator.audit();
+    assert_eq!(audit.mcp_sessions_started, 2);
+    assert_eq!(audit.mcp_session_refusals, 1);
+    assert_eq!(emulator.counter(), 1);
+    assert_eq!(audit.signature_failures, 0);
+    let counter = records_of(&records, "tools/call", Some("counter"));
+    assert_eq!(counter.len(), 2, "the refused call and the new one");
+    assert_eq!(
+        counter[0].1.attempts()[0].outcome(),
+        &response(404, None),
+        "the 404 delivered as it came"
+    );
+    client.cancel().await?;
+    Ok(())
+}
