@@ -162,8 +162,8 @@ pub(crate) struct SigV4 {
     /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
     /// that ours is off by more than [`SKEW_THRESHOLD`] (as the AWS SDKs correct it).
     pub(crate) skew_ms: AtomicI64,
-    /// The searcher for the last session token signed with: built once per credentials.
-    token_needle: Mutex<Option<Needle>>,
+    /// What depends only on the credentials last signed with, built once for them.
+    last: Mutex<Option<Arc<ForCredentials>>>,
 }
 
 impl SigV4 {
@@ -181,8 +181,42 @@ impl SigV4 {
             region,
             clock,
             skew_ms: AtomicI64::new(0),
-            token_needle: Mutex::new(None),
+            last: Mutex::new(None),
         }
+    }
+
+    /// What depends only on `credentials`: kept from the last attempt when they are the same
+    /// (compared by value), built again when they changed.
+    fn for_credentials(&self, credentials: &Credentials) -> Result<Arc<ForCredentials>, Error> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kept) = &*last
+            && kept.credentials == *credentials
+        {
+            return Ok(kept.clone());
+        }
+        let token = match credentials.session_token() {
+            Some(token) => {
+                let mut value = HeaderValue::from_str(token).map_err(|_| {
+                    Error::new(
+                        ErrorKind::Credentials,
+                        "the session token cannot be sent in a header (a character outside \
+                         visible ASCII)"
+                            .to_owned(),
+                        None,
+                    )
+                })?;
+                value.set_sensitive(true);
+                Some((needle(token), value))
+            }
+            None => None,
+        };
+        let built = Arc::new(ForCredentials {
+            credentials: credentials.clone(),
+            identity: credentials.clone().into(),
+            token,
+        });
+        *last = Some(built.clone());
+        Ok(built)
     }
 
     /// The time to date a signature by: our clock, corrected by the skew seen.
@@ -192,6 +226,15 @@ impl SigV4 {
         let now = (self.clock)();
         if skew >= 0 { now + by } else { now - by }
     }
+}
+
+/// What a signature needs of its credentials that does not change between attempts: the
+/// signing identity, the session token's header value and its searcher (a ~700-character token
+/// costs to validate, copy and index on every attempt otherwise).
+pub(crate) struct ForCredentials {
+    credentials: Credentials,
+    identity: Identity,
+    token: Option<(Needle, HeaderValue)>,
 }
 
 /// The caching provider inside `credentials`, if it is one: its cache is dropped when the
@@ -578,9 +621,9 @@ fn sign_sigv4(
         SignableBody::Bytes(body),
     )
     .map_err(|e| signing_error(&e))?;
-    let identity: Identity = credentials.clone().into();
+    let kept = sigv4.for_credentials(credentials)?;
     let params = v4::SigningParams::builder()
-        .identity(&identity)
+        .identity(&kept.identity)
         .region(&sigv4.region)
         .name(&sigv4.signing_name)
         .time(sigv4.now())
@@ -592,20 +635,29 @@ fn sign_sigv4(
         .map_err(|e| signing_error(&e))?
         .into_parts();
     for (name, value) in instructions.headers() {
-        let mut value = HeaderValue::from_str(value).map_err(|e| signing_error(&e))?;
-        value.set_sensitive(true);
-        // The names the signer sets, without parsing (and allocating) them again.
-        let name = match name {
-            "authorization" => AUTHORIZATION,
-            "x-amz-date" => X_AMZ_DATE,
-            "x-amz-security-token" => X_AMZ_SECURITY_TOKEN,
-            other => HeaderName::from_bytes(other.as_bytes()).map_err(|e| signing_error(&e))?,
+        // The names the signer sets, without parsing (and allocating) them again; the session
+        // token's value as built for these credentials.
+        let (name, value) = match (name, &kept.token) {
+            ("x-amz-security-token", Some((_, token))) if token.as_bytes() == value.as_bytes() => {
+                (X_AMZ_SECURITY_TOKEN, token.clone())
+            }
+            (name, _) => {
+                let mut value = HeaderValue::from_str(value).map_err(|e| signing_error(&e))?;
+                value.set_sensitive(true);
+                let name = match name {
+                    "authorization" => AUTHORIZATION,
+                    "x-amz-date" => X_AMZ_DATE,
+                    "x-amz-security-token" => X_AMZ_SECURITY_TOKEN,
+                    other => {
+                        HeaderName::from_bytes(other.as_bytes()).map_err(|e| signing_error(&e))?
+                    }
+                };
+                (name, value)
+            }
         };
         headers.insert(name, value);
     }
-    let token = credentials
-        .session_token()
-        .map(|token| cached_needle(&sigv4.token_needle, token));
+    let token = kept.token.as_ref().map(|(needle, _)| needle.clone());
     Ok(Secrets::of([needle(&signature)].into_iter().chain(token)))
 }
 

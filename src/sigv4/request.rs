@@ -173,13 +173,8 @@ pub(crate) fn invoke_headers(
     }
     check_lengths(&headers)?;
     headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    headers.insert(HOST, host_value(target)?);
+    headers.insert(HOST, target.host().clone());
     Ok(headers)
-}
-
-fn host_value(target: &ResolvedTarget) -> Result<HeaderValue, Error> {
-    HeaderValue::from_str(target.authority().as_str())
-        .map_err(|_| invalid("the endpoint host is not a header value".into()))
 }
 
 fn check_lengths(headers: &HeaderMap) -> Result<(), Error> {
@@ -216,7 +211,7 @@ pub(crate) fn stop_request(
             .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
     );
     headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    headers.insert(HOST, host_value(target)?);
+    headers.insert(HOST, target.host().clone());
     Ok((headers, body))
 }
 

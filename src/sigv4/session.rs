@@ -120,6 +120,15 @@ impl Sessions {
         self.bound.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The MCP session a choice remembers: only with [`RuntimeSessions::PerMcpSession`], which
+    /// binds by it (a copy per call saved otherwise).
+    fn key_of(&self, mcp_session: Option<&str>) -> Option<String> {
+        match self.mode {
+            RuntimeSessions::PerMcpSession => mcp_session.map(str::to_owned),
+            RuntimeSessions::PerLayer => None,
+        }
+    }
+
     /// The runtime session for a request that names none, in the MCP session `mcp_session`.
     pub(crate) fn choose(&self, mcp_session: Option<&str>) -> Chosen {
         let id = match (self.mode, mcp_session) {
@@ -139,7 +148,7 @@ impl Sessions {
         };
         Chosen {
             id,
-            mcp_session: mcp_session.map(str::to_owned),
+            mcp_session: self.key_of(mcp_session),
         }
     }
 
@@ -157,7 +166,7 @@ impl Sessions {
         };
         Some(Chosen {
             id,
-            mcp_session: mcp_session.map(str::to_owned),
+            mcp_session: self.key_of(mcp_session),
         })
     }
 
@@ -165,7 +174,7 @@ impl Sessions {
     pub(crate) fn pinned(&self, id: Arc<str>, mcp_session: Option<&str>) -> Chosen {
         Chosen {
             id,
-            mcp_session: mcp_session.map(str::to_owned),
+            mcp_session: self.key_of(mcp_session),
         }
     }
 

@@ -335,9 +335,16 @@ impl InvokeTarget {
             format!("{base_path}/runtimes/{arn}/stopruntimesession"),
             &stop_query,
         ))?;
+        let host = http::HeaderValue::from_str(authority.as_str()).map_err(|_| {
+            ConfigError::InvalidEndpoint {
+                endpoint: crate::uri::shown_text(self.endpoint.as_deref().unwrap_or_default()),
+                reason: "its host is not a header value".to_owned(),
+            }
+        })?;
         Ok(ResolvedTarget {
             region,
             authority,
+            host,
             invoke_text: invoke.to_string(),
             invoke,
             stop_text: stop.to_string(),
@@ -406,6 +413,8 @@ fn parse_endpoint(endpoint: &str) -> Result<(Scheme, Authority, String), ConfigE
 pub struct ResolvedTarget {
     region: String,
     authority: Authority,
+    /// The `Host` header of every request, built once.
+    host: http::HeaderValue,
     invoke: Uri,
     invoke_text: String,
     stop: Uri,
@@ -421,6 +430,11 @@ impl ResolvedTarget {
     /// The endpoint's host (and port), as the `Host` header carries it.
     pub fn authority(&self) -> &Authority {
         &self.authority
+    }
+
+    /// The `Host` header value.
+    pub(crate) fn host(&self) -> &http::HeaderValue {
+        &self.host
     }
 
     /// The URL of `InvokeAgentRuntime`: `POST /runtimes/{ARN}/invocations[?qualifier=…][&accountId=…]`.
