@@ -84,6 +84,38 @@ struct WireMessage<'a> {
     params: Option<WireParams<'a>>,
 }
 
+/// The same message with `params` kept raw: the second reading, for a body the one-pass
+/// reading refused as a whole although only its `params` held what a string or a number cannot
+/// be decoded into (a lone surrogate escape, `1e999`). Its `params` are then read on their own,
+/// and read as nothing known when they fail.
+#[derive(Deserialize)]
+struct RawWireMessage<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+impl<'a> From<RawWireMessage<'a>> for WireMessage<'a> {
+    fn from(raw: RawWireMessage<'a>) -> Self {
+        WireMessage {
+            method: raw.method,
+            id: raw.id,
+            result: raw.result,
+            error: raw.error,
+            params: raw
+                .params
+                .and_then(|params| serde_json::from_str::<WireParams<'a>>(params.get()).ok()),
+        }
+    }
+}
+
 /// `params`, read in the same pass as the message (the body is scanned once): `name` and `uri`
 /// when they are strings, `arguments` as the raw JSON it is. When `params` is not an object, or
 /// `name` or `uri` is there but not a string (or null), or a member is repeated, it reads as
@@ -297,19 +329,29 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 impl Body {
-    /// Reads a request body, in one pass. `with_arguments` parses `tools/call` arguments too.
+    /// Reads a request body, in one pass (a second one only for a body the first refused).
+    /// `with_arguments` parses `tools/call` arguments too.
     pub(crate) fn parse(bytes: &[u8], with_arguments: bool) -> Body {
+        match Self::parse_as::<WireMessage<'_>>(bytes, with_arguments) {
+            Body::Unparsable => Self::parse_as::<RawWireMessage<'_>>(bytes, with_arguments),
+            body => body,
+        }
+    }
+
+    fn parse_as<'a, W>(bytes: &'a [u8], with_arguments: bool) -> Body
+    where
+        W: Deserialize<'a> + Into<WireMessage<'a>>,
+    {
         match first_significant_byte(bytes) {
-            Some(b'{') => match serde_json::from_slice::<WireMessage<'_>>(bytes) {
-                Ok(wire) => {
-                    Message::from_wire(wire, with_arguments).map_or(Body::Unparsable, Body::Single)
-                }
+            Some(b'{') => match serde_json::from_slice::<W>(bytes) {
+                Ok(wire) => Message::from_wire(wire.into(), with_arguments)
+                    .map_or(Body::Unparsable, Body::Single),
                 Err(_) => Body::Unparsable,
             },
-            Some(b'[') => match serde_json::from_slice::<Vec<WireMessage<'_>>>(bytes) {
+            Some(b'[') => match serde_json::from_slice::<Vec<W>>(bytes) {
                 Ok(wires) if !wires.is_empty() => wires
                     .into_iter()
-                    .map(|w| Message::from_wire(w, with_arguments))
+                    .map(|w| Message::from_wire(w.into(), with_arguments))
                     .collect::<Option<Vec<_>>>()
                     .map_or(Body::Unparsable, Body::Batch),
                 _ => Body::Unparsable,
@@ -774,8 +816,20 @@ mod tests {
             "{\"name\":\"\\u0041\\/b\",\"other\":[{}]}",
             "{}",
         ];
+        // What a string or a number cannot be decoded into, where the two readings once parted.
+        let params: Vec<&str> = params
+            .iter()
+            .copied()
+            .chain([
+                r#"{"name":"\ud800"}"#,
+                r#"{"uri":"\ud800x"}"#,
+                r#"{"\ud800":1,"name":"n"}"#,
+                r#"{"name":1e999}"#,
+                r#"{"arguments":{"k":"\udc00"},"name":"n"}"#,
+            ])
+            .collect();
         for method in ["tools/call", "resources/read", "prompts/get", "ping"] {
-            for p in params {
+            for &p in &params {
                 let text =
                     format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{p}}}"#);
                 for with_arguments in [false, true] {

@@ -840,3 +840,150 @@ async fn over_the_emulator_a_sigv4_mcp_url_is_signed_for_its_signing_name() {
         "a refused signature within the clock's tolerance is not sent again"
     );
 }
+
+// What a review of the doors found, pinned.
+
+#[tokio::test]
+async fn a_refresh_that_cannot_be_made_delivers_the_refused_401_with_its_challenge() {
+    let service = Scripted::new([Step::Respond(unauthorized())]);
+    let shared = service.shared();
+    let tokens = TokenFn::new(|refresh: bool| async move {
+        if refresh {
+            Err(std::io::Error::other("the refresh token expired"))
+        } else {
+            Ok(BearerToken::new(STALE))
+        }
+    });
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
+        .build()
+        .unwrap();
+    let response = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap();
+    // The app (or its MCP client) can still run the OAuth flow from the 401.
+    assert_eq!(response.status(), 401);
+    assert_eq!(
+        response
+            .extensions()
+            .get::<BearerChallenge>()
+            .unwrap()
+            .resource_metadata(),
+        Some(METADATA)
+    );
+    let record = AttemptRecord::of_response(&response).unwrap().clone();
+    let (body, _) = read_all(response.into_body()).await;
+    assert_eq!(
+        &body[..],
+        br#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Missing Authentication Token"}}"#
+    );
+    assert_eq!(shared.calls(), 1);
+    let attempts = record.attempts();
+    assert_eq!(attempts.len(), 2, "{record}");
+    assert!(
+        record.to_string().contains(
+            "could not get a bearer token: the refresh token expired; the refused answer is delivered as it came"
+        ),
+        "{record}"
+    );
+}
+
+#[tokio::test]
+async fn the_refused_tokens_echo_in_the_next_answer_is_redacted_too() {
+    let echo_of_stale = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{"seen":"{STALE}"}}}}"#);
+    let echo: &'static [u8] = Box::leak(echo_of_stale.into_bytes().into_boxed_slice());
+    let service = Scripted::new([
+        Step::Respond(unauthorized()),
+        Step::Respond(response(200, &[("content-type", "application/json")], echo)),
+    ]);
+    let tokens = Tokens::default();
+    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
+        .build()
+        .unwrap();
+    let answer = layer
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+        .unwrap();
+    let (body, _) = read_all(answer.into_body()).await;
+    let body = String::from_utf8(body.to_vec()).unwrap();
+    assert!(!body.contains(STALE), "{body}");
+    assert!(body.contains(r#""seen":"[redacted]"#), "{body}");
+}
+
+#[tokio::test]
+async fn tokens_that_are_no_bearer_tokens_are_refused_unsent_and_unquoted() {
+    for token in [
+        "",
+        "ak",
+        "short",
+        "t\u{e9}kentokentoken",
+        "with space inside",
+        "a=b=cdefghij",
+    ] {
+        let service = Scripted::new([]);
+        let shared = service.shared();
+        let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(token))
+            .build()
+            .unwrap();
+        let error = layer
+            .layer(service)
+            .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Token, "{token:?}");
+        if !token.is_empty() {
+            assert!(!error.to_string().contains(token), "{error}");
+        }
+        assert_eq!(shared.calls(), 0, "{token:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_bearer_token_goes_over_https_or_to_this_machine_only() {
+    for (uri, sent) in [
+        ("http://gw.example/mcp", false),
+        ("https://gw.example/mcp", true),
+        ("http://127.0.0.1:8080/mcp", true),
+        ("http://localhost/mcp", true),
+        ("http://[::1]:9/mcp", true),
+    ] {
+        let service = Scripted::new([Step::Respond(ok())]);
+        let shared = service.shared();
+        let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+            .build()
+            .unwrap();
+        let result = layer.layer(service).oneshot(mcp_post(uri, CALL)).await;
+        assert_eq!(result.is_ok(), sent, "{uri}");
+        assert_eq!(shared.calls(), usize::from(sent), "{uri}");
+        if let Err(error) = result {
+            assert_eq!(error.kind(), ErrorKind::InvalidRequest);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_endpoint_request_drops_what_is_hop_by_hop_or_would_hide_an_echo() {
+    let service = Scripted::new([Step::Respond(ok())]);
+    let shared = service.shared();
+    let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+        .build()
+        .unwrap();
+    let mut request = mcp_post("https://Gw.Example:443/mcp", CALL);
+    let headers = request.headers_mut();
+    headers.insert("accept-encoding", "gzip, br".parse().unwrap());
+    headers.insert("connection", "x-hop, keep-alive".parse().unwrap());
+    headers.insert("x-hop", "1".parse().unwrap());
+    headers.insert("proxy-connection", "keep-alive".parse().unwrap());
+    headers.insert("x-kept", "2".parse().unwrap());
+    layer.layer(service).oneshot(request).await.unwrap();
+    let requests = shared.requests.lock().unwrap();
+    let sent = &requests[0].0.headers;
+    for name in ["accept-encoding", "connection", "x-hop", "proxy-connection"] {
+        assert!(!sent.contains_key(name), "{name} was carried");
+    }
+    assert_eq!(sent["x-kept"], "2");
+    // The Host the SDKs sign: no default port.
+    assert_eq!(sent["host"], "Gw.Example");
+}

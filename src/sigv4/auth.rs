@@ -45,6 +45,32 @@ impl fmt::Debug for BearerToken {
     }
 }
 
+/// The shortest bearer token sent: a shorter one would be masked wherever its few characters
+/// occur in an answer, and is no credential anyway.
+const SHORTEST_TOKEN: usize = 8;
+
+/// Whether `token` can be sent as RFC 6750's `b64token` (letters, digits, `-._~+/`, then `=`s)
+/// and is long enough to be one. The error never quotes it.
+fn check_token(token: &str) -> Result<(), Error> {
+    let body = token.trim_end_matches('=');
+    let well_formed = !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
+    if !well_formed || token.len() < SHORTEST_TOKEN {
+        return Err(Error::new(
+            ErrorKind::Token,
+            format!(
+                "the token provider gave no usable bearer token (RFC 6750: letters, digits, \
+                 `-._~+/` then `=`s; at least {SHORTEST_TOKEN} characters; this one has {})",
+                token.chars().count()
+            ),
+            None,
+        ));
+    }
+    Ok(())
+}
+
 /// What [`ProvideToken::provide_token`] returns.
 pub type TokenFuture = Pin<Box<dyn Future<Output = Result<BearerToken, BoxError>> + Send>>;
 
@@ -296,6 +322,10 @@ impl fmt::Debug for AuthSource {
     }
 }
 
+/// An attempt ready to send: the request, the secrets its answer must not show, and the time
+/// its signature was dated by (SigV4).
+pub(crate) type Authorized = (Request<Full<Bytes>>, Secrets, Option<SystemTime>);
+
 /// What one attempt is authenticated with.
 pub(crate) enum Key {
     SigV4(Credentials),
@@ -310,8 +340,8 @@ pub(crate) type KeyFuture = Pin<Box<dyn Future<Output = Result<Key, Error>> + Se
 pub(crate) enum Refresh {
     /// `ExpiredTokenException`: the credentials are resolved again, the cache dropped.
     Expired,
-    /// A signature refused while the answer's `Date` is this far from our clock (ms, the
-    /// server's minus ours).
+    /// A signature refused while the answer's `Date` was far from the time it was signed at:
+    /// the server's clock is this far from our raw clock (ms, the server's minus ours).
     Skewed(i64),
     /// HTTP 401: a new token is asked for.
     TokenRefused,
@@ -477,8 +507,8 @@ impl Auth {
     }
 
     /// Authenticates a request of `method` to `uri` with `headers` and `body`: signed at the
-    /// corrected time, or carrying the bearer token. Returns the request ready to send and the
-    /// secrets the answer must not show.
+    /// corrected time, or carrying the bearer token. Returns the request ready to send, the
+    /// secrets the answer must not show, and the time a signature was dated by.
     pub(crate) fn authorize(
         &self,
         key: &Key,
@@ -487,25 +517,35 @@ impl Auth {
         mut headers: HeaderMap,
         body: Bytes,
         extensions: http::Extensions,
-    ) -> Result<(Request<Full<Bytes>>, Secrets), Error> {
-        let secrets = match (self, key) {
+    ) -> Result<Authorized, Error> {
+        let (secrets, signed_at) = match (self, key) {
             (Auth::SigV4(sigv4), Key::SigV4(credentials)) => {
-                sign_sigv4(sigv4, credentials, &method, uri_text, &mut headers, &body)?
+                let at = sigv4.now();
+                let secrets = sign_sigv4(
+                    sigv4,
+                    credentials,
+                    at,
+                    &method,
+                    uri_text,
+                    &mut headers,
+                    &body,
+                )?;
+                (secrets, Some(at))
             }
             (Auth::Bearer(bearer), Key::Bearer(token)) => {
+                check_token(token.as_str())?;
                 let mut value = HeaderValue::try_from(format!("Bearer {}", token.as_str()))
                     .map_err(|_| {
                         Error::new(
                             ErrorKind::Token,
-                            "the token provider gave a token that cannot be sent in a header \
-                             (a character outside visible ASCII)"
-                                .to_owned(),
+                            "it cannot be a header value".to_owned(),
                             None,
                         )
                     })?;
                 value.set_sensitive(true);
                 headers.insert(AUTHORIZATION, value);
-                Secrets::of([cached_needle(&bearer.needle, token.as_str())])
+                let secrets = Secrets::of([cached_needle(&bearer.needle, token.as_str())]);
+                (secrets, None)
             }
             _ => unreachable!("a key is resolved by its own auth"),
         };
@@ -514,7 +554,7 @@ impl Auth {
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
         *request.extensions_mut() = extensions;
-        Ok((request, secrets))
+        Ok((request, secrets, signed_at))
     }
 
     /// Whether an answer (its head redacted, and the server's time from its `Date`) calls for
@@ -526,6 +566,7 @@ impl Auth {
         status: StatusCode,
         headers: &HeaderMap,
         server_time: Option<SystemTime>,
+        signed_at: Option<SystemTime>,
     ) -> Option<Refresh> {
         match self {
             // Any 401: the token was not taken, so nothing ran. AgentCore sends its `Bearer`
@@ -537,23 +578,31 @@ impl Auth {
                 if status != StatusCode::FORBIDDEN {
                     return None;
                 }
+                let millis =
+                    |later: SystemTime, earlier: SystemTime| match later.duration_since(earlier) {
+                        Ok(ahead) => i64::try_from(ahead.as_millis()).ok(),
+                        Err(behind) => i64::try_from(behind.duration().as_millis())
+                            .ok()
+                            .map(|m| -m),
+                    };
                 match crate::record::aws_error_type(headers)? {
-                    "ExpiredTokenException" | "ExpiredToken" | "RequestExpired" => {
-                        Some(Refresh::Expired)
-                    }
+                    "ExpiredTokenException" | "ExpiredToken" => Some(Refresh::Expired),
+                    // `RequestExpired` is a clock error for the AWS SDKs: the date is too old.
                     "InvalidSignatureException"
                     | "SignatureDoesNotMatch"
                     | "RequestTimeTooSkewed"
+                    | "RequestExpired"
                     | "AuthFailure"
                     | "AccessDeniedException" => {
                         let server = server_time?;
-                        let ours = sigv4.now();
-                        let skew = match server.duration_since(ours) {
-                            Ok(ahead) => i64::try_from(ahead.as_millis()).ok()?,
-                            Err(behind) => -i64::try_from(behind.duration().as_millis()).ok()?,
-                        };
-                        (skew.unsigned_abs() > SKEW_THRESHOLD.as_millis() as u64)
-                            .then_some(Refresh::Skewed(skew))
+                        // Judged against the time this attempt was signed at, so an attempt
+                        // signed before another call corrected the clock is judged rightly;
+                        // the correction is the server's time minus our raw clock, set (not
+                        // added), so calls refused together correct it once.
+                        let off = millis(server, signed_at.unwrap_or_else(|| sigv4.now()))?;
+                        let absolute = millis(server, (sigv4.clock)())?;
+                        (off.unsigned_abs() > SKEW_THRESHOLD.as_millis() as u64)
+                            .then_some(Refresh::Skewed(absolute))
                     }
                     _ => None,
                 }
@@ -565,11 +614,14 @@ impl Auth {
     /// corrected. (A refused token is refreshed by asking its provider with `refresh`.)
     pub(crate) fn refresh(&self, refresh: &Refresh) {
         let Auth::SigV4(sigv4) = self else { return };
-        if let Some(cache) = &sigv4.cache {
-            cache.invalidate();
-        }
-        if let Refresh::Skewed(skew) = refresh {
-            sigv4.skew_ms.fetch_add(*skew, Ordering::Relaxed);
+        match refresh {
+            Refresh::Expired => {
+                if let Some(cache) = &sigv4.cache {
+                    cache.invalidate();
+                }
+            }
+            Refresh::Skewed(skew) => sigv4.skew_ms.store(*skew, Ordering::Relaxed),
+            Refresh::TokenRefused => {}
         }
     }
 }
@@ -596,6 +648,7 @@ impl fmt::Debug for Auth {
 fn sign_sigv4(
     sigv4: &SigV4,
     credentials: &Credentials,
+    at: SystemTime,
     method: &Method,
     uri_text: &str,
     headers: &mut HeaderMap,
@@ -626,7 +679,7 @@ fn sign_sigv4(
         .identity(&kept.identity)
         .region(&sigv4.region)
         .name(&sigv4.signing_name)
-        .time(sigv4.now())
+        .time(at)
         .settings(SigningSettings::default())
         .build()
         .map_err(|e| signing_error(&e))?

@@ -132,8 +132,12 @@ impl McpEndpointLayer {
     }
 
     /// Starts building a layer that sends `Authorization: Bearer <token>`, with a token from
-    /// `tokens` asked for every attempt, asked again with `refresh` after a 401 with a
-    /// `Bearer` challenge (see [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
+    /// `tokens` asked for every attempt, asked again with `refresh` after a 401 (see
+    /// [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
+    ///
+    /// The token goes to every URL the requests name — over https only (plain http to a
+    /// loopback host): use one layer per MCP server, so that a token meant for one never
+    /// reaches another (the MCP authorization specification's audience rule).
     pub fn bearer(tokens: impl ProvideToken) -> McpEndpointLayerBuilder {
         Self::with_auth(AuthSource::bearer(tokens))
     }

@@ -714,15 +714,29 @@ struct Pending<S> {
     may_refresh: bool,
 }
 
-struct Prepared<S> {
+struct Prepared<S, ResB> {
     pending: Pending<S>,
     body: Bytes,
+    /// For a re-send after a refusal: the refused answer, delivered as it came when the
+    /// re-send cannot be made (no fresh token or credentials, the service not ready), and the
+    /// secrets of the refused attempt, kept out of the new answer too.
+    refused: Option<Refused<ResB>>,
+}
+
+/// An answer that called for fresh authentication, held until the re-send is on its way.
+struct Refused<ResB> {
+    parts: http::response::Parts,
+    body: ResB,
+    secrets: Secrets,
+    chosen: Option<Chosen>,
 }
 
 /// What one attempt was signed with, for its answer.
 struct Signed {
     request: Request<Full<Bytes>>,
     secrets: Secrets,
+    /// The time its signature was dated by (SigV4).
+    signed_at: Option<SystemTime>,
     /// The runtime session, when the layer chose it (the request named none).
     chosen: Option<Chosen>,
 }
@@ -745,6 +759,34 @@ impl Call {
         self.handed.not_sent(error.to_string());
         self.end(false);
         error.with_record(self.context.record())
+    }
+
+    /// A re-send after a refusal could not be made (`error`): the refused answer is delivered
+    /// as it came, the re-send recorded as not sent. Without one (the first attempt), the
+    /// error ends the call.
+    fn not_resent<S, ResB: Body>(
+        &mut self,
+        error: Error,
+        refused: Option<Refused<ResB>>,
+        pending: &Pending<S>,
+    ) -> Result<Response<InvokeBody<ResB>>, Error> {
+        let Some(refused) = refused else {
+            return Err(self.not_sent(error));
+        };
+        self.handed.not_sent(format!(
+            "{error}; the refused answer is delivered as it came"
+        ));
+        let response = deliver(
+            self,
+            &pending.shared,
+            pending.operation,
+            refused.chosen,
+            refused.parts,
+            refused.body,
+            refused.secrets,
+        );
+        self.end(false);
+        Ok(response)
     }
 
     /// Whether the call may be sent once more after `refresh`: the call's rule and budget
@@ -836,19 +878,20 @@ pin_project! {
         },
         Resolving {
             key: KeyFuture,
-            prepared: Option<Prepared<S>>,
+            prepared: Option<Prepared<S, ResB>>,
         },
         Calling {
             #[pin]
             future: S::Future,
             secrets: Secrets,
+            signed_at: Option<SystemTime>,
             chosen: Option<Chosen>,
             shared: Arc<Shared>,
             operation: Operation,
-            again: Option<Prepared<S>>,
+            again: Option<Prepared<S, ResB>>,
         },
         Refreshing {
-            prepared: Option<Prepared<S>>,
+            prepared: Option<Prepared<S, ResB>>,
             // Whether the token was refused (asked for again with `refresh`).
             token_refused: bool,
         },
@@ -894,12 +937,20 @@ where
                     let key = pending.shared.auth.resolve(false);
                     this.state.set(State::Resolving {
                         key,
-                        prepared: Some(Prepared { pending, body }),
+                        prepared: Some(Prepared {
+                            pending,
+                            body,
+                            refused: None,
+                        }),
                     });
                 }
                 StateProj::Resolving { key, prepared } => {
                     let resolved = std::task::ready!(key.as_mut().poll(cx));
-                    let Prepared { mut pending, body } = prepared
+                    let Prepared {
+                        mut pending,
+                        body,
+                        refused,
+                    } = prepared
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
                     let context = &this.call.context;
@@ -913,21 +964,27 @@ where
                         resolved.and_then(|key| sign_attempt(&mut pending, body, &key, context));
                     let Signed {
                         mut request,
-                        secrets,
+                        mut secrets,
+                        signed_at,
                         chosen,
                     } = match sent {
                         Ok(signed) => signed,
                         Err(error) => {
                             this.state.set(State::Done);
-                            return Poll::Ready(Err(this.call.not_sent(error)));
+                            return Poll::Ready(this.call.not_resent(error, refused, &pending));
                         }
                     };
+                    if let Some(refused) = &refused {
+                        // The refused attempt's secrets (a token no longer used, an old
+                        // session token) must not come back in this answer either.
+                        secrets.extend(&refused.secrets);
+                    }
                     if let Some(gate) = request.extensions().get::<SharedSendGate>()
                         && let Err(reason) = gate.check()
                     {
                         this.state.set(State::Done);
                         let error = Error::new(ErrorKind::SendGateClosed, reason, None);
-                        return Poll::Ready(Err(this.call.not_sent(error)));
+                        return Poll::Ready(this.call.not_resent(error, refused, &pending));
                     }
                     let Pending {
                         mut parts,
@@ -939,6 +996,7 @@ where
                     this.call.dispatch(&mut request);
                     let future = service.call(request);
                     let again = copy.map(|(extensions, body)| Prepared {
+                        refused: None,
                         pending: Pending {
                             parts: {
                                 parts.extensions = extensions;
@@ -954,6 +1012,7 @@ where
                     this.state.set(State::Calling {
                         future,
                         secrets,
+                        signed_at,
                         chosen,
                         shared,
                         operation,
@@ -968,9 +1027,16 @@ where
                         unreachable!("taken once")
                     };
                     if let Err(error) = std::task::ready!(again.pending.service.poll_ready(cx)) {
+                        let Some(again) = prepared.take() else {
+                            unreachable!("taken once")
+                        };
                         this.state.set(State::Done);
                         let error = Error::from_service(error);
-                        return Poll::Ready(Err(this.call.not_sent(error)));
+                        return Poll::Ready(this.call.not_resent(
+                            error,
+                            again.refused,
+                            &again.pending,
+                        ));
                     }
                     let key = again.pending.shared.auth.resolve(*token_refused);
                     let prepared = prepared.take();
@@ -979,6 +1045,7 @@ where
                 StateProj::Calling {
                     future,
                     secrets,
+                    signed_at,
                     chosen,
                     shared,
                     operation,
@@ -986,6 +1053,7 @@ where
                 } => {
                     let result = std::task::ready!(future.poll(cx));
                     let secrets = std::mem::take(secrets);
+                    let signed_at = *signed_at;
                     let chosen = chosen.take();
                     let shared = shared.clone();
                     let operation = *operation;
@@ -1024,45 +1092,30 @@ where
                                         parts.status,
                                         &parts.headers,
                                         server_time,
+                                        signed_at,
                                     )
                                 })
                                 .flatten();
-                            if let (Some(refresh), Some(again)) = (refresh, again)
+                            if let (Some(refresh), Some(mut again)) = (refresh, again)
                                 && call.may_send_again(&refresh)
                             {
-                                drop(body);
                                 shared.auth.refresh(&refresh);
+                                // Held, not read: delivered as it came if the re-send cannot
+                                // be made.
+                                again.refused = Some(Refused {
+                                    parts,
+                                    body,
+                                    secrets,
+                                    chosen,
+                                });
                                 this.state.set(State::Refreshing {
                                     prepared: Some(again),
                                     token_refused: matches!(refresh, Refresh::TokenRefused),
                                 });
                                 continue;
                             }
-                            if let Some(chosen) = &chosen {
-                                let sessions = &shared.invoke().sessions;
-                                match operation {
-                                    Operation::Invoke => sessions.adopt(chosen, &parts.headers),
-                                    Operation::StopSession if parts.status.is_success() => {
-                                        sessions.forget(chosen);
-                                    }
-                                    Operation::StopSession | Operation::Forward => {}
-                                }
-                            }
-                            // A refused token (401), too few scopes (403 `insufficient_scope`):
-                            // the challenge, for an app that runs the OAuth flow.
-                            if matches!(
-                                parts.status,
-                                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
-                            ) && let Some(challenge) = BearerChallenge::of(&parts.headers)
-                            {
-                                parts.extensions.insert(challenge);
-                            }
-                            if call.ownership.is_some() {
-                                parts.extensions.insert(record.clone());
-                            }
-                            Ok(Response::from_parts(
-                                parts,
-                                InvokeBody::remote(body, secrets),
+                            Ok(deliver(
+                                call, &shared, operation, chosen, parts, body, secrets,
                             ))
                         }
                         Err(error) => {
@@ -1095,6 +1148,41 @@ where
     }
 }
 
+/// Hands an answer (its head redacted) to the app: the runtime session adopted or forgotten,
+/// a `Bearer` challenge read into its extensions, the record attached when this layer owns
+/// the call, the call ended.
+fn deliver<ResB: Body>(
+    call: &mut Call,
+    shared: &Shared,
+    operation: Operation,
+    chosen: Option<Chosen>,
+    mut parts: http::response::Parts,
+    body: ResB,
+    secrets: Secrets,
+) -> Response<InvokeBody<ResB>> {
+    if let Some(chosen) = &chosen {
+        let sessions = &shared.invoke().sessions;
+        match operation {
+            Operation::Invoke => sessions.adopt(chosen, &parts.headers),
+            Operation::StopSession if parts.status.is_success() => sessions.forget(chosen),
+            Operation::StopSession | Operation::Forward => {}
+        }
+    }
+    // A refused token (401), too few scopes (403 `insufficient_scope`): the challenge, for an
+    // app that runs the OAuth flow.
+    if matches!(
+        parts.status,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+    ) && let Some(challenge) = BearerChallenge::of(&parts.headers)
+    {
+        parts.extensions.insert(challenge);
+    }
+    if call.ownership.is_some() {
+        parts.extensions.insert(call.context.record().clone());
+    }
+    Response::from_parts(parts, InvokeBody::remote(body, secrets))
+}
+
 /// Maps and authenticates one attempt.
 fn sign_attempt<S>(
     pending: &mut Pending<S>,
@@ -1106,16 +1194,18 @@ fn sign_attempt<S>(
     // Each attempt is a call of its own here: the extensions move to the request sent.
     let extensions = std::mem::take(&mut pending.parts.extensions);
     if pending.operation == Operation::Forward {
-        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri)?;
+        let bearer = matches!(shared.auth, Auth::Bearer(_));
+        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer)?;
         let method = pending.parts.method.clone();
         let headers = request::endpoint_headers(&pending.parts.headers, host, &method, &body);
-        let (request, secrets) =
+        let (request, secrets, signed_at) =
             shared
                 .auth
                 .authorize(key, method, (uri, &text), headers, body, extensions)?;
         return Ok(Signed {
             request,
             secrets,
+            signed_at,
             chosen: None,
         });
     }
@@ -1177,7 +1267,7 @@ fn sign_attempt<S>(
             )
         }
     };
-    let (request, secrets) = shared.auth.authorize(
+    let (request, secrets, signed_at) = shared.auth.authorize(
         key,
         Method::POST,
         (uri, uri_text),
@@ -1188,6 +1278,7 @@ fn sign_attempt<S>(
     Ok(Signed {
         request,
         secrets,
+        signed_at,
         chosen,
     })
 }

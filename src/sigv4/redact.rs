@@ -73,6 +73,11 @@ impl Secrets {
         }
     }
 
+    /// Adds `other`'s secrets (shared searchers: nothing is built again).
+    pub(crate) fn extend(&mut self, other: &Secrets) {
+        self.needles.extend(other.needles.iter().cloned());
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.needles.is_empty()
     }

@@ -217,8 +217,13 @@ pub(crate) fn stop_request(
 
 /// The hop-by-hop headers (RFC 9110 §7.6.1) and the ones a signature or a token sets: never
 /// carried to an MCP endpoint from the request as given.
-const NOT_CARRIED: [HeaderName; 12] = [
+const NOT_CARRIED: [HeaderName; 15] = [
     http::header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    // The answer must come as it is, uncompressed: the redaction reads its bytes, and a
+    // compressed echo of a secret would pass it.
+    http::header::ACCEPT_ENCODING,
+    HeaderName::from_static("x-amz-content-sha256"),
     HeaderName::from_static("keep-alive"),
     http::header::PROXY_AUTHENTICATE,
     http::header::PROXY_AUTHORIZATION,
@@ -235,7 +240,10 @@ const NOT_CARRIED: [HeaderName; 12] = [
 /// The URI of a request to an MCP endpoint, as the request gives it: absolute (`http`/`https`
 /// with a host), without user information (a password belongs in the auth, not in a URL that
 /// travels and gets logged). Returns it with its text and its `Host` value.
-pub(crate) fn endpoint_uri(uri: &http::Uri) -> Result<(http::Uri, String, HeaderValue), Error> {
+pub(crate) fn endpoint_uri(
+    uri: &http::Uri,
+    https_only: bool,
+) -> Result<(http::Uri, String, HeaderValue), Error> {
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
         return Err(invalid(
             "an MCP endpoint request needs an absolute URL (https://host/path): the layer sends \
@@ -255,9 +263,31 @@ pub(crate) fn endpoint_uri(uri: &http::Uri) -> Result<(http::Uri, String, Header
                 .into(),
         ));
     }
-    let host = HeaderValue::from_str(authority.as_str())
-        .map_err(|_| invalid("the URL's host is not a header value".into()))?;
+    let host = authority.host();
+    if https_only && scheme == "http" && !is_loopback(host) {
+        return Err(invalid(
+            "a bearer token is sent over https only (plain http to a loopback host): the token \
+             would travel in clear text"
+                .into(),
+        ));
+    }
+    // The `Host` the SDKs sign: without the scheme's default port.
+    let default_port = if scheme == "https" { 443 } else { 80 };
+    let host = match authority.port_u16() {
+        Some(port) if port != default_port => HeaderValue::from_str(authority.as_str()),
+        _ => HeaderValue::from_str(host),
+    }
+    .map_err(|_| invalid("the URL's host is not a header value".into()))?;
     Ok((uri.clone(), uri.to_string(), host))
+}
+
+/// Whether `host` is this machine: `localhost`, `127.0.0.0/8`, `::1`.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The headers of a request to an MCP endpoint: the request's own as they are (the MCP headers
@@ -269,9 +299,18 @@ pub(crate) fn endpoint_headers(
     method: &Method,
     body: &Bytes,
 ) -> HeaderMap {
+    // And the headers `Connection` names: hop-by-hop too (RFC 9110 §7.6.1).
+    let named_by_connection = |name: &HeaderName| {
+        given
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
+    };
     let mut headers = HeaderMap::with_capacity(given.len() + 2);
     for (name, value) in given {
-        if !NOT_CARRIED.contains(name) && name != CONTENT_LENGTH {
+        if !NOT_CARRIED.contains(name) && name != CONTENT_LENGTH && !named_by_connection(name) {
             headers.append(name.clone(), value.clone());
         }
     }

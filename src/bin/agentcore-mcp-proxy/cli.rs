@@ -139,7 +139,8 @@ OPTIONS
 
     --bearer-token-env VAR
         Send \"Authorization: Bearer TOKEN\", TOKEN being the value of the
-        environment variable VAR (read at start, and again after a 401), in
+        environment variable VAR (read once, at start: a running process's
+        environment does not change, so a 401 is answered, not retried), in
         place of SigV4.
 
     --bearer-token-command CMD

@@ -56,6 +56,12 @@ pub enum Tokens {
 }
 
 impl ProvideToken for Tokens {
+    /// A variable cannot change under a running process: a refused token from one is
+    /// answered, not sent again with the same value.
+    fn can_refresh(&self) -> bool {
+        !matches!(self, Tokens::Env(_))
+    }
+
     fn provide_token(&self, refresh: bool) -> TokenFuture {
         match self {
             Tokens::Env(env) => {
@@ -70,8 +76,8 @@ impl ProvideToken for Tokens {
     }
 }
 
-/// `--bearer-token-env VAR`: the variable's value, read at start and again when the server
-/// refused it.
+/// `--bearer-token-env VAR`: the variable's value, read at start (and again if asked to
+/// refresh, which the proxy does not do: see [`Tokens::can_refresh`]).
 pub struct EnvToken {
     name: String,
     token: Mutex<BearerToken>,
