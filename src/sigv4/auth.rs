@@ -396,7 +396,7 @@ impl BearerChallenge {
             .get_all(http::header::WWW_AUTHENTICATE)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .find_map(parse_bearer)
+            .find_map(|value| challenge_starts(value).find_map(|at| parse_bearer(&value[at..])))
     }
 
     /// The URL of the protected resource's metadata (RFC 9728), the start of the OAuth flow.
@@ -413,6 +413,24 @@ impl BearerChallenge {
     pub fn scope(&self) -> Option<&str> {
         self.scope.as_deref()
     }
+}
+
+/// Where a challenge may start in a `WWW-Authenticate` value, which can hold several
+/// (`Basic realm="x", Bearer resource_metadata="…"`): its start, and after every comma outside
+/// a quoted string (a parameter's comma too: [`parse_bearer`] tells a scheme from a parameter).
+fn challenge_starts(value: &str) -> impl Iterator<Item = usize> + '_ {
+    let mut quoted = false;
+    let mut escaped = false;
+    std::iter::once(0).chain(value.char_indices().filter_map(move |(i, c)| {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => return Some(i + 1),
+            _ => {}
+        }
+        None
+    }))
 }
 
 /// Parses one challenge `Bearer k="v", k=v, …` (RFC 9110 §11.6.1's auth-params, quoted or
@@ -741,6 +759,12 @@ mod tests {
         );
         assert_eq!(challenge("Bearer").unwrap().error(), None);
         assert_eq!(challenge("Basic realm=\"x\""), None);
+        // Several challenges in one value: the Bearer one is found, not a quoted look-alike.
+        let c = challenge(r#"Basic realm="a, Bearer error=fake", Bearer error="invalid_token", resource_metadata="https://m""#).unwrap();
+        assert_eq!(
+            (c.error(), c.resource_metadata()),
+            (Some("invalid_token"), Some("https://m"))
+        );
         assert_eq!(challenge("Bearerish x=1"), None);
         // Unterminated quotes and stray text: read what can be read, never a panic.
         let c = challenge(r#"Bearer error="invalid_token, resource_metadata"#).unwrap();
