@@ -435,3 +435,38 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
     assert_eq!(response.status(), 403);
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn calls_refused_together_for_a_skewed_clock_correct_it_once_and_all_go_through() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    // Our clock is 10 minutes ahead; eight calls are signed before any answer comes back.
+    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
+        emulator.credentials(),
+    )
+    .clock(|| std::time::SystemTime::now() + Duration::from_secs(600))
+    .build()
+    .unwrap();
+    let stack = ServiceBuilder::new()
+        .layer(agentcore_tower::recommended_layers(
+            ReplayGuardLayer::new(),
+            signer,
+        ))
+        .service(http_client());
+    let calls = (0..8).map(|i| stack.clone().oneshot(tool_call(i, "counter", json!({}))));
+    let answers = futures_util::future::join_all(calls).await;
+    // Each refused call sets the correction to the same offset (an added one would have moved
+    // the clock 80 minutes back, and every re-send would have been refused again).
+    for answer in answers {
+        let answer = answer.unwrap();
+        let record = AttemptRecord::of_response(&answer).unwrap().clone();
+        assert_eq!(answer.status(), 200, "{record}");
+        assert!(record.len() <= 2, "{record}");
+    }
+    assert_eq!(emulator.counter(), 8);
+    let response = stack
+        .oneshot(tool_call(9, "counter", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
+}
