@@ -19,6 +19,9 @@ pub(crate) const REDACTED: &str = "[redacted]";
 /// delivered as they came.
 const MASKED_AT_END: usize = 8;
 
+/// The characters the two-byte JSON escapes other than `\/` stand for.
+const SHORT_ESCAPED: [u8; 7] = [b'"', b'\\', 0x08, 0x0c, b'\n', b'\r', b'\t'];
+
 /// The longest a JSON escape of one character is: `\uXXXX`.
 const LONGEST_ESCAPE: usize = 6;
 
@@ -50,6 +53,10 @@ pub(crate) fn cached_needle(cache: &Mutex<Option<Needle>>, secret: &str) -> Need
 #[derive(Clone, Default)]
 pub(crate) struct Secrets {
     needles: Vec<Needle>,
+    /// Whether a secret holds a character a two-byte JSON escape other than `\/` stands for
+    /// (`"`, `\`, a control character): then every escape can hide part of one. AWS's
+    /// signatures, session tokens and bearer tokens hold none.
+    short_escapes_matter: bool,
 }
 
 impl Secrets {
@@ -65,17 +72,33 @@ impl Secrets {
 
     /// The secrets searched for by `needles` (an empty needle is left out).
     pub(crate) fn of(needles: impl IntoIterator<Item = Needle>) -> Self {
-        Self {
-            needles: needles
-                .into_iter()
-                .filter(|n| !n.needle().is_empty())
-                .collect(),
+        let mut secrets = Self::default();
+        secrets.extend_with(needles.into_iter().filter(|n| !n.needle().is_empty()));
+        secrets
+    }
+
+    fn extend_with(&mut self, needles: impl IntoIterator<Item = Needle>) {
+        for needle in needles {
+            self.short_escapes_matter |= needle.needle().iter().any(|b| SHORT_ESCAPED.contains(b));
+            self.needles.push(needle);
         }
     }
 
     /// Adds `other`'s secrets (shared searchers: nothing is built again).
     pub(crate) fn extend(&mut self, other: &Secrets) {
-        self.needles.extend(other.needles.iter().cloned());
+        self.extend_with(other.needles.iter().cloned());
+    }
+
+    /// Whether the JSON-decoded reading of `bytes` (which hold a backslash) can show a secret,
+    /// or the start of one, that the bytes as they are do not: only where an escape stands for
+    /// a character a secret can hold — `\uXXXX` for any, `\/` for `/`, the others only when a
+    /// secret holds `"`, `\` or a control character — or where an escape is cut off by the
+    /// end. Any other escape stands for a character no secret holds, so no secret (nor its
+    /// start) can span it, and the raw reading finds every one the decoded reading would.
+    fn decoding_matters(&self, bytes: &[u8]) -> bool {
+        self.short_escapes_matter
+            || memchr::memchr_iter(b'\\', bytes)
+                .any(|at| matches!(bytes.get(at + 1), None | Some(b'u' | b'/')))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -91,7 +114,15 @@ impl Secrets {
     /// overlapping), and where the possible start of one at the end begins (`bytes.len()` when
     /// nothing at the end could begin one).
     fn scan(&self, bytes: &[u8]) -> Scan {
-        if memchr::memchr(b'\\', bytes).is_none() {
+        self.scan_reading(bytes, true)
+    }
+
+    /// [`scan`](Self::scan), the decoded reading left out when it cannot tell more
+    /// (`skip_needless`; the test compares both).
+    fn scan_reading(&self, bytes: &[u8], skip_needless: bool) -> Scan {
+        if memchr::memchr(b'\\', bytes).is_none()
+            || (skip_needless && !self.decoding_matters(bytes))
+        {
             // No escape: the bytes are their own decoding.
             return Scan {
                 matches: self.find_all(bytes),
@@ -349,6 +380,71 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Leaving out the decoded reading where it cannot tell more changes nothing: the same
+    /// matches and the same held-back tail as reading both, on random escaped text, for
+    /// secrets without and with characters a short escape stands for.
+    #[test]
+    fn the_decoded_reading_is_left_out_only_where_it_tells_nothing() {
+        let mut rng = fastrand::Rng::with_seed(0x17_17);
+        let alphabet = b"AB/+=\\\\\\u00412f\"nrtbx";
+        let mut compared = 0;
+        for round in 0..3_000 {
+            let secret = |rng: &mut fastrand::Rng| -> String {
+                let len = rng.usize(3..9);
+                (0..len)
+                    .map(|_| b"AB/+=0x"[rng.usize(..7)] as char)
+                    .chain((round % 3 == 0).then_some('"'))
+                    .collect()
+            };
+            let (one, two) = (secret(&mut rng), secret(&mut rng));
+            let secrets = Secrets::new([one.clone(), two]);
+            for _ in 0..10 {
+                let noise = |rng: &mut fastrand::Rng| -> Vec<u8> {
+                    (0..rng.usize(0..12))
+                        .map(|_| alphabet[rng.usize(..alphabet.len())])
+                        .collect()
+                };
+                let mut bytes = noise(&mut rng);
+                // A secret in it, each character plain or escaped in some way, at times cut off.
+                if rng.bool() {
+                    for c in one.chars() {
+                        match (c, rng.u8(..4)) {
+                            ('"', 0 | 1) => bytes.extend_from_slice(b"\\\""),
+                            ('/', 0) => bytes.extend_from_slice(b"\\/"),
+                            (c, 1) => {
+                                bytes.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+                            }
+                            (c, _) => bytes.push(c as u8),
+                        }
+                    }
+                    if rng.bool() {
+                        bytes.truncate(rng.usize(..=bytes.len()));
+                    }
+                }
+                bytes.extend(noise(&mut rng));
+                let skipped = secrets.scan_reading(&bytes, true);
+                let both = secrets.scan_reading(&bytes, false);
+                assert_eq!(
+                    skipped.matches,
+                    both.matches,
+                    "{:?}",
+                    String::from_utf8_lossy(&bytes)
+                );
+                assert_eq!(
+                    skipped.tail,
+                    both.tail,
+                    "{:?}",
+                    String::from_utf8_lossy(&bytes)
+                );
+                compared += usize::from(!both.matches.is_empty() || both.tail < bytes.len());
+            }
+        }
+        assert!(
+            compared > 1_000,
+            "the inputs hold secrets and their starts ({compared})"
+        );
+    }
 
     fn redact_in_frames(secrets: &[&str], frames: &[&[u8]]) -> (Vec<Bytes>, Vec<u8>) {
         let mut r = Redactor::new(Secrets::new(secrets.iter().map(|s| s.to_string())));
