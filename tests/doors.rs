@@ -672,10 +672,7 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
     let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
         .await
         .unwrap();
-    let layer = McpEndpointLayer::sigv4(emulator.credentials())
-        .region(emulator.region())
-        .build()
-        .unwrap();
+    let layer = emulator.endpoint_signer().build().unwrap();
     let stack = ServiceBuilder::new()
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),

@@ -958,9 +958,7 @@ async fn a_failing_service_is_a_client_error_with_its_cause() {
 async fn rmcp_over_a_gateway_runs_a_session_and_opens_it_again_after_it_expires()
 -> Result<(), BoxError> {
     let emulator = Emulator::start(EmulatorConfig::default().gateway(true)).await?;
-    let signer = agentcore_tower::sigv4::McpEndpointLayer::sigv4(emulator.credentials())
-        .region(emulator.region())
-        .build()?;
+    let signer = emulator.endpoint_signer().build()?;
     let records = Records::default();
     let sink = records.clone();
     let stack = tower::ServiceBuilder::new()

@@ -648,6 +648,26 @@ impl Emulator {
         )
     }
 
+    /// An [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) builder aimed at this emulator
+    /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name.
+    /// Requests name [`gateway_url`](Self::gateway_url). Add settings, then `build()`.
+    ///
+    /// ```
+    /// use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let emulator = Emulator::start(EmulatorConfig::default().gateway(true).signing_name("execute-api")).await?;
+    /// let signer = emulator.endpoint_signer().build()?;
+    /// assert!(format!("{signer:?}").contains(r#"signing_name: "execute-api""#));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn endpoint_signer(&self) -> crate::sigv4::McpEndpointLayerBuilder {
+        crate::sigv4::McpEndpointLayer::sigv4(self.credentials())
+            .region(self.region())
+            .signing_name(self.state.config.signing_name.clone())
+    }
+
     /// The first accepted test credentials.
     pub fn credentials(&self) -> Credentials {
         self.state
