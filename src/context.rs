@@ -71,6 +71,9 @@ struct State {
     hooks: Vec<OnRecord>,
     runtime_session: Option<Arc<str>>,
     stop_token: Option<Arc<str>>,
+    /// The request head the last retry layer kept for its re-sends, for the layers below to
+    /// share when they receive it unchanged.
+    head: Option<Arc<crate::retry::Head>>,
 }
 
 /// Whether a layer owns the call: at most one, once.
@@ -293,6 +296,16 @@ impl CallContext {
 
     /// The runtime session id of this call: `choose`n by the first attempt, the same for every
     /// attempt after.
+    /// The head a retry layer above kept, if any.
+    pub(crate) fn shared_head(&self) -> Option<Arc<crate::retry::Head>> {
+        self.lock().head.clone()
+    }
+
+    /// Offers `head` to the layers below.
+    pub(crate) fn share_head(&self, head: Arc<crate::retry::Head>) {
+        self.lock().head = Some(head);
+    }
+
     pub(crate) fn runtime_session(&self, choose: impl FnOnce() -> Arc<str>) -> Arc<str> {
         self.lock()
             .runtime_session

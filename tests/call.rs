@@ -898,3 +898,72 @@ async fn an_answer_naming_another_mcp_sessions_runtime_session_is_not_taken() {
         );
     }
 }
+
+/// A layer of the app's between two of ours that changes the request: the inner layer
+/// re-sends what it received, not the head the outer one kept (which the layers share only
+/// when it is the same).
+#[tokio::test]
+async fn an_inner_layer_resends_what_it_received_when_a_layer_between_changed_it() {
+    use agentcore_tower::{SessionBusyRetryLayer, ThrottleRetryLayer};
+    let busy = || {
+        Step::Respond(response(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
+        ))
+    };
+    let done = || {
+        Step::Respond(response(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+        ))
+    };
+    for change in ["add", "replace", "remove", "none"] {
+        let inner = Scripted::new([busy(), busy(), done()]);
+        let shared = inner.shared();
+        let stack = tower::ServiceBuilder::new()
+            .layer(ThrottleRetryLayer::new())
+            .map_request(move |mut request: Request<Full<Bytes>>| {
+                let headers = request.headers_mut();
+                match change {
+                    "add" => {
+                        headers.insert("x-added", "1".parse().unwrap());
+                    }
+                    "replace" => {
+                        headers.insert("x-app", "changed".parse().unwrap());
+                    }
+                    "remove" => {
+                        headers.remove("x-app");
+                    }
+                    _ => {}
+                }
+                request
+            })
+            .layer(SessionBusyRetryLayer::new().base_delay(std::time::Duration::ZERO))
+            .service(inner);
+        let mut request = json_request(TOOLS_CALL);
+        request
+            .headers_mut()
+            .insert("x-app", "original".parse().unwrap());
+        let response = stack.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let requests = shared.requests.lock().unwrap();
+        assert_eq!(requests.len(), 3, "{change}");
+        for (parts, body) in requests.iter() {
+            let x_app = parts.headers.get("x-app").map(|v| v.to_str().unwrap());
+            let expected = match change {
+                "replace" => Some("changed"),
+                "remove" => None,
+                _ => Some("original"),
+            };
+            assert_eq!(x_app, expected, "{change}");
+            assert_eq!(
+                parts.headers.contains_key("x-added"),
+                change == "add",
+                "{change}"
+            );
+            assert_eq!(body, TOOLS_CALL.as_bytes(), "{change}");
+        }
+    }
+}

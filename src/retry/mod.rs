@@ -372,7 +372,7 @@ where
             uri = %Shown(request.uri()),
         );
         let template = (context.max_attempts(config.backoff.max_attempts()) > 1)
-            .then(|| clone_request(&request));
+            .then(|| Template::of(&request, &context));
         let prepare = self.policy.prepare(&request, &context);
         ResponseFuture {
             state: State::Preparing { future: prepare },
@@ -390,15 +390,76 @@ where
     }
 }
 
-/// Copies a request for a re-send: method, URI, version, headers, extensions and body.
-fn clone_request<B: Clone>(request: &Request<B>) -> Request<B> {
-    let mut copy = Request::new(request.body().clone());
-    *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
-    *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
-    *copy.extensions_mut() = request.extensions().clone();
-    copy
+/// A request's head — method, URI, version, headers — kept for re-sends, shared by the retry
+/// layers of one call that received it unchanged (each checks: a layer of the app's between two
+/// of ours may have changed it).
+pub(crate) struct Head {
+    method: http::Method,
+    uri: http::Uri,
+    version: http::Version,
+    headers: http::HeaderMap,
+}
+
+impl Head {
+    fn of<B>(request: &Request<B>) -> Self {
+        Self {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
+        }
+    }
+
+    /// Whether `request` has exactly this head.
+    fn is_of<B>(&self, request: &Request<B>) -> bool {
+        self.method == request.method()
+            && self.uri == *request.uri()
+            && self.version == request.version()
+            && self.headers == *request.headers()
+    }
+}
+
+/// What a retry layer re-sends: the request it received — the head shared with the layer above
+/// when that one kept the same, its own body and extensions (neither can be compared).
+struct Template<B> {
+    head: Arc<Head>,
+    body: B,
+    extensions: http::Extensions,
+}
+
+impl<B> Template<B> {
+    fn uri(&self) -> &http::Uri {
+        &self.head.uri
+    }
+}
+
+impl<B: Clone> Template<B> {
+    fn of(request: &Request<B>, context: &CallContext) -> Self {
+        let head = match context.shared_head() {
+            Some(head) if head.is_of(request) => head,
+            _ => {
+                let head = Arc::new(Head::of(request));
+                context.share_head(head.clone());
+                head
+            }
+        };
+        Self {
+            head,
+            body: request.body().clone(),
+            extensions: request.extensions().clone(),
+        }
+    }
+
+    /// A copy for a re-send: method, URI, version, headers, extensions and body.
+    fn request(&self) -> Request<B> {
+        let mut copy = Request::new(self.body.clone());
+        *copy.method_mut() = self.head.method.clone();
+        *copy.uri_mut() = self.head.uri.clone();
+        *copy.version_mut() = self.head.version;
+        *copy.headers_mut() = self.head.headers.clone();
+        *copy.extensions_mut() = self.extensions.clone();
+        copy
+    }
 }
 
 pin_project! {
@@ -416,7 +477,7 @@ pin_project! {
         handed: Handed,
         first: Option<Request<ReqB>>,
         service: S,
-        template: Option<Request<ReqB>>,
+        template: Option<Template<ReqB>>,
         judge: Option<P::Judge>,
         config: RetryConfig,
         context: CallContext,
@@ -552,7 +613,7 @@ where
                             "a re-send is only scheduled when a copy of the request was kept"
                         )
                     };
-                    let mut request = clone_request(template);
+                    let mut request = template.request();
                     *this.index = this.context.record().dispatch(&mut request);
                     let future = this.service.call(request);
                     this.state.set(State::Calling { future });
@@ -579,7 +640,7 @@ where
 /// The loop's decision after a policy's: deliver, or wait and send again. Records it.
 fn decide<ReqB>(
     action: RetryAction,
-    template: Option<&Request<ReqB>>,
+    template: Option<&Template<ReqB>>,
     config: &RetryConfig,
     context: &CallContext,
 ) -> Next {
