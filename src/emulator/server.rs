@@ -8,7 +8,6 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::mcp;
@@ -458,38 +457,6 @@ const RUNTIME_METADATA_OPERATION: &str = "invocations/.well-known/oauth-protecte
 /// A gateway MCP session's lifetime: absolute, from its `initialize` (the gateway's default).
 const MCP_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// How a path label is percent-encoded on the wire: `aws_smithy_http`'s `BASE_SET` (both `:`
-/// and `/` are encoded).
-const LABEL: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'/')
-    .add(b':')
-    .add(b',')
-    .add(b'?')
-    .add(b'#')
-    .add(b'[')
-    .add(b']')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'@')
-    .add(b'!')
-    .add(b'$')
-    .add(b'&')
-    .add(b'\'')
-    .add(b'(')
-    .add(b')')
-    .add(b'*')
-    .add(b'+')
-    .add(b';')
-    .add(b'=')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'"')
-    .add(b'^')
-    .add(b'`')
-    .add(b'\\');
 
 /// The `qualifier` of the query, as requested (still encoded), or `DEFAULT`.
 fn qualifier(parts: &http::request::Parts) -> &str {
@@ -505,7 +472,7 @@ fn runtime_invocations(state: &State) -> String {
     format!(
         "{}/runtimes/{}/invocations",
         state.endpoint,
-        utf8_percent_encode(&state.config.runtime_arn, LABEL)
+        crate::sigv4::encode_label(&state.config.runtime_arn)
     )
 }
 
