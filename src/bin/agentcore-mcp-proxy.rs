@@ -39,6 +39,23 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const NAME: &str = "agentcore-mcp-proxy";
 
+/// Lets the tasks still running (`what`: requests, connections) finish for up to
+/// [`DRAIN_TIMEOUT`], then gives up on the rest (dropping them answers what they owed).
+async fn drain<T: 'static>(tasks: &mut tokio::task::JoinSet<T>, what: &str) {
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            left = tasks.len(),
+            "{what} still run after {DRAIN_TIMEOUT:?}: giving up on them"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {
         Ok(Parsed::Run(args)) => *args,

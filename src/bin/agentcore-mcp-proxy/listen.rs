@@ -35,7 +35,7 @@ use crate::answers::{
 };
 use crate::sse::{self, SseParser};
 use crate::stack::{CALL_TIMEOUT, Kind, ResBody, Stack};
-use crate::{DRAIN_TIMEOUT, STOP_TIMEOUT, shutdown_signal};
+use crate::{STOP_TIMEOUT, shutdown_signal};
 
 /// The endpoint's path.
 pub const PATH: &str = "/mcp";
@@ -161,18 +161,7 @@ pub async fn run(
     }
     drop(listener);
     let _ = shutdown.send(true);
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            connections = connections.len(),
-            "requests still run after {DRAIN_TIMEOUT:?}: giving up on them"
-        );
-        connections.abort_all();
-        while connections.join_next().await.is_some() {}
-    }
+    crate::drain(&mut connections, "connections").await;
     endpoint.stop_sessions().await;
     ExitCode::SUCCESS
 }

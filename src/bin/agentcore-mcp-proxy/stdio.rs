@@ -21,7 +21,7 @@ use crate::answers::{
 };
 use crate::sse::SseParser;
 use crate::stack::{ResBody, Stack};
-use crate::{DRAIN_TIMEOUT, STOP_TIMEOUT, shutdown_signal};
+use crate::{STOP_TIMEOUT, shutdown_signal};
 
 /// What the proxy does once stdin closed and the requests are drained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,19 +115,8 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
     }
 
     debug!(in_flight = tasks.len(), "stdin closed");
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            in_flight = tasks.len(),
-            "requests still run after {DRAIN_TIMEOUT:?}: giving up on them"
-        );
-        // Their answer trackers answer every open request as they are dropped.
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-    }
+    // Requests given up on are answered by their trackers as they are dropped.
+    crate::drain(&mut tasks, "requests").await;
     match at_exit {
         AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
             proxy.stop_session().await;
