@@ -457,7 +457,6 @@ const RUNTIME_METADATA_OPERATION: &str = "invocations/.well-known/oauth-protecte
 /// A gateway MCP session's lifetime: absolute, from its `initialize` (the gateway's default).
 const MCP_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-
 /// The `qualifier` of the query, as requested (still encoded), or `DEFAULT`.
 fn qualifier(parts: &http::request::Parts) -> &str {
     parts

@@ -264,10 +264,10 @@ pub use credentials::CachedCredentials;
 pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use session::RuntimeSessions;
-pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 /// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
 #[cfg(feature = "emulator")]
 pub(crate) use target::encode as encode_label;
+pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 
 use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, Ownership};
