@@ -54,11 +54,12 @@
 //! without `Host` (asserted), its `host` value is taken from its URI's authority exactly as its
 //! signer takes it, and our `Host` header is compared with that.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agentcore_tower::sigv4::McpEndpointLayer;
 use aws_credential_types::Credentials;
@@ -73,6 +74,7 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponentsBuilder
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{ConfigBag, Layer as ConfigLayer};
 use bytes::Bytes;
+use common::{FIXED_AMZ_DATE, Wire, fixed_time};
 use http::Method;
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, ServiceExt, service_fn};
@@ -99,12 +101,6 @@ const GATEWAY_URL: &str =
 /// A path segment that needs encoding (`%20`, encoded again by the double encoding) and a query
 /// with an encoded value.
 const GATEWAY_URL_ENCODED: &str = "https://my-gateway-abc123.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp/tools%20x?a=b&c=d%20e";
-
-/// 2023-11-14T22:13:20.123456789Z: the sub-second part must be dropped the same way by both.
-fn fixed_time() -> SystemTime {
-    UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789)
-}
-const FIXED_AMZ_DATE: &str = "20231114T221320Z";
 
 const MCP_SESSION_ID: &str = "7f5c0c2e-3b1a-4d8e-9f6a-2c4b8e1d0a93";
 const MCP_PROTOCOL_VERSION: &str = "2025-11-25";
@@ -169,113 +165,6 @@ impl Case {
             .expect("a URL with a host")
             .as_str()
             .to_owned()
-    }
-}
-
-/// What a request would put on the wire, from either side.
-#[derive(Clone, Debug)]
-struct Wire {
-    method: String,
-    uri: String,
-    /// Lower-case names; each sent once (asserted).
-    headers: BTreeMap<String, String>,
-    body: Bytes,
-}
-
-impl Wire {
-    fn new<'a>(
-        side: &str,
-        method: &str,
-        uri: &str,
-        headers: impl Iterator<Item = (&'a str, &'a str)>,
-        body: Bytes,
-    ) -> Self {
-        let mut map = BTreeMap::new();
-        for (name, value) in headers {
-            let previous = map.insert(name.to_ascii_lowercase(), value.to_owned());
-            assert!(previous.is_none(), "{side} sent `{name}` more than once");
-        }
-        Self {
-            method: method.to_owned(),
-            uri: uri.to_owned(),
-            headers: map,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-
-    /// The value `aws-sigv4` signs for `name`: the header, or for `host` without one, the URI's
-    /// authority (default ports aside, which no case has).
-    fn signed_value(&self, name: &str) -> Option<String> {
-        match (self.header(name), name) {
-            (Some(value), _) => Some(value.to_owned()),
-            (None, "host") => {
-                let uri: http::Uri = self.uri.parse().expect("an absolute URI");
-                uri.authority().map(|a| a.as_str().to_owned())
-            }
-            (None, _) => None,
-        }
-    }
-
-    fn authorization(&self, side: &str) -> Authorization {
-        let value = self
-            .header("authorization")
-            .unwrap_or_else(|| panic!("{side} sent no `authorization`"));
-        Authorization::parse(value)
-    }
-}
-
-/// The parts of a SigV4 `authorization` header.
-#[derive(Debug, PartialEq, Eq)]
-struct Authorization {
-    algorithm: String,
-    credential: String,
-    /// As sent: `;`-separated, in the signer's order.
-    signed_headers: String,
-    signature: String,
-}
-
-impl Authorization {
-    fn parse(value: &str) -> Self {
-        let (algorithm, rest) = value
-            .split_once(' ')
-            .unwrap_or_else(|| panic!("not a SigV4 authorization: {value}"));
-        let mut fields = BTreeMap::new();
-        for field in rest.split(", ") {
-            let (key, value) = field
-                .split_once('=')
-                .unwrap_or_else(|| panic!("not a `key=value` field: {field}"));
-            let first = fields.insert(key, value).is_none();
-            assert!(first, "`{key}=` twice in the authorization");
-        }
-        let field = |key: &str| {
-            (*fields
-                .get(key)
-                .unwrap_or_else(|| panic!("no `{key}=` in the authorization")))
-            .to_owned()
-        };
-        let signature = field("Signature");
-        assert!(
-            signature.len() == 64
-                && signature
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
-            "the signature is not 64 lower-case hex digits: {signature}"
-        );
-        assert_eq!(
-            fields.len(),
-            3,
-            "unexpected authorization fields: {fields:?}"
-        );
-        Self {
-            algorithm: algorithm.to_owned(),
-            credential: field("Credential"),
-            signed_headers: field("SignedHeaders"),
-            signature,
-        }
     }
 }
 
