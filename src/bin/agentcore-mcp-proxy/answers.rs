@@ -198,6 +198,53 @@ pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, V
     (format!("{what} failed: {}", chain(error)), data)
 }
 
+/// What ending a session at exit is called in the log.
+pub struct Ending {
+    /// When it worked ("runtime session stopped").
+    pub done: &'static str,
+    /// What was being done, before why it did not work ("stopping the runtime session").
+    pub doing: &'static str,
+    /// Whether a 405 or 404 means only that the server lets the session expire by itself (an
+    /// MCP DELETE), logged at debug.
+    pub expires_anyway: bool,
+}
+
+/// Logs how ending a session at exit went: done, refused (with the answer's status and
+/// message), or failed.
+pub async fn log_ending(
+    result: Result<http::Response<ResBody>, agentcore_tower::BoxError>,
+    ending: &Ending,
+) {
+    let doing = ending.doing;
+    match result {
+        Ok(response) if response.status().is_success() => tracing::info!("{}", ending.done),
+        Ok(response)
+            if ending.expires_anyway
+                && matches!(
+                    response.status(),
+                    StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
+                ) =>
+        {
+            tracing::debug!(
+                status = response.status().as_u16(),
+                "the server did not end the MCP session (it expires by itself)"
+            );
+        }
+        Ok(response) => {
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            tracing::warn!("{doing}: {}", describe_status(status, &headers, &body).0);
+        }
+        Err(error) => tracing::warn!("{doing}: {}", describe_failure(error.as_ref()).0),
+    }
+}
+
 /// The message and `error.data` for a non-2xx answer without a JSON-RPC body.
 pub fn describe_status(
     status: StatusCode,

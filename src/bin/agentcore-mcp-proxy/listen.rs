@@ -498,26 +498,12 @@ impl Endpoint {
                 .insert(HeaderName::from_static(name), value);
             let stack = self.stack.clone();
             stops.spawn(async move {
-                match stack.oneshot(request).await {
-                    Ok(response) if response.status().is_success() => {
-                        info!("runtime session stopped");
-                    }
-                    Ok(response) => {
-                        let status = response.status();
-                        let headers = response.headers().clone();
-                        let body = response
-                            .into_body()
-                            .collect()
-                            .await
-                            .map(|c| c.to_bytes())
-                            .unwrap_or_default();
-                        warn!("{}", describe_status(status, &headers, &body).0);
-                    }
-                    Err(error) => warn!(
-                        "stopping a runtime session: {}",
-                        describe_failure(error.as_ref()).0
-                    ),
-                }
+                let ending = crate::answers::Ending {
+                    done: "runtime session stopped",
+                    doing: "stopping a runtime session",
+                    expires_anyway: false,
+                };
+                crate::answers::log_ending(stack.oneshot(request).await, &ending).await;
             });
         }
         let stopped = tokio::time::timeout(STOP_TIMEOUT, async {

@@ -8,16 +8,16 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http::{Method, Request, Response, Uri};
+use http_body_util::Full;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc, next_frame,
-    one_line, parse_server_message, preview, unanswered, upstream,
+    Ending, OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc,
+    log_ending, next_frame, one_line, parse_server_message, preview, unanswered, upstream,
 };
 use crate::sse::SseParser;
 use crate::stack::{ResBody, Stack};
@@ -336,37 +336,13 @@ impl Proxy {
     /// let clients end sessions (405), or have ended it already (404): nothing to warn about.
     async fn end_session(&self) {
         let request = self.request(Method::DELETE, Bytes::new(), false);
+        let ending = Ending {
+            done: "MCP session ended",
+            doing: "ending the MCP session",
+            expires_anyway: true,
+        };
         match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(Ok(response)) if response.status().is_success() => info!("MCP session ended"),
-            Ok(Ok(response))
-                if matches!(
-                    response.status(),
-                    StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
-                ) =>
-            {
-                debug!(
-                    status = response.status().as_u16(),
-                    "the server did not end the MCP session (it expires by itself)"
-                );
-            }
-            Ok(Ok(response)) => {
-                let status = response.status();
-                let headers = response.headers().clone();
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map(|c| c.to_bytes())
-                    .unwrap_or_default();
-                warn!(
-                    "ending the MCP session: {}",
-                    describe_status(status, &headers, &body).0
-                );
-            }
-            Ok(Err(error)) => warn!(
-                "ending the MCP session: {}",
-                describe_failure(error.as_ref()).0
-            ),
+            Ok(result) => log_ending(result, &ending).await,
             Err(_) => warn!("ending the MCP session took longer than {STOP_TIMEOUT:?}"),
         }
     }
@@ -375,25 +351,13 @@ impl Proxy {
     /// `StopRuntimeSession`.
     async fn stop_session(&self) {
         let request = self.request(Method::DELETE, Bytes::new(), false);
+        let ending = Ending {
+            done: "runtime session stopped",
+            doing: "stopping the runtime session",
+            expires_anyway: false,
+        };
         match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(Ok(response)) if response.status().is_success() => {
-                info!("runtime session stopped");
-            }
-            Ok(Ok(response)) => {
-                let status = response.status();
-                let headers = response.headers().clone();
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map(|c| c.to_bytes())
-                    .unwrap_or_default();
-                warn!("{}", describe_status(status, &headers, &body).0);
-            }
-            Ok(Err(error)) => warn!(
-                "stopping the runtime session: {}",
-                describe_failure(error.as_ref()).0
-            ),
+            Ok(result) => log_ending(result, &ending).await,
             Err(_) => warn!("stopping the runtime session took longer than {STOP_TIMEOUT:?}"),
         }
     }
