@@ -104,7 +104,13 @@ impl AttemptRecord {
             attempts.tokens[index] = token;
             Dispatch { index, token }
         };
-        request.extensions_mut().insert(dispatch);
+        // In place when a layer above marked it: no new box for each layer of the stack.
+        match request.extensions_mut().get_mut::<Dispatch>() {
+            Some(mark) => *mark = dispatch,
+            None => {
+                request.extensions_mut().insert(dispatch);
+            }
+        }
         dispatch.index
     }
 

@@ -306,7 +306,7 @@ impl<S, P: Clone> Layer<S> for RetryLayer<P> {
         Retry {
             inner,
             policy: self.policy.clone(),
-            config: self.config.clone(),
+            config: Arc::new(self.config.clone()),
         }
     }
 }
@@ -316,7 +316,8 @@ impl<S, P: Clone> Layer<S> for RetryLayer<P> {
 pub struct Retry<S, P> {
     inner: S,
     policy: P,
-    config: RetryConfig,
+    // Shared by the service's clones and the calls' futures: a clone is a count.
+    config: Arc<RetryConfig>,
 }
 
 impl<S, P> Retry<S, P>
@@ -375,9 +376,11 @@ where
             .then(|| Template::of(&request, &context));
         let prepare = self.policy.prepare(&request, &context);
         ResponseFuture {
-            state: State::Preparing { future: prepare },
             handed: Handed::of(context.record(), &request),
-            first: Some(request),
+            state: State::Preparing {
+                future: prepare,
+                first: Some(request),
+            },
             service,
             template,
             judge: None,
@@ -415,8 +418,15 @@ impl Head {
         self.method == request.method()
             && self.uri == *request.uri()
             && self.version == request.version()
-            && self.headers == *request.headers()
+            && same_headers(&self.headers, request.headers())
     }
+}
+
+/// Whether two header maps hold the same entries in the same order. Stricter than the maps'
+/// `==` (which ignores order, hashing each name to look it up): an unchanged request passes it
+/// with one linear walk, and a reordered one merely is not shared — it is copied.
+fn same_headers(a: &http::HeaderMap, b: &http::HeaderMap) -> bool {
+    a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y)
 }
 
 /// What a retry layer re-sends: the request it received — the head shared with the layer above
@@ -470,16 +480,15 @@ pin_project! {
         ResB: Body,
         P: RetryPolicy<ReqB, ResB>,
     {
-        // Dropped in this order: what is in flight and what this layer was handed first, so the
-        // record is final when the owner calls the hooks.
+        // Dropped in this order: what is in flight (or the request not yet sent) and what this
+        // layer was handed first, so the record is final when the owner calls the hooks.
         #[pin]
-        state: State<S::Future, P::Prepare, PeekResult<ResB>>,
+        state: State<S::Future, P::Prepare, PeekResult<ResB>, Request<ReqB>>,
         handed: Handed,
-        first: Option<Request<ReqB>>,
         service: S,
         template: Option<Template<ReqB>>,
         judge: Option<P::Judge>,
-        config: RetryConfig,
+        config: Arc<RetryConfig>,
         context: CallContext,
         // The record's index of the attempt in flight.
         index: usize,
@@ -490,8 +499,10 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, PF, CF> {
-        Preparing { #[pin] future: PF },
+    enum State<F, PF, CF, R> {
+        // The first request waits here, not beside the state: it is gone once sent, and the
+        // future is one request smaller (it is moved into place at every layer).
+        Preparing { #[pin] future: PF, first: Option<R> },
         Calling { #[pin] future: F },
         Classifying { #[pin] future: CF },
         Waiting { #[pin] sleep: tokio::time::Sleep },
@@ -521,10 +532,10 @@ where
         let _entered = this.span.enter();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Preparing { future } => {
+                StateProj::Preparing { future, first } => {
                     let judge = ready!(future.poll(cx));
                     *this.judge = Some(judge);
-                    let Some(mut request) = this.first.take() else {
+                    let Some(mut request) = first.take() else {
                         unreachable!("the first request is sent once")
                     };
                     // The first attempt of this layer is the one a layer above handed down,
