@@ -19,19 +19,40 @@ pub(crate) const REDACTED: &str = "[redacted]";
 /// delivered as they came.
 const MASKED_AT_END: usize = 8;
 
-/// The characters the two-byte JSON escapes other than `\/` stand for.
-const SHORT_ESCAPED: [u8; 7] = [b'"', b'\\', 0x08, 0x0c, b'\n', b'\r', b'\t'];
+/// Whether `byte` is a character one of the two-byte JSON escapes other than `\/` stands for.
+fn is_short_escaped(byte: u8) -> bool {
+    matches!(byte, b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t')
+}
 
 /// The longest a JSON escape of one character is: `\uXXXX`.
 const LONGEST_ESCAPE: usize = 6;
 
 /// A searcher for one secret, shared: built once for what outlives an attempt (a session
-/// token, a bearer token: once per credentials), once per attempt for a signature.
-pub(crate) type Needle = Arc<Finder<'static>>;
+/// token, a bearer token: once per credentials), once per attempt for a signature. What the
+/// redaction needs to know of the secret is learnt with it, not per attempt.
+#[derive(Clone)]
+pub(crate) struct Needle(Arc<Searcher>);
+
+struct Searcher {
+    finder: Finder<'static>,
+    /// Whether the secret holds a character a two-byte JSON escape other than `\/` stands for.
+    short_escaped: bool,
+}
+
+impl std::ops::Deref for Needle {
+    type Target = Finder<'static>;
+
+    fn deref(&self) -> &Finder<'static> {
+        &self.0.finder
+    }
+}
 
 /// The searcher for `secret`.
 pub(crate) fn needle(secret: &str) -> Needle {
-    Arc::new(Finder::new(secret.as_bytes()).into_owned())
+    Needle(Arc::new(Searcher {
+        finder: Finder::new(secret.as_bytes()).into_owned(),
+        short_escaped: secret.bytes().any(is_short_escaped),
+    }))
 }
 
 /// The needle for `secret`, from `cache` when it was built for the same secret, else built
@@ -79,7 +100,7 @@ impl Secrets {
 
     fn extend_with(&mut self, needles: impl IntoIterator<Item = Needle>) {
         for needle in needles {
-            self.short_escapes_matter |= needle.needle().iter().any(|b| SHORT_ESCAPED.contains(b));
+            self.short_escapes_matter |= needle.0.short_escaped;
             self.needles.push(needle);
         }
     }
