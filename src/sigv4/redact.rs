@@ -34,24 +34,47 @@ const LONGEST_ESCAPE: usize = 6;
 pub(crate) struct Needle(Arc<Searcher>);
 
 struct Searcher {
-    finder: Finder<'static>,
+    secret: Box<[u8]>,
+    /// Searches for the secret's first [`SEARCHED_PREFIX`] bytes; a match is then checked
+    /// whole. Building a searcher costs in proportion to its needle, and a signature's is
+    /// built for every attempt.
+    prefix: Finder<'static>,
     /// Whether the secret holds a character a two-byte JSON escape other than `\/` stands for.
     short_escaped: bool,
 }
 
-impl std::ops::Deref for Needle {
-    type Target = Finder<'static>;
+/// How much of a secret its searcher looks for before checking the rest: 16 bytes of a
+/// signature or a token are 64 bits or more of chance, so a match of them that is not the
+/// whole secret is rare — and only costs a comparison.
+const SEARCHED_PREFIX: usize = 16;
 
-    fn deref(&self) -> &Finder<'static> {
-        &self.0.finder
+impl Needle {
+    /// The secret's bytes.
+    fn secret(&self) -> &[u8] {
+        &self.0.secret
+    }
+
+    /// Where the secret first occurs whole in `haystack`.
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        let mut from = 0;
+        while let Some(found) = self.0.prefix.find(&haystack[from..]) {
+            let at = from + found;
+            if haystack[at..].starts_with(&self.0.secret) {
+                return Some(at);
+            }
+            from = at + 1;
+        }
+        None
     }
 }
 
 /// The searcher for `secret`.
 pub(crate) fn needle(secret: &str) -> Needle {
+    let secret = secret.as_bytes();
     Needle(Arc::new(Searcher {
-        finder: Finder::new(secret.as_bytes()).into_owned(),
-        short_escaped: secret.bytes().any(is_short_escaped),
+        prefix: Finder::new(&secret[..secret.len().min(SEARCHED_PREFIX)]).into_owned(),
+        short_escaped: secret.iter().copied().any(is_short_escaped),
+        secret: secret.into(),
     }))
 }
 
@@ -60,7 +83,7 @@ pub(crate) fn needle(secret: &str) -> Needle {
 pub(crate) fn cached_needle(cache: &Mutex<Option<Needle>>, secret: &str) -> Needle {
     let mut cached = cache.lock().unwrap_or_else(|p| p.into_inner());
     match &*cached {
-        Some(needle) if needle.needle() == secret.as_bytes() => needle.clone(),
+        Some(needle) if needle.secret() == secret.as_bytes() => needle.clone(),
         _ => {
             let built = needle(secret);
             *cached = Some(built.clone());
@@ -94,7 +117,7 @@ impl Secrets {
     /// The secrets searched for by `needles` (an empty needle is left out).
     pub(crate) fn of(needles: impl IntoIterator<Item = Needle>) -> Self {
         let mut secrets = Self::default();
-        secrets.extend_with(needles.into_iter().filter(|n| !n.needle().is_empty()));
+        secrets.extend_with(needles.into_iter().filter(|n| !n.secret().is_empty()));
         secrets
     }
 
@@ -186,7 +209,7 @@ impl Secrets {
             .iter()
             .filter_map(|n| {
                 n.find(&bytes[from..])
-                    .map(|at| (from + at, n.needle().len()))
+                    .map(|at| (from + at, n.secret().len()))
             })
             .min_by_key(|(at, len)| (*at, usize::MAX - len))
         {
@@ -200,7 +223,7 @@ impl Secrets {
     /// (`bytes.len()` when there is none).
     fn partial_at_end(&self, bytes: &[u8]) -> usize {
         let mut cut = bytes.len();
-        for needle in self.needles.iter().map(|n| n.needle()) {
+        for needle in self.needles.iter().map(Needle::secret) {
             let window = needle.len().saturating_sub(1).min(bytes.len());
             let start = bytes.len() - window;
             for at in memchr::memchr_iter(needle[0], &bytes[start..]).map(|i| start + i) {
@@ -401,6 +424,32 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A secret longer than the searched prefix is found where it occurs whole, first, and
+    /// nowhere else: over a two-letter alphabet the prefix matches all the time without the
+    /// rest, and matches overlap.
+    #[test]
+    fn a_needle_finds_the_first_whole_secret_past_its_prefix() {
+        let mut rng = fastrand::Rng::with_seed(0x1616);
+        let mut found = 0;
+        for _ in 0..5_000 {
+            let letter = |rng: &mut fastrand::Rng| if rng.u8(..8) == 0 { 'b' } else { 'a' };
+            let secret: String = (0..rng.usize(1..40)).map(|_| letter(&mut rng)).collect();
+            let haystack: Vec<u8> = (0..rng.usize(0..200))
+                .map(|_| letter(&mut rng) as u8)
+                .collect();
+            let naive = haystack
+                .windows(secret.len())
+                .position(|w| w == secret.as_bytes());
+            assert_eq!(
+                needle(&secret).find(&haystack),
+                naive,
+                "{secret} in {haystack:?}"
+            );
+            found += usize::from(naive.is_some());
+        }
+        assert!(found > 1_000, "only {found} haystacks held their secret");
+    }
 
     /// Leaving out the decoded reading where it cannot tell more changes nothing: the same
     /// matches and the same held-back tail as reading both, on random escaped text, for
