@@ -26,12 +26,14 @@ const USER_HEADER: HeaderName = HeaderName::from_static(RUNTIME_USER_ID);
 /// The request headers `InvokeAgentRuntime` models, with the lengths the service accepts
 /// (agentcore-wire.md §2.1). Every other header is dropped before signing. Static names: a
 /// lookup by `&str` would parse the name again on every call.
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
 static CARRIED: [(HeaderName, usize, usize); 12] = [
     (CONTENT_TYPE, 1, 256),
     (http::header::ACCEPT, 1, 256),
     (HeaderName::from_static("mcp-session-id"), 1, 1024),
     (SESSION_HEADER, 33, 256),
-    (HeaderName::from_static("mcp-protocol-version"), 1, 1024),
+    (MCP_PROTOCOL_VERSION, 1, 1024),
     (MCP_METHOD, 1, 1024),
     (MCP_NAME, 1, 1024),
     (USER_HEADER, 1, 1024),
@@ -103,32 +105,44 @@ pub(crate) fn invoke_headers(
     target: &ResolvedTarget,
 ) -> Result<HeaderMap, Error> {
     let mut headers = HeaderMap::with_capacity(CARRIED.len() + 2);
-    for (name, _, _) in &CARRIED {
-        let mut values = original.get_all(name).iter();
-        if let Some(value) = values.next() {
-            if values.next().is_some() {
-                return Err(invalid(format!(
-                    "the header `{name}` has several values; the operation carries one"
-                )));
-            }
+    let (carried, several) = carried(original);
+    if let Some((name, _, _)) = CARRIED
+        .iter()
+        .zip(several)
+        .find_map(|(c, s)| s.then_some(c))
+    {
+        return Err(invalid(format!(
+            "the header `{name}` has several values; the operation carries one"
+        )));
+    }
+    for ((name, _, _), value) in CARRIED.iter().zip(carried) {
+        if let Some(value) = value {
             headers.insert(name.clone(), value.clone());
         }
     }
-    if !headers.contains_key(http::header::ACCEPT) {
+    // What the request carries, without hashing each name again.
+    let given = |name: &HeaderName| {
+        CARRIED
+            .iter()
+            .zip(carried)
+            .find_map(|((carried, _, _), value)| (carried == name).then_some(value))
+            .flatten()
+    };
+    if given(&http::header::ACCEPT).is_none() {
         // The MCP contract refuses (406 / -32011) a request that does not accept both.
         headers.insert(
             http::header::ACCEPT,
             HeaderValue::from_static(crate::contract::REQUIRED_ACCEPT),
         );
     }
-    if !headers.contains_key(CONTENT_TYPE) {
+    if given(&CONTENT_TYPE).is_none() {
         // The SDK's default for a blob payload.
         headers.insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/octet-stream"),
         );
     }
-    if !headers.contains_key(&MCP_METHOD) {
+    if given(&MCP_METHOD).is_none() {
         // Filled for the methods AgentCore routes on, from the one message of the body.
         // A layer above (the guard), or an earlier attempt, may have read these very bytes.
         let parsed = context.parsed(body).unwrap_or_else(|| {
@@ -138,8 +152,7 @@ pub(crate) fn invoke_headers(
             read
         });
         // Dates compare as text: 2026-07-28 and later.
-        let every = original
-            .get("mcp-protocol-version")
+        let every = given(&MCP_PROTOCOL_VERSION)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v >= STATELESS_MCP);
         if let JsonRpcBody::Single(message) = &*parsed
@@ -152,19 +165,19 @@ pub(crate) fn invoke_headers(
                 .as_deref()
                 .filter(|_| named)
                 .and_then(routing_value);
-            if let (false, Some(name)) = (headers.contains_key(&MCP_NAME), name) {
+            if let (None, Some(name)) = (given(&MCP_NAME), name) {
                 headers.insert(MCP_NAME, name);
             }
         }
     }
-    if let (false, Some(session_id)) = (headers.contains_key(&SESSION_HEADER), session_id) {
+    if let (None, Some(session_id)) = (given(&SESSION_HEADER), session_id) {
         headers.insert(
             SESSION_HEADER,
             HeaderValue::from_str(session_id)
                 .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
         );
     }
-    if let (false, Some(user)) = (headers.contains_key(&USER_HEADER), user_id) {
+    if let (None, Some(user)) = (given(&USER_HEADER), user_id) {
         headers.insert(
             USER_HEADER,
             HeaderValue::from_str(user)
@@ -177,10 +190,24 @@ pub(crate) fn invoke_headers(
     Ok(headers)
 }
 
+/// The value of each [`CARRIED`] header in `headers` (its first), and whether it has several:
+/// one walk over `headers` rather than a lookup (a hash) per name.
+fn carried(headers: &HeaderMap) -> ([Option<&HeaderValue>; CARRIED.len()], [bool; CARRIED.len()]) {
+    let mut values = [None; CARRIED.len()];
+    let mut several = [false; CARRIED.len()];
+    for (name, value) in headers {
+        if let Some(at) = CARRIED.iter().position(|(carried, _, _)| carried == name) {
+            several[at] |= values[at].is_some();
+            values[at].get_or_insert(value);
+        }
+    }
+    (values, several)
+}
+
 fn check_lengths(headers: &HeaderMap) -> Result<(), Error> {
-    for (name, min, max) in &CARRIED {
+    for ((name, min, max), value) in CARRIED.iter().zip(carried(headers).0) {
         let (min, max) = (*min, *max);
-        if let Some(value) = headers.get(name) {
+        if let Some(value) = value {
             let text = value
                 .to_str()
                 .map_err(|_| invalid(format!("the header `{name}` is not visible ASCII text")))?;
@@ -535,10 +562,19 @@ mod tests {
                 format!("the request cannot be sent: {message}")
             );
         }
+        // Several values of a carried header: the first such header in the carried order is
+        // named, whatever order the request holds them in.
         let mut original = HeaderMap::new();
+        original.append("mcp-session-id", "a".parse().unwrap());
         original.append("accept", "a".parse().unwrap());
+        original.append("mcp-session-id", "b".parse().unwrap());
         original.append("accept", "b".parse().unwrap());
-        assert!(headers_for(&original, &body).is_err());
+        let err = headers_for(&original, &body).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the request cannot be sent: the header `accept` has several values; the operation \
+             carries one"
+        );
         let mut original = HeaderMap::new();
         original.insert(
             "mcp-session-id",
