@@ -29,7 +29,6 @@ use bytes::Bytes;
 use tower::Layer;
 
 #[path = "../benches/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use support::{
