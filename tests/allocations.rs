@@ -225,12 +225,12 @@ fn allocations_per_call_stay_within_their_ceilings() {
     // what the layers allocate beyond the request, the answer and the raw signature.
     let ceilings = [
         ("signer alone", alone - bare - raw, 51.0),
-        ("guard + throttle + session busy", layers - bare, 52.0),
-        ("full stack", stack - bare - raw, 85.0),
+        ("guard + throttle + session busy", layers - bare, 48.0),
+        ("full stack", stack - bare - raw, 80.0),
         (
             "full stack over an MCP endpoint",
             gateway - bare - raw,
-            69.0,
+            64.0,
         ),
     ];
     let mut over = Vec::new();

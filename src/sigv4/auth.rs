@@ -729,7 +729,7 @@ fn sign_sigv4(
         headers.insert(name, value);
     }
     let token = kept.token.as_ref().map(|(needle, _)| needle.clone());
-    Ok(Secrets::of([needle(&signature)].into_iter().chain(token)))
+    Ok(Secrets::of([needle(signature)].into_iter().chain(token)))
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ const LONGEST_ESCAPE: usize = 6;
 pub(crate) struct Needle(Arc<Searcher>);
 
 struct Searcher {
-    secret: Box<[u8]>,
+    secret: String,
     /// Searches for the secret's first [`SEARCHED_PREFIX`] bytes; a match is then checked
     /// whole. Building a searcher costs in proportion to its needle, and a signature's is
     /// built for every attempt.
@@ -51,7 +51,7 @@ const SEARCHED_PREFIX: usize = 16;
 impl Needle {
     /// The secret's bytes.
     fn secret(&self) -> &[u8] {
-        &self.0.secret
+        self.0.secret.as_bytes()
     }
 
     /// Where the secret first occurs whole in `haystack`.
@@ -59,7 +59,7 @@ impl Needle {
         let mut from = 0;
         while let Some(found) = self.0.prefix.find(&haystack[from..]) {
             let at = from + found;
-            if haystack[at..].starts_with(&self.0.secret) {
+            if haystack[at..].starts_with(self.secret()) {
                 return Some(at);
             }
             from = at + 1;
@@ -68,13 +68,14 @@ impl Needle {
     }
 }
 
-/// The searcher for `secret`.
-pub(crate) fn needle(secret: &str) -> Needle {
-    let secret = secret.as_bytes();
+/// The searcher for `secret` (kept in it: a signature's own string is taken, not copied).
+pub(crate) fn needle(secret: impl Into<String>) -> Needle {
+    let secret = secret.into();
+    let bytes = secret.as_bytes();
     Needle(Arc::new(Searcher {
-        prefix: Finder::new(&secret[..secret.len().min(SEARCHED_PREFIX)]).into_owned(),
-        short_escaped: secret.iter().copied().any(is_short_escaped),
-        secret: secret.into(),
+        prefix: Finder::new(&bytes[..bytes.len().min(SEARCHED_PREFIX)]).into_owned(),
+        short_escaped: bytes.iter().copied().any(is_short_escaped),
+        secret,
     }))
 }
 
@@ -106,12 +107,7 @@ pub(crate) struct Secrets {
 impl Secrets {
     #[cfg(test)]
     pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Self {
-        Self::of(
-            values
-                .into_iter()
-                .filter(|v| !v.is_empty())
-                .map(|v| needle(&v)),
-        )
+        Self::of(values.into_iter().filter(|v| !v.is_empty()).map(needle))
     }
 
     /// The secrets searched for by `needles` (an empty needle is left out).
