@@ -49,7 +49,7 @@
 
 use std::fmt;
 
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderName, StatusCode};
 use serde_json::Value;
 
 use crate::jsonrpc::first_significant_byte;
@@ -66,6 +66,13 @@ pub const CONFLICT_MESSAGE: &str = "Resource conflict - Resource already exists"
 
 /// What the contract requires of a request's `Accept` header.
 pub const REQUIRED_ACCEPT: &str = "application/json, text/event-stream";
+
+/// `Mcp-Session-Id`, as a header name (a constant: looking a header up by a `&str` parses the
+/// name every time).
+pub(crate) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// `MCP-Protocol-Version`, as a header name.
+pub(crate) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// An error of the runtime's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -227,7 +234,7 @@ pub fn classify_head(status: StatusCode, headers: &HeaderMap) -> Option<Classifi
         Some("InternalServerException") => Some(PlatformError::Internal),
         _ => None,
     };
-    let typed = headers.contains_key("x-amzn-errortype");
+    let typed = headers.contains_key(crate::record::AWS_ERROR_TYPE);
     let error = match (named, status.as_u16()) {
         // A type that belongs to another status is not this table's.
         (Some(error), code) if expected_status(error).is_none_or(|s| s == code) => Some(error),

@@ -25,7 +25,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use http::{Extensions, HeaderMap, StatusCode};
+use http::{Extensions, HeaderMap, HeaderName, StatusCode};
 
 use crate::contract::{Classified, Form, PlatformError, REQUIRED_ACCEPT};
 use crate::rule::{FailureKind, Permission};
@@ -574,6 +574,9 @@ impl fmt::Display for Millis {
     }
 }
 
+/// AWS's error type header: `x-amzn-errortype`.
+pub(crate) const AWS_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
+
 /// The AWS error type of a response, as the official SDK reads `x-amzn-errortype`: the value up
 /// to its first `:` (AWS appends `:namespace`), without any `namespace#` prefix — when what is
 /// left looks like an AWS error type name: an ASCII capital letter, then letters, digits or `_`,
@@ -636,7 +639,7 @@ impl ErrorType {
     }
 
     fn parse(headers: &HeaderMap) -> Parsed<'_> {
-        let Some(value) = headers.get("x-amzn-errortype") else {
+        let Some(value) = headers.get(AWS_ERROR_TYPE) else {
             return Parsed::Absent;
         };
         let name = value

@@ -193,14 +193,12 @@ use serde::Deserialize as _;
 use sse_stream::{Sse, SseStream};
 use tower::{Layer, Service, ServiceExt};
 
+use crate::contract::MCP_SESSION_ID;
+use crate::record::AWS_ERROR_TYPE;
 use crate::{AttemptRecord, BoxError};
 
-/// `Mcp-Session-Id`, as a header name (lowercase: `HeaderName::from_static` refuses capitals).
-const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// `Last-Event-Id`.
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-/// AWS's error type header: a 404 carrying it is the service's, not the MCP server's.
-const AWS_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
 /// What a POST accepts: both, as the MCP spec requires.
 const ACCEPT_POST: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 /// What a GET accepts.

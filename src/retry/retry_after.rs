@@ -3,11 +3,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
 use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName};
 
 /// The header AWS services put their wait in, in milliseconds.
-const AMZ_RETRY_AFTER: &str = "x-amz-retry-after";
+const AMZ_RETRY_AFTER: HeaderName = HeaderName::from_static("x-amz-retry-after");
 
 /// Reads the wait a response head asks for, at the current wall-clock time: its one
 /// `Retry-After` (see [`parse_retry_after`]) and its one `x-amz-retry-after` (whole
@@ -30,8 +30,8 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// [`retry_after`] at a given time `now` (for HTTP-dates).
 pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let standard = one(headers, RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now));
-    let amz = one(headers, AMZ_RETRY_AFTER)
+    let standard = one(headers, &RETRY_AFTER).and_then(|v| parse_retry_after(v, now));
+    let amz = one(headers, &AMZ_RETRY_AFTER)
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_millis);
@@ -39,7 +39,7 @@ pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
 }
 
 /// The one value of `name`, when there is exactly one and it is text.
-fn one<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn one<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {

@@ -54,20 +54,21 @@ pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
 }
 
 /// The hop-by-hop headers of an answer (RFC 9110 §7.6.1): the connection's, not the app's.
-const HOP_BY_HOP: [&str; 7] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Names, not text: removing by a `&str` parses the name every time.
+static HOP_BY_HOP: [HeaderName; 7] = [
+    http::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::TRANSFER_ENCODING,
+    http::header::UPGRADE,
 ];
 
 /// Keeps every header of an MCP endpoint's answer but the hop-by-hop ones (in place),
 /// redacting any that carries a secret: the endpoint's headers are MCP's, not a model's.
 pub(crate) fn filter_endpoint_headers(headers: &mut HeaderMap, secrets: &Secrets) {
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
     redact_values(headers, secrets);

@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
+use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 
@@ -26,12 +27,10 @@ const USER_HEADER: HeaderName = HeaderName::from_static(RUNTIME_USER_ID);
 /// The request headers `InvokeAgentRuntime` models, with the lengths the service accepts
 /// (agentcore-wire.md §2.1). Every other header is dropped before signing. Static names: a
 /// lookup by `&str` would parse the name again on every call.
-const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-
 static CARRIED: [(HeaderName, usize, usize); 12] = [
     (CONTENT_TYPE, 1, 256),
     (http::header::ACCEPT, 1, 256),
-    (HeaderName::from_static("mcp-session-id"), 1, 1024),
+    (MCP_SESSION_ID, 1, 1024),
     (SESSION_HEADER, 33, 256),
     (MCP_PROTOCOL_VERSION, 1, 1024),
     (MCP_METHOD, 1, 1024),

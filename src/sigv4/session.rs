@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use http::HeaderMap;
 
 use super::request::{RUNTIME_SESSION_ID, is_valid_session_id};
+use crate::contract::MCP_SESSION_ID;
 
 /// How a [`SigV4InvokeLayer`](super::SigV4InvokeLayer) picks the runtime session (the microVM) of
 /// a request that does not name one in `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
@@ -199,7 +200,7 @@ impl Sessions {
             RuntimeSessions::PerMcpSession => {
                 let key = chosen.mcp_session.as_deref().or_else(|| {
                     answer
-                        .get("mcp-session-id")
+                        .get(MCP_SESSION_ID)
                         .and_then(|v| v.to_str().ok())
                         .filter(|key| !key.is_empty())
                 });
@@ -252,7 +253,7 @@ impl fmt::Debug for Sessions {
 /// The `Mcp-Session-Id` of a request, when it has one that is text.
 pub(crate) fn mcp_session_of(headers: &HeaderMap) -> Option<&str> {
     headers
-        .get("mcp-session-id")
+        .get(MCP_SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|key| !key.is_empty())
 }
