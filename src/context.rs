@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use crate::budget::{CallBudget, RetryBudget};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
-use crate::record::{AttemptRecord, Decision, Verdict};
+use crate::record::{AttemptRecord, Decision, Dispatch, Verdict};
 use crate::rule::{Failure, Permission, SharedReplayRule};
 
 /// A hook called with the finished record of a call.
@@ -74,6 +74,18 @@ struct State {
     /// The request head the last retry layer kept for its re-sends, for the layers below to
     /// share when they receive it unchanged.
     head: Option<Arc<crate::retry::Head>>,
+}
+
+/// A request's extensions as a layer keeps them for a re-send
+/// ([`CallContext::keep_extensions`]).
+pub(crate) enum KeptExtensions {
+    /// The app's own values among them: a copy.
+    Copied(Extensions),
+    /// Only the call's context, and its record and an attempt's mark where they were there.
+    Own {
+        record: bool,
+        dispatch: Option<Dispatch>,
+    },
 }
 
 /// Whether a layer owns the call: at most one, once.
@@ -151,6 +163,45 @@ impl CallContext {
                 ..State::default()
             }),
         }))
+    }
+
+    /// What a layer keeps of a request's `extensions` to re-send it: a copy — or, when they
+    /// hold nothing but this call's own marks (this context, its record, an attempt's mark),
+    /// which can be compared where an app's values cannot, those marks, put back at the
+    /// re-send without a copy of the map. Either way the re-send carries what was received.
+    pub(crate) fn keep_extensions(&self, extensions: &Extensions) -> KeptExtensions {
+        let this = extensions
+            .get::<CallContext>()
+            .is_some_and(|context| Arc::ptr_eq(&context.0, &self.0));
+        let record = extensions.get::<AttemptRecord>();
+        let dispatch = extensions.get::<Dispatch>().copied();
+        let own = 1 + usize::from(record.is_some()) + usize::from(dispatch.is_some());
+        if this && record.is_none_or(|r| r.is(self.record())) && extensions.len() == own {
+            KeptExtensions::Own {
+                record: record.is_some(),
+                dispatch,
+            }
+        } else {
+            KeptExtensions::Copied(extensions.clone())
+        }
+    }
+
+    /// The extensions `kept` stands for, for a re-send.
+    pub(crate) fn restore_extensions(&self, kept: &KeptExtensions) -> Extensions {
+        match kept {
+            KeptExtensions::Copied(extensions) => extensions.clone(),
+            KeptExtensions::Own { record, dispatch } => {
+                let mut extensions = Extensions::new();
+                extensions.insert(self.clone());
+                if *record {
+                    extensions.insert(self.record().clone());
+                }
+                if let Some(dispatch) = dispatch {
+                    extensions.insert(*dispatch);
+                }
+                extensions
+            }
+        }
     }
 
     /// The context a request carries, if one of this crate's layers has seen it.

@@ -57,6 +57,11 @@ pub(crate) struct Dispatch {
 }
 
 impl AttemptRecord {
+    /// Whether `other` is this very record (a clone of it), not one with equal attempts.
+    pub(crate) fn is(&self, other: &AttemptRecord) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// An empty record.
     pub fn new() -> Self {
         Self::default()

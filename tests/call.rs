@@ -967,3 +967,120 @@ async fn an_inner_layer_resends_what_it_received_when_a_layer_between_changed_it
         }
     }
 }
+
+/// The same for the extensions: a layer re-sends the extensions it received, whether they hold
+/// an app's values (copied) or only the call's own marks (put back without a copy), and a layer
+/// of the app's between two of ours that adds, replaces or removes one — even the record — is
+/// seen by the inner layer's re-sends only.
+#[tokio::test]
+async fn a_resend_carries_the_extensions_its_layer_received() {
+    use agentcore_tower::{SessionBusyRetryLayer, ThrottleRetryLayer};
+    #[derive(Clone, Debug, PartialEq)]
+    struct AppMark(u32);
+    let json = |status: u16, body: &'static [u8]| {
+        Step::Respond(response(
+            status,
+            &[("content-type", "application/json")],
+            body,
+        ))
+    };
+    let busy = || {
+        json(
+            200,
+            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
+        )
+    };
+    let done = || json(200, br#"{"jsonrpc":"2.0","id":7,"result":{}}"#);
+    let throttled = || {
+        Step::Respond(response(
+            429,
+            &[("x-amzn-errortype", "ThrottlingException")],
+            b"",
+        ))
+    };
+    let other_record = AttemptRecord::new();
+    for change in ["add", "replace", "remove", "record", "none"] {
+        // The inner layer re-sends twice (session busy), then the answer: three attempts from
+        // what the layer in between handed it.
+        let inner = Scripted::new([busy(), busy(), done()]);
+        let shared = inner.shared();
+        let replacement = other_record.clone();
+        let stack = tower::ServiceBuilder::new()
+            .layer(ThrottleRetryLayer::new())
+            .map_request(move |mut request: Request<Full<Bytes>>| {
+                let extensions = request.extensions_mut();
+                match change {
+                    "add" | "replace" => {
+                        extensions.insert(AppMark(1));
+                    }
+                    "remove" => {
+                        extensions.remove::<AppMark>();
+                    }
+                    "record" => {
+                        extensions.insert(replacement.clone());
+                    }
+                    _ => {}
+                }
+                request
+            })
+            .layer(SessionBusyRetryLayer::new().base_delay(std::time::Duration::ZERO))
+            .service(inner);
+        let record = AttemptRecord::new();
+        let mut request = json_request(TOOLS_CALL);
+        request.extensions_mut().insert(record.clone());
+        if change != "add" {
+            request.extensions_mut().insert(AppMark(0));
+        }
+        let response = stack.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200, "{change}");
+        assert_eq!(record.len(), 3, "{change}");
+        let requests = shared.requests.lock().unwrap();
+        assert_eq!(requests.len(), 3, "{change}");
+        let expected = match change {
+            "add" | "replace" => Some(AppMark(1)),
+            "remove" => None,
+            _ => Some(AppMark(0)),
+        };
+        for (parts, _) in requests.iter() {
+            assert_eq!(
+                parts.extensions.get::<AppMark>(),
+                expected.as_ref(),
+                "{change}"
+            );
+            let carried = AttemptRecord::of_extensions(&parts.extensions).unwrap();
+            let want = if change == "record" { 0 } else { 3 };
+            assert_eq!(carried.len(), want, "{change}: the record it received");
+        }
+    }
+    // The outer layer re-sends (throttled, then the answer), with an app's value and without
+    // one (then it keeps only the call's marks): both attempts carry what it received.
+    for app_value in [true, false] {
+        let inner = Scripted::new([throttled(), done()]);
+        let shared = inner.shared();
+        let stack = tower::ServiceBuilder::new()
+            .layer(ThrottleRetryLayer::new().base_delay(std::time::Duration::ZERO))
+            .layer(SessionBusyRetryLayer::new())
+            .service(inner);
+        let record = AttemptRecord::new();
+        let mut request = json_request(TOOLS_CALL);
+        request.extensions_mut().insert(record.clone());
+        if app_value {
+            request.extensions_mut().insert(AppMark(7));
+        }
+        let response = stack.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(record.len(), 2);
+        let requests = shared.requests.lock().unwrap();
+        assert_eq!(requests.len(), 2);
+        for (parts, _) in requests.iter() {
+            let want = app_value.then_some(AppMark(7));
+            assert_eq!(parts.extensions.get::<AppMark>(), want.as_ref());
+            assert_eq!(
+                AttemptRecord::of_extensions(&parts.extensions)
+                    .unwrap()
+                    .len(),
+                2
+            );
+        }
+    }
+}

@@ -719,3 +719,56 @@ impl std::io::Write for LogWriter {
         Ok(())
     }
 }
+
+/// The re-send after expired credentials carries the extensions the first attempt did: an
+/// app's value, and the call's record (kept without a copy when they are all there is).
+#[tokio::test]
+async fn a_freshly_signed_resend_carries_the_extensions_of_the_first() {
+    #[derive(Clone, Debug, PartialEq)]
+    struct AppMark(u32);
+    for app_value in [true, false] {
+        let seen: Arc<Mutex<Vec<http::Extensions>>> = Arc::default();
+        let inner = tower::service_fn({
+            let seen = seen.clone();
+            move |request: Request<Full<Bytes>>| {
+                let seen = seen.clone();
+                async move {
+                    let first = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push(request.extensions().clone());
+                        seen.len() == 1
+                    };
+                    let response = if first {
+                        Response::builder()
+                            .status(403)
+                            .header("x-amzn-errortype", "ExpiredTokenException")
+                            .body(Full::new(Bytes::new()))
+                            .unwrap()
+                    } else {
+                        json_ok(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#)
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            }
+        });
+        let signer = SigV4InvokeLayer::builder(InvokeTarget::arn(ARN), creds("AKIDONE"))
+            .build()
+            .unwrap()
+            .layer(inner);
+        let mut request = mcp_post(CALL);
+        if app_value {
+            request.extensions_mut().insert(AppMark(9));
+        }
+        let response = signer.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let record = AttemptRecord::of_response(&response).unwrap();
+        assert_eq!(record.len(), 2, "{record}");
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2);
+        for extensions in seen.iter() {
+            let want = app_value.then_some(AppMark(9));
+            assert_eq!(extensions.get::<AppMark>(), want.as_ref());
+            assert_eq!(AttemptRecord::of_extensions(extensions).unwrap().len(), 2);
+        }
+    }
+}

@@ -71,7 +71,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::budget::RetryBudget;
-use crate::context::{CallContext, OnRecord, Ownership};
+use crate::context::{CallContext, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Outcome, Verdict};
@@ -430,11 +430,13 @@ fn same_headers(a: &http::HeaderMap, b: &http::HeaderMap) -> bool {
 }
 
 /// What a retry layer re-sends: the request it received — the head shared with the layer above
-/// when that one kept the same, its own body and extensions (neither can be compared).
+/// when that one kept the same, its own body (a body cannot be compared), and its extensions
+/// (copied, unless they hold nothing but the call's own marks: see
+/// [`CallContext::keep_extensions`]).
 struct Template<B> {
     head: Arc<Head>,
     body: B,
-    extensions: http::Extensions,
+    extensions: KeptExtensions,
 }
 
 impl<B> Template<B> {
@@ -456,18 +458,18 @@ impl<B: Clone> Template<B> {
         Self {
             head,
             body: request.body().clone(),
-            extensions: request.extensions().clone(),
+            extensions: context.keep_extensions(request.extensions()),
         }
     }
 
     /// A copy for a re-send: method, URI, version, headers, extensions and body.
-    fn request(&self) -> Request<B> {
+    fn request(&self, context: &CallContext) -> Request<B> {
         let mut copy = Request::new(self.body.clone());
         *copy.method_mut() = self.head.method.clone();
         *copy.uri_mut() = self.head.uri.clone();
         *copy.version_mut() = self.head.version;
         *copy.headers_mut() = self.head.headers.clone();
-        *copy.extensions_mut() = self.extensions.clone();
+        *copy.extensions_mut() = context.restore_extensions(&self.extensions);
         copy
     }
 }
@@ -624,7 +626,7 @@ where
                             "a re-send is only scheduled when a copy of the request was kept"
                         )
                     };
-                    let mut request = template.request();
+                    let mut request = template.request(this.context);
                     *this.index = this.context.record().dispatch(&mut request);
                     let future = this.service.call(request);
                     this.state.set(State::Calling { future });

@@ -270,7 +270,7 @@ pub(crate) use target::encode as encode_label;
 pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 
 use crate::body::{ReadError, ReadToBytes};
-use crate::context::{CallContext, Ownership};
+use crate::context::{CallContext, KeptExtensions, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::rule::{Failure, Refusal};
@@ -701,6 +701,7 @@ where
                 shared: shared.clone(),
                 operation,
                 may_refresh: true,
+                kept_extensions: None,
             }),
         },
         call,
@@ -715,6 +716,9 @@ struct Pending<S> {
     /// Whether this call may still be sent once more, authenticated afresh (expired
     /// credentials, a skewed clock, a refused token).
     may_refresh: bool,
+    /// For that re-send: the extensions the first attempt carried, put back into `parts`
+    /// only if it is made.
+    kept_extensions: Option<KeptExtensions>,
 }
 
 struct Prepared<S, ResB> {
@@ -959,10 +963,14 @@ where
                     let context = &this.call.context;
                     // What a re-send with fresh credentials would need: the request as it came.
                     // Signing reads the head and moves the extensions to the request sent: only
-                    // they are copied; the head is kept as it is.
-                    let copy = pending
-                        .may_refresh
-                        .then(|| (pending.parts.extensions.clone(), body.clone()));
+                    // they are kept (copied unless they are the call's own marks alone); the
+                    // head is kept as it is.
+                    let copy = pending.may_refresh.then(|| {
+                        (
+                            context.keep_extensions(&pending.parts.extensions),
+                            body.clone(),
+                        )
+                    });
                     let sent =
                         resolved.and_then(|key| sign_attempt(&mut pending, body, &key, context));
                     let Signed {
@@ -990,7 +998,7 @@ where
                         return Poll::Ready(this.call.not_resent(error, refused, &pending));
                     }
                     let Pending {
-                        mut parts,
+                        parts,
                         mut service,
                         shared,
                         operation,
@@ -1001,14 +1009,12 @@ where
                     let again = copy.map(|(extensions, body)| Prepared {
                         refused: None,
                         pending: Pending {
-                            parts: {
-                                parts.extensions = extensions;
-                                parts
-                            },
+                            parts,
                             service,
                             shared: shared.clone(),
                             operation,
                             may_refresh: false,
+                            kept_extensions: Some(extensions),
                         },
                         body,
                     });
@@ -1194,8 +1200,12 @@ fn sign_attempt<S>(
     context: &CallContext,
 ) -> Result<Signed, Error> {
     let shared = &pending.shared;
-    // Each attempt is a call of its own here: the extensions move to the request sent.
-    let extensions = std::mem::take(&mut pending.parts.extensions);
+    // Each attempt is a call of its own here: the extensions move to the request sent (for a
+    // re-send, those the first attempt carried).
+    let extensions = match pending.kept_extensions.take() {
+        Some(kept) => context.restore_extensions(&kept),
+        None => std::mem::take(&mut pending.parts.extensions),
+    };
     if pending.operation == Operation::Forward {
         let bearer = matches!(shared.auth, Auth::Bearer(_));
         let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer)?;
