@@ -13,10 +13,8 @@
 //!
 //! Run: `cargo bench --bench allocations` (criterion's arguments are ignored).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -27,39 +25,12 @@ use tower::Layer;
 mod support;
 
 use support::{
-    REGION, answer, call, credentials, current_thread_runtime, fixed_time, inner, our_stack,
-    raw_signed, retry_layers, sdk_call, sdk_client, signer, tools_call,
+    REGION, allocations_per_call, answer, call, credentials, current_thread_runtime, fixed_time,
+    inner, our_stack, raw_signed, retry_layers, sdk_call, sdk_client, signer, tools_call,
 };
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static BYTES: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded to the system allocator unchanged; only counters are kept.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: support::Counting = support::Counting;
 
 const WARM_UP: u64 = 200;
 const CALLS: u64 = 1000;
@@ -74,18 +45,8 @@ where
         for _ in 0..WARM_UP {
             black_box(call().await);
         }
-        let (count, bytes) = (
-            ALLOCATIONS.load(Ordering::SeqCst),
-            BYTES.load(Ordering::SeqCst),
-        );
-        for _ in 0..CALLS {
-            black_box(call().await);
-        }
-        (
-            (ALLOCATIONS.load(Ordering::SeqCst) - count) as f64 / CALLS as f64,
-            (BYTES.load(Ordering::SeqCst) - bytes) as f64 / CALLS as f64,
-        )
-    })
+    });
+    allocations_per_call(runtime, CALLS, call)
 }
 
 fn main() {

@@ -26,7 +26,10 @@
 //! ours' throughput to bare's over 21 rounds (500 sequential calls, or 4,000 calls 64 in
 //! flight, per side and round), alternating: robust to the machine's speed drifting between
 //! criterion's measurements, which on a shared 2-core VM it does (±30 % between runs).
-//! `NO_AB=1` skips those checks. `LOOPBACK_DECOMPOSE=1` adds a breakdown of ours' extra time
+//! `NO_AB=1` skips those checks (and the next). After the one-in-flight check, the
+//! allocations per request of each side are counted over 2,000 requests, process-wide (the
+//! server and the connection task included, on both sides alike).
+//! `LOOPBACK_DECOMPOSE=1` adds a breakdown of ours' extra time
 //! (see [`decompose`]).
 //! After each benchmark, the connections the server accepted are printed (0 for one in flight:
 //! the one keep-alive connection opened by the check before; 64 for 64 in flight).
@@ -57,12 +60,16 @@ use tower::{Service, ServiceExt};
 mod support;
 
 use support::{
-    ARN, REGION, RUNTIME_SESSION, answer, credentials, current_thread_runtime, interleaved,
-    interleaving_wanted, mcp_request_owned, print_median, raw_signed, retry_layers, time_ratio,
-    timed, tools_call,
+    ARN, REGION, RUNTIME_SESSION, allocations_per_call, answer, credentials,
+    current_thread_runtime, interleaved, interleaving_wanted, mcp_request_owned, print_median,
+    raw_signed, retry_layers, time_ratio, timed, tools_call,
 };
 
 const IN_FLIGHT: usize = 64;
+
+// Counts allocations only while asked (`allocations_per_call`): one relaxed load otherwise.
+#[global_allocator]
+static ALLOCATOR: support::Counting = support::Counting;
 
 /// Ours' throughput over bare's, from their times: bare's time / ours' time.
 fn throughput_ratio(ours: Duration, bare: Duration) -> f64 {
@@ -329,6 +336,22 @@ fn loopback(c: &mut Criterion) {
             print_median(
                 "loopback 1_in_flight: interleaved A/B, throughput ours / bare",
                 &ratios,
+            );
+            // Allocations per request, process-wide: the server's and the connection task's
+            // count on both sides, as they would in any process that holds both ends.
+            let ours_allocations =
+                allocations_per_call(&runtime, 2_000, || our_call(stack.clone(), body.clone()));
+            let bare_allocations =
+                allocations_per_call(&runtime, 2_000, || bare.call(body.clone()));
+            println!(
+                "loopback 1_in_flight: allocations per request, process-wide: ours {:.1}, bare \
+                 {:.1} (ratio {:.3}; bytes {:.0} vs {:.0}, ratio {:.3})",
+                ours_allocations.0,
+                bare_allocations.0,
+                ours_allocations.0 / bare_allocations.0,
+                ours_allocations.1,
+                bare_allocations.1,
+                ours_allocations.1 / bare_allocations.1
             );
         }
     }

@@ -7,9 +7,11 @@
 
 #![allow(dead_code)]
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::future::Future;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
@@ -385,4 +387,75 @@ pub fn print_median(label: &str, values: &[f64]) {
         values[values.len() - 1],
         values.len()
     );
+}
+
+/// A global allocator that counts allocations and their bytes while [`count_allocations`] is
+/// on (a `realloc` counts as one allocation of its new size). A bench that wants it declares
+/// `#[global_allocator] static ALLOCATOR: support::Counting = support::Counting;`; while
+/// counting is off it costs one relaxed load per allocation.
+pub struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Allocations counted so far.
+pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Bytes allocated so far, while counting.
+pub static BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Turns counting on or off.
+pub fn count_allocations(on: bool) {
+    COUNTING.store(on, Ordering::SeqCst);
+}
+
+fn counted(size: usize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(size as u64, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only counters are kept.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        counted(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        counted(layout.size());
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        counted(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Mean (allocations, bytes) per call over `calls` calls of `call` on `runtime`, process-wide
+/// (whatever else runs on the runtime meanwhile — a server, a connection task — is counted).
+pub fn allocations_per_call<F, Fut>(
+    runtime: &tokio::runtime::Runtime,
+    calls: u64,
+    mut call: F,
+) -> (f64, f64)
+where
+    F: FnMut() -> Fut,
+    Fut: Future,
+{
+    runtime.block_on(async {
+        let (count, bytes) = (
+            ALLOCATIONS.load(Ordering::SeqCst),
+            BYTES.load(Ordering::SeqCst),
+        );
+        count_allocations(true);
+        for _ in 0..calls {
+            black_box(call().await);
+        }
+        count_allocations(false);
+        (
+            (ALLOCATIONS.load(Ordering::SeqCst) - count) as f64 / calls as f64,
+            (BYTES.load(Ordering::SeqCst) - bytes) as f64 / calls as f64,
+        )
+    })
 }
