@@ -299,6 +299,8 @@ pin_project! {
     pub(crate) struct ReadToBytes<B> {
         #[pin]
         body: B,
+        // The first chunk alone (most bodies are one: no list, no copy), then all of them.
+        first: Option<Bytes>,
         chunks: Vec<Bytes>,
         len: usize,
         limit: usize,
@@ -318,6 +320,7 @@ impl<B> ReadToBytes<B> {
     pub(crate) fn new(body: B, limit: usize) -> Self {
         Self {
             body,
+            first: None,
             chunks: Vec::new(),
             len: 0,
             limit,
@@ -346,15 +349,19 @@ where
                             return Poll::Ready(Err(ReadError::TooLarge));
                         }
                         let remaining = data.remaining();
-                        this.chunks.push(data.copy_to_bytes(remaining));
+                        let chunk = data.copy_to_bytes(remaining);
+                        match this.first.take() {
+                            None if this.chunks.is_empty() => *this.first = Some(chunk),
+                            first => this.chunks.extend(first.into_iter().chain([chunk])),
+                        }
                     }
                 }
                 Some(Err(error)) => return Poll::Ready(Err(ReadError::Body(error))),
                 None => {
-                    let bytes = match this.chunks.len() {
-                        0 => Bytes::new(),
-                        1 => this.chunks.pop().unwrap_or_default(),
-                        _ => Bytes::from(this.chunks.concat()),
+                    let bytes = match this.first.take() {
+                        Some(only) => only,
+                        None if this.chunks.is_empty() => Bytes::new(),
+                        None => Bytes::from(std::mem::take(this.chunks).concat()),
                     };
                     return Poll::Ready(Ok(bytes));
                 }

@@ -35,7 +35,8 @@ where
         Err(error) => return PeekResult::Ready(Some((Err(error), None))),
     };
     if let Some(Peeked(found)) = response.extensions().get::<Peeked>().copied() {
-        return PeekResult::done(response.map(PeekedBody::new), found);
+        // A layer below read it ahead already and left its verdict: marked as it is.
+        return PeekResult::Ready(Some((Ok(response.map(PeekedBody::new)), found)));
     }
     let (status, headers) = (response.status(), response.headers());
     // The contract's JSON-RPC form: an HTTP 200, or the 401, 403 and 406 of its table.

@@ -40,10 +40,29 @@ pub struct AttemptRecord {
 
 #[derive(Default)]
 struct Attempts {
-    list: Vec<Attempt>,
-    /// The token of each attempt's latest hand-down, which the layer below may take (0: none).
-    tokens: Vec<u64>,
+    list: Vec<Entry>,
     last_token: u64,
+}
+
+/// An attempt, and the token of its latest hand-down, which the layer below may take (0: none).
+/// Side by side: one list to grow per call, not two.
+struct Entry {
+    attempt: Attempt,
+    token: u64,
+}
+
+impl std::ops::Deref for Entry {
+    type Target = Attempt;
+
+    fn deref(&self) -> &Attempt {
+        &self.attempt
+    }
+}
+
+impl std::ops::DerefMut for Entry {
+    fn deref_mut(&mut self) -> &mut Attempt {
+        &mut self.attempt
+    }
 }
 
 /// The attempt a request handed down by one of the crate's layers belongs to, in its
@@ -79,7 +98,16 @@ impl AttemptRecord {
 
     /// A copy of the attempts recorded so far, in the order they were sent.
     pub fn attempts(&self) -> Vec<Attempt> {
-        self.lock().list.clone()
+        self.lock().list.iter().map(|e| e.attempt.clone()).collect()
+    }
+
+    /// Whether the latest attempt exists and carried no platform error (read in place: no copy
+    /// of the attempts).
+    pub(crate) fn latest_is_clear(&self) -> bool {
+        self.lock()
+            .list
+            .last()
+            .is_some_and(|a| a.platform_error().is_none())
     }
 
     /// How many attempts were recorded.
@@ -106,7 +134,7 @@ impl AttemptRecord {
             };
             attempts.last_token += 1;
             let token = attempts.last_token;
-            attempts.tokens[index] = token;
+            attempts.list[index].token = token;
             Dispatch { index, token }
         };
         // In place when a layer above marked it: no new box for each layer of the stack.
@@ -133,7 +161,7 @@ impl AttemptRecord {
         let mut attempts = self.lock();
         let open = attempts.is_open(handed);
         if open {
-            attempts.tokens[handed.index] = 0;
+            attempts.list[handed.index].token = 0;
             attempts.list[handed.index].outcome = Outcome::NotSent(why());
         }
         open
@@ -232,26 +260,32 @@ impl Attempts {
     /// Whether `handed` is an unanswered attempt's latest hand-down, which nobody took yet.
     fn is_open(&self, handed: Dispatch) -> bool {
         handed.token != 0
-            && self.tokens.get(handed.index) == Some(&handed.token)
-            && self.list[handed.index].outcome == Outcome::Pending
+            && self
+                .list
+                .get(handed.index)
+                .is_some_and(|e| e.token == handed.token && e.outcome == Outcome::Pending)
     }
 
     fn push_pending(&mut self) -> usize {
         let number = u32::try_from(self.list.len() + 1).unwrap_or(u32::MAX);
-        self.list.push(Attempt {
-            number,
-            outcome: Outcome::Pending,
-            platform: None,
-            decisions: Vec::new(),
+        self.list.push(Entry {
+            attempt: Attempt {
+                number,
+                outcome: Outcome::Pending,
+                platform: None,
+                decisions: Vec::new(),
+            },
+            token: 0,
         });
-        self.tokens.push(0);
         self.list.len() - 1
     }
 }
 
 impl fmt::Debug for AttemptRecord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.lock().list.iter()).finish()
+        f.debug_list()
+            .entries(self.lock().list.iter().map(|e| &e.attempt))
+            .finish()
     }
 }
 
@@ -262,7 +296,7 @@ impl fmt::Display for AttemptRecord {
             if i > 0 {
                 f.write_str("\n")?;
             }
-            fmt::Display::fmt(attempt, f)?;
+            fmt::Display::fmt(&attempt.attempt, f)?;
         }
         Ok(())
     }

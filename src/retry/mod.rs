@@ -585,11 +585,7 @@ where
                             if let Some(owner) = owner {
                                 // A success: a 2xx that carries no platform error.
                                 let succeeded = result.as_ref().is_ok_and(|r| {
-                                    r.status().is_success()
-                                        && record
-                                            .attempts()
-                                            .last()
-                                            .is_some_and(|a| a.platform_error().is_none())
+                                    r.status().is_success() && record.latest_is_clear()
                                 });
                                 owner.finish(succeeded);
                             }
