@@ -51,8 +51,8 @@ pub(crate) enum Body {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Message {
     pub(crate) kind: MessageKind,
-    /// The method (requests and notifications).
-    pub(crate) method: Option<String>,
+    /// The method (requests and notifications): one of MCP's own without a copy.
+    pub(crate) method: Option<Cow<'static, str>>,
     /// `params.name` of `tools/call` and `prompts/get`, `params.uri` of `resources/read`.
     pub(crate) name: Option<String>,
     /// `params.arguments` of `tools/call`, parsed only when asked for.
@@ -72,7 +72,7 @@ pub(crate) enum MessageKind {
 
 #[derive(Deserialize)]
 struct WireMessage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     method: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     id: bool,
@@ -84,13 +84,51 @@ struct WireMessage<'a> {
     params: Option<WireParams<'a>>,
 }
 
+/// A string or null, as serde reads an `Option<Cow<str>>` — but borrowed from the body when
+/// it holds no escape (serde's own reading of a `Cow` in an `Option` always copies it).
+fn borrowed<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    struct Str<'a>(std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for Str<'a> {
+        type Value = Cow<'a, str>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'a, str>, E> {
+            Ok(Cow::Borrowed(v))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Cow<'a, str>, E> {
+            Ok(Cow::Owned(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Cow<'a, str>, E> {
+            Ok(Cow::Owned(v))
+        }
+    }
+    struct OrNull<'a>(std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for OrNull<'a> {
+        type Value = Option<Cow<'a, str>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string or null")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(Str(std::marker::PhantomData)).map(Some)
+        }
+    }
+    d.deserialize_option(OrNull(std::marker::PhantomData))
+}
+
 /// The same message with `params` kept raw: the second reading, for a body the one-pass
 /// reading refused as a whole although only its `params` held what a string or a number cannot
 /// be decoded into (a lone surrogate escape, `1e999`). Its `params` are then read on their own,
 /// and read as nothing known when they fail.
 #[derive(Deserialize)]
 struct RawWireMessage<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     method: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     id: bool,
@@ -361,6 +399,40 @@ impl Body {
     }
 }
 
+/// MCP's methods (2025-06-18 and 2025-11-25), as the `&'static str` a message can name without a
+/// copy of its own.
+const MCP_METHODS: [&str; 24] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/message",
+    "notifications/roots/list_changed",
+    "notifications/tools/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/prompts/list_changed",
+];
+
+/// `method` as one of [`MCP_METHODS`], if it is one.
+fn mcp_method(method: &str) -> Option<&'static str> {
+    MCP_METHODS.iter().copied().find(|known| *known == method)
+}
+
 impl Message {
     fn from_wire(wire: WireMessage<'_>, with_arguments: bool) -> Option<Message> {
         let kind = match (&wire.method, wire.id, wire.result || wire.error) {
@@ -369,7 +441,10 @@ impl Message {
             (None, true, true) => MessageKind::Response,
             _ => return None,
         };
-        let method = wire.method.map(Cow::into_owned);
+        let method = wire.method.map(|method| match mcp_method(&method) {
+            Some(known) => Cow::Borrowed(known),
+            None => Cow::Owned(method.into_owned()),
+        });
         let params = match method.as_deref() {
             Some("tools/call" | "prompts/get" | "resources/read") => {
                 wire.params.filter(|p| p.usable)
@@ -475,7 +550,7 @@ mod tests {
     fn msg(kind: MessageKind, method: Option<&str>, name: Option<&str>) -> Message {
         Message {
             kind,
-            method: method.map(str::to_owned),
+            method: method.map(|m| Cow::Owned(m.to_owned())),
             name: name.map(str::to_owned),
             arguments: None,
         }
@@ -648,7 +723,7 @@ mod tests {
                 (None, true, true) => MessageKind::Response,
                 _ => return None,
             };
-            let method = wire.method.map(Cow::into_owned);
+            let method = wire.method.map(|m| Cow::Owned(m.into_owned()));
             let params = match method.as_deref() {
                 Some("tools/call" | "prompts/get" | "resources/read") => wire
                     .params
@@ -728,6 +803,11 @@ mod tests {
             "\"prompts/get\"",
             "\"ping\"",
             "3",
+            "null",
+            "[1]",
+            "\"tools\\/call\"",
+            "\"custom/\\u0031\"",
+            "\"vendor/method\"",
         ];
         let mut agreed = 0;
         for _ in 0..20_000 {
