@@ -17,7 +17,8 @@
 //!
 //! After the group, under `cargo bench`, an interleaved A/B check prints the median ratio of
 //! `ours` to `sdk` over 21 rounds of 2,000 calls each, alternating: a ratio robust to the
-//! machine's speed drifting between criterion's two measurements. `NO_AB=1` skips it.
+//! machine's speed drifting between criterion's two measurements; then the same with a 64 KiB
+//! body (200 calls a round). `NO_AB=1` skips them.
 //!
 //! The two setups live in `benches/support/mod.rs`, shared with `benches/allocations.rs`.
 //!
@@ -65,6 +66,23 @@ fn sdk(c: &mut Criterion) {
             time_ratio,
         );
         print_median("sdk: interleaved A/B, time per call ours / sdk", &ratios);
+        // The same with a 64 KiB body: what each costs per byte (hashing it, reading it
+        // for the routing headers, scanning the answer) against what each costs per call.
+        let large = tools_call(64 * 1024);
+        runtime.block_on(async {
+            assert_eq!(sdk_call(&client, &large).await, answer);
+            assert_eq!(call(&stack, &large).await, answer);
+        });
+        let ratios = interleaved(
+            21,
+            || timed(&runtime, 200, || call(&stack, &large)),
+            || timed(&runtime, 200, || sdk_call(&client, &large)),
+            time_ratio,
+        );
+        print_median(
+            "sdk 64KiB: interleaved A/B, time per call ours / sdk",
+            &ratios,
+        );
     }
 }
 

@@ -53,9 +53,10 @@ pub(crate) fn filter_headers(headers: &mut HeaderMap, secrets: &Secrets) {
     keep_only(headers, &RESPONSE_HEADERS, secrets);
 }
 
-/// The hop-by-hop headers of an answer (RFC 9110 §7.6.1): the connection's, not the app's.
-/// Names, not text: removing by a `&str` parses the name every time.
-static HOP_BY_HOP: [HeaderName; 7] = [
+/// The hop-by-hop headers (RFC 9110 §7.6.1): the connection's, not the app's — neither carried
+/// from a request nor handed back from an answer. Names, not text: removing by a `&str` parses
+/// the name every time.
+pub(crate) static HOP_BY_HOP: [HeaderName; 7] = [
     http::header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),

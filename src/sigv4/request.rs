@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use super::answer::HOP_BY_HOP;
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
@@ -241,22 +242,15 @@ pub(crate) fn stop_request(
     Ok((headers, body))
 }
 
-/// The hop-by-hop headers (RFC 9110 §7.6.1) and the ones a signature or a token sets: never
-/// carried to an MCP endpoint from the request as given.
-const NOT_CARRIED: [HeaderName; 15] = [
-    http::header::CONNECTION,
-    HeaderName::from_static("proxy-connection"),
+/// Beside the hop-by-hop headers ([`HOP_BY_HOP`]), what is never carried to an MCP endpoint
+/// from the request as given: the proxy's headers, and the ones a signature or a token sets.
+const NOT_CARRIED: [HeaderName; 8] = [
     // The answer must come as it is, uncompressed: the redaction reads its bytes, and a
     // compressed echo of a secret would pass it.
     http::header::ACCEPT_ENCODING,
     HeaderName::from_static("x-amz-content-sha256"),
-    HeaderName::from_static("keep-alive"),
     http::header::PROXY_AUTHENTICATE,
     http::header::PROXY_AUTHORIZATION,
-    http::header::TE,
-    http::header::TRAILER,
-    http::header::TRANSFER_ENCODING,
-    http::header::UPGRADE,
     http::header::AUTHORIZATION,
     HOST,
     HeaderName::from_static("x-amz-date"),
@@ -336,7 +330,11 @@ pub(crate) fn endpoint_headers(
     };
     let mut headers = HeaderMap::with_capacity(given.len() + 2);
     for (name, value) in given {
-        if !NOT_CARRIED.contains(name) && name != CONTENT_LENGTH && !named_by_connection(name) {
+        if !HOP_BY_HOP.contains(name)
+            && !NOT_CARRIED.contains(name)
+            && name != CONTENT_LENGTH
+            && !named_by_connection(name)
+        {
             headers.append(name.clone(), value.clone());
         }
     }
