@@ -498,6 +498,19 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"def"))),
         ]);
         assert_eq!(&ReadToBytes::new(body, 6).await.unwrap()[..], b"abcdef");
+        // One chunk (kept as it is), none, three with a trailers frame among them.
+        let one = Bytes::from_static(b"abcdef");
+        let read = ReadToBytes::new(Full::new(one.clone()), 6).await.unwrap();
+        assert_eq!(read.as_ptr(), one.as_ptr(), "the chunk itself, not a copy");
+        let none = ReadToBytes::new(stream(vec![]), 6).await.unwrap();
+        assert!(none.is_empty());
+        let body = stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"ab"))),
+            Ok(Frame::data(Bytes::from_static(b"cd"))),
+            Ok(Frame::trailers(http::HeaderMap::new())),
+            Ok(Frame::data(Bytes::from_static(b"ef"))),
+        ]);
+        assert_eq!(&ReadToBytes::new(body, 6).await.unwrap()[..], b"abcdef");
         let body = stream(vec![
             Ok(Frame::data(Bytes::from_static(b"abc"))),
             Ok(Frame::data(Bytes::from_static(b"def"))),
