@@ -185,9 +185,15 @@ pub(crate) fn invoke_headers(
         );
     }
     check_lengths(&headers)?;
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    headers.insert(CONTENT_LENGTH, length_value(body.len()));
     headers.insert(HOST, target.host().clone());
     Ok(headers)
+}
+
+/// `Content-Length`'s value for `len` bytes: its digits written on the stack, then copied once
+/// (`HeaderValue::from(usize)` grows a buffer of its own: a tenth of the headers' mapping).
+fn length_value(len: usize) -> HeaderValue {
+    HeaderValue::from_str(itoa::Buffer::new().format(len)).unwrap_or_else(|_| len.into())
 }
 
 /// The value of each [`CARRIED`] header in `headers` (its first), and whether it has several:
@@ -237,7 +243,7 @@ pub(crate) fn stop_request(
         HeaderValue::from_str(session_id)
             .map_err(|_| invalid("the runtime session id is not a header value".into()))?,
     );
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    headers.insert(CONTENT_LENGTH, length_value(body.len()));
     headers.insert(HOST, target.host().clone());
     Ok((headers, body))
 }
@@ -339,7 +345,7 @@ pub(crate) fn endpoint_headers(
         }
     }
     if !body.is_empty() || method == Method::POST {
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+        headers.insert(CONTENT_LENGTH, length_value(body.len()));
     }
     headers.insert(HOST, host);
     headers
@@ -522,6 +528,13 @@ mod tests {
         let h = headers_for(&stateless, &ping).unwrap();
         assert_eq!(h["mcp-method"], "ping");
         assert!(h.get("mcp-name").is_none());
+    }
+
+    #[test]
+    fn content_length_is_the_decimal_length() {
+        for len in [0, 7, 10, 1024, 65_536, usize::MAX] {
+            assert_eq!(length_value(len), HeaderValue::from(len), "{len}");
+        }
     }
 
     #[test]
