@@ -899,49 +899,69 @@ async fn an_answer_naming_another_mcp_sessions_runtime_session_is_not_taken() {
     }
 }
 
+/// AgentCore's session-busy refusal: HTTP 200, JSON-RPC -32005 with its exact message.
+fn session_busy_step() -> Step {
+    Step::Respond(response(
+        200,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
+    ))
+}
+
+/// A JSON-RPC result.
+fn result_step() -> Step {
+    Step::Respond(response(
+        200,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+    ))
+}
+
+/// Throttle → a layer of the app's that applies `change` to every request → session busy
+/// (no backoff) → `inner`.
+fn with_a_layer_between(
+    inner: Scripted,
+    change: impl Fn(&mut Request<Full<Bytes>>) + Clone + Send + Sync + 'static,
+) -> impl tower::Service<
+    Request<Full<Bytes>>,
+    Response = http::Response<impl http_body::Body>,
+    Error = agentcore_tower::Error,
+> {
+    use agentcore_tower::{SessionBusyRetryLayer, ThrottleRetryLayer};
+    tower::ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .map_request(move |mut request: Request<Full<Bytes>>| {
+            change(&mut request);
+            request
+        })
+        .layer(SessionBusyRetryLayer::new().base_delay(std::time::Duration::ZERO))
+        .service(inner)
+}
+
 /// A layer of the app's between two of ours that changes the request: the inner layer
 /// re-sends what it received, not the head the outer one kept (which the layers share only
 /// when it is the same).
 #[tokio::test]
 async fn an_inner_layer_resends_what_it_received_when_a_layer_between_changed_it() {
-    use agentcore_tower::{SessionBusyRetryLayer, ThrottleRetryLayer};
-    let busy = || {
-        Step::Respond(response(
-            200,
-            &[("content-type", "application/json")],
-            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
-        ))
-    };
-    let done = || {
-        Step::Respond(response(
-            200,
-            &[("content-type", "application/json")],
-            br#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
-        ))
-    };
+    let (busy, done) = (session_busy_step, result_step);
     for change in ["add", "replace", "remove", "none"] {
         let inner = Scripted::new([busy(), busy(), done()]);
         let shared = inner.shared();
-        let stack = tower::ServiceBuilder::new()
-            .layer(ThrottleRetryLayer::new())
-            .map_request(move |mut request: Request<Full<Bytes>>| {
-                let headers = request.headers_mut();
-                match change {
-                    "add" => {
-                        headers.insert("x-added", "1".parse().unwrap());
-                    }
-                    "replace" => {
-                        headers.insert("x-app", "changed".parse().unwrap());
-                    }
-                    "remove" => {
-                        headers.remove("x-app");
-                    }
-                    _ => {}
+        let stack = with_a_layer_between(inner, move |request| {
+            let headers = request.headers_mut();
+            match change {
+                "add" => {
+                    headers.insert("x-added", "1".parse().unwrap());
                 }
-                request
-            })
-            .layer(SessionBusyRetryLayer::new().base_delay(std::time::Duration::ZERO))
-            .service(inner);
+                "replace" => {
+                    headers.insert("x-app", "changed".parse().unwrap());
+                }
+                "remove" => {
+                    headers.remove("x-app");
+                }
+                _ => {}
+            }
+        });
         let mut request = json_request(TOOLS_CALL);
         request
             .headers_mut()
@@ -977,20 +997,7 @@ async fn a_resend_carries_the_extensions_its_layer_received() {
     use agentcore_tower::{SessionBusyRetryLayer, ThrottleRetryLayer};
     #[derive(Clone, Debug, PartialEq)]
     struct AppMark(u32);
-    let json = |status: u16, body: &'static [u8]| {
-        Step::Respond(response(
-            status,
-            &[("content-type", "application/json")],
-            body,
-        ))
-    };
-    let busy = || {
-        json(
-            200,
-            br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#,
-        )
-    };
-    let done = || json(200, br#"{"jsonrpc":"2.0","id":7,"result":{}}"#);
+    let (busy, done) = (session_busy_step, result_step);
     let throttled = || {
         Step::Respond(response(
             429,
@@ -1005,26 +1012,21 @@ async fn a_resend_carries_the_extensions_its_layer_received() {
         let inner = Scripted::new([busy(), busy(), done()]);
         let shared = inner.shared();
         let replacement = other_record.clone();
-        let stack = tower::ServiceBuilder::new()
-            .layer(ThrottleRetryLayer::new())
-            .map_request(move |mut request: Request<Full<Bytes>>| {
-                let extensions = request.extensions_mut();
-                match change {
-                    "add" | "replace" => {
-                        extensions.insert(AppMark(1));
-                    }
-                    "remove" => {
-                        extensions.remove::<AppMark>();
-                    }
-                    "record" => {
-                        extensions.insert(replacement.clone());
-                    }
-                    _ => {}
+        let stack = with_a_layer_between(inner, move |request| {
+            let extensions = request.extensions_mut();
+            match change {
+                "add" | "replace" => {
+                    extensions.insert(AppMark(1));
                 }
-                request
-            })
-            .layer(SessionBusyRetryLayer::new().base_delay(std::time::Duration::ZERO))
-            .service(inner);
+                "remove" => {
+                    extensions.remove::<AppMark>();
+                }
+                "record" => {
+                    extensions.insert(replacement.clone());
+                }
+                _ => {}
+            }
+        });
         let record = AttemptRecord::new();
         let mut request = json_request(TOOLS_CALL);
         request.extensions_mut().insert(record.clone());
