@@ -70,8 +70,11 @@ pub(crate) enum MessageKind {
     Response,
 }
 
+/// A message as read off the wire: what the layers need of it, `params` as `P` — read in the
+/// same pass ([`WireMessage`]) or kept raw for a second reading ([`RawWireMessage`]).
 #[derive(Deserialize)]
-struct WireMessage<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Wire<'a, P> {
     #[serde(borrow, default, deserialize_with = "borrowed")]
     method: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
@@ -80,9 +83,12 @@ struct WireMessage<'a> {
     result: bool,
     #[serde(default, deserialize_with = "present")]
     error: bool,
-    #[serde(borrow, default)]
-    params: Option<WireParams<'a>>,
+    #[serde(default = "Option::default")]
+    params: Option<P>,
 }
+
+/// A message with its `params` read in the one pass.
+type WireMessage<'a> = Wire<'a, WireParams<'a>>;
 
 /// A string or null, as serde reads an `Option<Cow<str>>` — but borrowed from the body when
 /// it holds no escape (serde's own reading of a `Cow` in an `Option` always copies it).
@@ -126,23 +132,11 @@ fn borrowed<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, st
 /// reading refused as a whole although only its `params` held what a string or a number cannot
 /// be decoded into (a lone surrogate escape, `1e999`). Its `params` are then read on their own,
 /// and read as nothing known when they fail.
-#[derive(Deserialize)]
-struct RawWireMessage<'a> {
-    #[serde(borrow, default, deserialize_with = "borrowed")]
-    method: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "present")]
-    id: bool,
-    #[serde(default, deserialize_with = "present")]
-    result: bool,
-    #[serde(default, deserialize_with = "present")]
-    error: bool,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-}
+type RawWireMessage<'a> = Wire<'a, &'a RawValue>;
 
 impl<'a> From<RawWireMessage<'a>> for WireMessage<'a> {
     fn from(raw: RawWireMessage<'a>) -> Self {
-        WireMessage {
+        Wire {
             method: raw.method,
             id: raw.id,
             result: raw.result,
