@@ -341,6 +341,32 @@ impl aws_credential_types::provider::ProvideCredentials for Counting {
     }
 }
 
+/// The recommended stack to the emulator over HTTP, signing with `credentials` by a clock 10
+/// minutes ahead of the emulator's.
+fn ten_minutes_ahead(
+    emulator: &Emulator,
+    credentials: impl aws_credential_types::provider::ProvideCredentials + 'static,
+) -> agentcore_tower::RecommendedStack<
+    hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >,
+> {
+    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
+        credentials,
+    )
+    .clock(|| std::time::SystemTime::now() + Duration::from_secs(600))
+    .build()
+    .unwrap();
+    ServiceBuilder::new()
+        .layer(agentcore_tower::recommended_layers(
+            ReplayGuardLayer::new(),
+            signer,
+        ))
+        .service(http_client())
+}
+
 #[tokio::test]
 async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signed() {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -351,19 +377,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
         asked.clone(),
     ));
     // Our clock is 10 minutes ahead.
-    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
-        agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        cached,
-    )
-    .clock(|| std::time::SystemTime::now() + Duration::from_secs(600))
-    .build()
-    .unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(agentcore_tower::recommended_layers(
-            ReplayGuardLayer::new(),
-            signer,
-        ))
-        .service(http_client());
+    let stack = ten_minutes_ahead(&emulator, cached);
 
     // The skewed clock: refused once, the offset taken from the answer's Date, then accepted.
     let response = stack
@@ -440,19 +454,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
 async fn calls_refused_together_for_a_skewed_clock_correct_it_once_and_all_go_through() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     // Our clock is 10 minutes ahead; eight calls are signed before any answer comes back.
-    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
-        agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
-        emulator.credentials(),
-    )
-    .clock(|| std::time::SystemTime::now() + Duration::from_secs(600))
-    .build()
-    .unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(agentcore_tower::recommended_layers(
-            ReplayGuardLayer::new(),
-            signer,
-        ))
-        .service(http_client());
+    let stack = ten_minutes_ahead(&emulator, emulator.credentials());
     let calls = (0..8).map(|i| stack.clone().oneshot(tool_call(i, "counter", json!({}))));
     let answers = futures_util::future::join_all(calls).await;
     // Each refused call sets the correction to the same offset (an added one would have moved

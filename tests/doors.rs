@@ -12,7 +12,8 @@ use std::time::SystemTime;
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use agentcore_tower::record::{Outcome, Verdict};
 use agentcore_tower::sigv4::{
-    BearerChallenge, BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer, TokenFn,
+    BearerChallenge, BearerToken, InvokeTarget, McpEndpointLayer, ProvideToken, SigV4InvokeLayer,
+    TokenFn,
 };
 use agentcore_tower::{AttemptRecord, ErrorKind, ReplayGuardLayer, recommended_layers};
 use aws_credential_types::Credentials;
@@ -28,6 +29,19 @@ const STALE: &str = "eyJraWQiOiJzdGFsZSIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJzdGFsZSJ
 const FRESH: &str = "eyJraWQiOiJmcmVzaCIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJmcmVzaCJ9.ZnJlc2gtc2lnbmF0dXJlLWZyZXNoLXNpZ25hdHVyZQ";
 const CALL: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#;
 const METADATA: &str = "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations/.well-known/oauth-protected-resource?qualifier=DEFAULT";
+
+/// `CALL` sent through a bearer invoke layer with `tokens` over `service`.
+async fn bearer_call(
+    tokens: impl ProvideToken,
+    service: Scripted,
+) -> Result<Response<agentcore_tower::sigv4::InvokeBody<TestBody>>, agentcore_tower::Error> {
+    SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
+        .build()
+        .unwrap()
+        .layer(service)
+        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .await
+}
 
 fn mcp_post(uri: &str, body: &'static str) -> Request<Full<Bytes>> {
     Request::post(uri)
@@ -171,14 +185,7 @@ async fn a_token_that_stays_refused_is_delivered_with_the_challenge_after_one_re
     let service = Scripted::with_fallback([], || Step::Respond(unauthorized()));
     let shared = service.shared();
     let tokens = Tokens::default();
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
-        .build()
-        .unwrap();
-    let response = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap();
+    let response = bearer_call(tokens.provider(), service).await.unwrap();
     assert_eq!(response.status(), 401);
     assert_eq!(shared.calls(), 2, "one refresh, not a loop");
     assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
@@ -192,14 +199,7 @@ async fn a_token_that_stays_refused_is_delivered_with_the_challenge_after_one_re
     // A static token cannot be refreshed: its 401 is delivered at once.
     let service = Scripted::with_fallback([], || Step::Respond(unauthorized()));
     let shared = service.shared();
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(STALE))
-        .build()
-        .unwrap();
-    let response = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap();
+    let response = bearer_call(BearerToken::new(STALE), service).await.unwrap();
     assert_eq!(response.status(), 401);
     assert_eq!(shared.calls(), 1);
     assert!(response.extensions().get::<BearerChallenge>().is_some());
@@ -212,14 +212,7 @@ async fn a_failing_token_provider_is_a_clear_error_and_nothing_is_sent() {
     let tokens = TokenFn::new(|_refresh: bool| async {
         Err::<BearerToken, _>(std::io::Error::other("the authorization server is down"))
     });
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
-        .build()
-        .unwrap();
-    let error = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap_err();
+    let error = bearer_call(tokens, service).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Token);
     assert_eq!(
         error.to_string(),
@@ -228,15 +221,7 @@ async fn a_failing_token_provider_is_a_clear_error_and_nothing_is_sent() {
     assert_eq!(shared.calls(), 0);
     // A token that cannot be a header value: refused, and not quoted.
     let service = Scripted::new([]);
-    let layer = SigV4InvokeLayer::bearer(
-        InvokeTarget::arn(ARN),
-        BearerToken::new("secret-with-a\nnewline"),
-    )
-    .build()
-    .unwrap();
-    let error = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+    let error = bearer_call(BearerToken::new("secret-with-a\nnewline"), service)
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Token);
@@ -851,14 +836,7 @@ async fn a_refresh_that_cannot_be_made_delivers_the_refused_401_with_its_challen
             Ok(BearerToken::new(STALE))
         }
     });
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
-        .build()
-        .unwrap();
-    let response = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap();
+    let response = bearer_call(tokens, service).await.unwrap();
     // The app (or its MCP client) can still run the OAuth flow from the 401.
     assert_eq!(response.status(), 401);
     assert_eq!(
@@ -895,14 +873,7 @@ async fn the_refused_tokens_echo_in_the_next_answer_is_redacted_too() {
         Step::Respond(response(200, &[("content-type", "application/json")], echo)),
     ]);
     let tokens = Tokens::default();
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
-        .build()
-        .unwrap();
-    let answer = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap();
+    let answer = bearer_call(tokens.provider(), service).await.unwrap();
     let (body, _) = read_all(answer.into_body()).await;
     let body = String::from_utf8(body.to_vec()).unwrap();
     assert!(!body.contains(STALE), "{body}");
