@@ -3,7 +3,7 @@
 //! error, and neither is what a token command prints on its standard output.
 
 use std::io::Read;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -250,7 +250,8 @@ pub fn expires_soon(expires: Option<u64>, now: SystemTime) -> bool {
     expires <= now.saturating_add(EXPIRY_MARGIN.as_secs())
 }
 
-/// The shell that runs a token command: `sh -c` (`cmd /C` on Windows).
+/// The shell that runs a token command: `sh -c` (`cmd /C` on Windows). On Unix it leads a
+/// process group of its own, so that [`stop`] reaches whatever the command started too.
 fn shell(command: &str) -> Command {
     #[cfg(windows)]
     {
@@ -261,8 +262,9 @@ fn shell(command: &str) -> Command {
     }
     #[cfg(not(windows))]
     {
+        use std::os::unix::process::CommandExt;
         let mut shell = Command::new("sh");
-        shell.arg("-c").arg(command);
+        shell.arg("-c").arg(command).process_group(0);
         shell
     }
 }
@@ -286,8 +288,7 @@ pub fn run_command(command: &str, timeout: Duration) -> Result<BearerToken, Stri
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
+                stop(&mut child);
                 return Err(format!(
                     "--bearer-token-command ran longer than {timeout:?}: stopped"
                 ));
@@ -320,6 +321,20 @@ pub fn run_command(command: &str, timeout: Duration) -> Result<BearerToken, Stri
             _ => "printed something that is not a token (one word of visible ASCII)",
         })
     })
+}
+
+/// Stops a token command that ran too long, and on Unix every process of its group: what the
+/// shell started (a `curl`, a login helper, their children) would otherwise run on, unowned,
+/// holding the pipes open. The command's own descendants that left the group (`setsid`) are
+/// beyond reach, as they are for any supervisor.
+fn stop(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Pid, Signal, kill_process_group};
+        let _ = kill_process_group(Pid::from_child(child), Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Reads a pipe to its end (or [`OUTPUT_LIMIT`]) on a thread of its own.
@@ -494,6 +509,40 @@ mod tests {
         assert_eq!(
             error,
             "--bearer-token-command ran longer than 200ms: stopped"
+        );
+    }
+
+    /// A command that runs too long is stopped with what it started: a `sleep` the shell left in
+    /// the background would otherwise outlive the proxy's wait.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_command_that_ran_too_long_is_stopped_with_what_it_started() {
+        let dir = TempDir::new("group");
+        let pid_file = dir.0.join("pid");
+        let command = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
+        let error = run_command(&command, Duration::from_secs(1)).unwrap_err();
+        assert_eq!(error, "--bearer-token-command ran longer than 1s: stopped");
+
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Alive: a `/proc` entry in a state other than zombie (a reaper may come late).
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+            })
+        };
+        // SIGKILL lands at once, but the kernel tears the process down in its own time.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !alive(),
+            "the command's background sleep ({pid}) still runs"
         );
     }
 
