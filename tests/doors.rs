@@ -74,21 +74,27 @@ fn ok() -> Response<TestBody> {
     )
 }
 
-/// A token provider that gives `STALE` until asked to refresh, then `FRESH`; counts both.
+/// A token provider that gives `STALE` until asked after a refused token, then `FRESH`; counts
+/// both, and keeps the refused token each ask named.
 #[derive(Clone, Default)]
 struct Tokens {
     asked: Arc<AtomicUsize>,
     refreshed: Arc<AtomicUsize>,
+    named: Arc<std::sync::Mutex<Vec<Option<String>>>>,
 }
 
 impl Tokens {
     fn provider(&self) -> impl agentcore_tower::sigv4::ProvideToken + use<> {
         let this = self.clone();
-        TokenFn::new(move |refresh: bool| {
+        TokenFn::new(move |refused: Option<BearerToken>| {
             let this = this.clone();
             async move {
                 this.asked.fetch_add(1, Ordering::SeqCst);
-                let refreshed = if refresh {
+                this.named
+                    .lock()
+                    .unwrap()
+                    .push(refused.as_ref().map(|t| t.as_str().to_owned()));
+                let refreshed = if refused.is_some() {
                     this.refreshed.fetch_add(1, Ordering::SeqCst) + 1
                 } else {
                     this.refreshed.load(Ordering::SeqCst)
@@ -157,6 +163,11 @@ async fn a_refused_token_is_refreshed_once_and_the_call_sent_again() {
     assert_eq!(shared.calls(), 2);
     assert_eq!(tokens.asked.load(Ordering::SeqCst), 2);
     assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
+    // The provider is told which token was refused: the one the first attempt carried.
+    assert_eq!(
+        *tokens.named.lock().unwrap(),
+        [None, Some(STALE.to_owned())]
+    );
     let requests = shared.requests.lock().unwrap();
     assert_eq!(authorization(&requests[0].0), format!("Bearer {STALE}"));
     assert_eq!(authorization(&requests[1].0), format!("Bearer {FRESH}"));
@@ -209,7 +220,7 @@ async fn a_token_that_stays_refused_is_delivered_with_the_challenge_after_one_re
 async fn a_failing_token_provider_is_a_clear_error_and_nothing_is_sent() {
     let service = Scripted::new([]);
     let shared = service.shared();
-    let tokens = TokenFn::new(|_refresh: bool| async {
+    let tokens = TokenFn::new(|_refused: Option<BearerToken>| async {
         Err::<BearerToken, _>(std::io::Error::other("the authorization server is down"))
     });
     let error = bearer_call(tokens, service).await.unwrap_err();
@@ -829,8 +840,8 @@ async fn over_the_emulator_a_sigv4_mcp_url_is_signed_for_its_signing_name() {
 async fn a_refresh_that_cannot_be_made_delivers_the_refused_401_with_its_challenge() {
     let service = Scripted::new([Step::Respond(unauthorized())]);
     let shared = service.shared();
-    let tokens = TokenFn::new(|refresh: bool| async move {
-        if refresh {
+    let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
+        if refused.is_some() {
             Err(std::io::Error::other("the refresh token expired"))
         } else {
             Ok(BearerToken::new(STALE))

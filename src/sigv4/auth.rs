@@ -79,19 +79,22 @@ pub type TokenFuture = Pin<Box<dyn Future<Output = Result<BearerToken, BoxError>
 ///
 /// Two are provided: a [`BearerToken`] (always the same token) and [`TokenFn`] (a closure).
 pub trait ProvideToken: Send + Sync + 'static {
-    /// A token for the next attempt. `refresh` is `true` when the server refused the last one
-    /// (HTTP 401): get a new one rather than a cached one.
-    fn provide_token(&self, refresh: bool) -> TokenFuture;
+    /// A token for the next attempt of a call. `refused` is `None` for its first attempt, and
+    /// the token the server refused (HTTP 401) for the attempt after: give another one then,
+    /// not the cached one. A provider shared by concurrent calls may already hold the token
+    /// that replaced `refused` (another call was refused first): giving that one, rather than
+    /// fetching again, makes calls refused together cost one fetch.
+    fn provide_token(&self, refused: Option<&BearerToken>) -> TokenFuture;
 
-    /// Whether asking with `refresh` can give another token than the last: when it cannot (a
-    /// static token), a 401 is delivered at once instead of being sent again.
+    /// Whether asking after a refused token can give another token: when it cannot (a static
+    /// token), a 401 is delivered at once instead of being sent again.
     fn can_refresh(&self) -> bool {
         true
     }
 }
 
 impl ProvideToken for BearerToken {
-    fn provide_token(&self, _refresh: bool) -> TokenFuture {
+    fn provide_token(&self, _refused: Option<&BearerToken>) -> TokenFuture {
         let token = self.clone();
         Box::pin(async move { Ok(token) })
     }
@@ -101,15 +104,16 @@ impl ProvideToken for BearerToken {
     }
 }
 
-/// A [`ProvideToken`] from a closure `Fn(refresh: bool) -> Future<Output = Result<BearerToken,
-/// E>>`.
+/// A [`ProvideToken`] from a closure `Fn(refused: Option<BearerToken>) -> Future<Output =
+/// Result<BearerToken, E>>`: `refused` as [`ProvideToken::provide_token`] has it.
 ///
 /// ```
 /// use agentcore_tower::sigv4::{BearerToken, TokenFn};
 ///
-/// let tokens = TokenFn::new(|refresh: bool| async move {
-///     // Ask the authorization server for a new token when `refresh`; serve a cached one else.
-///     let _ = refresh;
+/// let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
+///     // Ask the authorization server for a new token after a refused one; serve a cached one
+///     // else.
+///     let _ = refused;
 ///     Ok::<_, std::io::Error>(BearerToken::new("eyJhbGciOi..."))
 /// });
 /// # let _ = tokens;
@@ -120,7 +124,7 @@ impl<F> TokenFn<F> {
     /// Wraps the closure.
     pub fn new<Fut, E>(f: F) -> Self
     where
-        F: Fn(bool) -> Fut + Send + Sync + 'static,
+        F: Fn(Option<BearerToken>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<BearerToken, E>> + Send + 'static,
         E: Into<BoxError>,
     {
@@ -130,12 +134,12 @@ impl<F> TokenFn<F> {
 
 impl<F, Fut, E> ProvideToken for TokenFn<F>
 where
-    F: Fn(bool) -> Fut + Send + Sync + 'static,
+    F: Fn(Option<BearerToken>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<BearerToken, E>> + Send + 'static,
     E: Into<BoxError>,
 {
-    fn provide_token(&self, refresh: bool) -> TokenFuture {
-        let future = (self.0)(refresh);
+    fn provide_token(&self, refused: Option<&BearerToken>) -> TokenFuture {
+        let future = (self.0)(refused.cloned());
         Box::pin(async move { future.await.map_err(Into::into) })
     }
 }
@@ -491,8 +495,9 @@ fn parse_bearer(value: &str) -> Option<BearerChallenge> {
 }
 
 impl Auth {
-    /// Resolves what the next attempt is authenticated with; `refresh` after a refused token.
-    pub(crate) fn resolve(&self, refresh: bool) -> KeyFuture {
+    /// Resolves what the next attempt is authenticated with; `refused`, the token of the
+    /// attempt before, when the server refused it.
+    pub(crate) fn resolve(&self, refused: Option<&BearerToken>) -> KeyFuture {
         match self {
             Auth::SigV4(sigv4) => {
                 let provider = sigv4.credentials.clone();
@@ -513,7 +518,7 @@ impl Auth {
                 })
             }
             Auth::Bearer(bearer) => {
-                let future = bearer.tokens.provide_token(refresh);
+                let future = bearer.tokens.provide_token(refused);
                 Box::pin(async move {
                     future
                         .await
@@ -629,7 +634,7 @@ impl Auth {
     }
 
     /// Gets ready for the fresh authentication: the credentials cache dropped, the clock
-    /// corrected. (A refused token is refreshed by asking its provider with `refresh`.)
+    /// corrected. (A refused token is replaced by asking its provider with the refused one.)
     pub(crate) fn refresh(&self, refresh: &Refresh) {
         let Auth::SigV4(sigv4) = self else { return };
         match refresh {

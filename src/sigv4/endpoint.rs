@@ -132,7 +132,7 @@ impl McpEndpointLayer {
     }
 
     /// Starts building a layer that sends `Authorization: Bearer <token>`, with a token from
-    /// `tokens` asked for every attempt, asked again with `refresh` after a 401 (see
+    /// `tokens` asked for every attempt, asked again after a 401 named the refused token (see
     /// [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
     ///
     /// The token goes to every URL the requests name — over https only (plain http to a

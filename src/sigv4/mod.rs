@@ -169,8 +169,9 @@
 //! * A request without a valid token gets a **401** with
 //!   `WWW-Authenticate: Bearer resource_metadata="https://bedrock-agentcore.{region}.amazonaws.com/runtimes/{ARN}/invocations/.well-known/oauth-protected-resource?qualifier={qualifier}"`
 //!   (the MCP protocol contract of AgentCore Runtime): nothing ran. The provider is asked once
-//!   more with `refresh = true` and the call sent again, when it can refresh and the call's rule
-//!   and budget allow it — any 401, since a wrong token may come back without the challenge.
+//!   more, named the refused token, and the call sent again, when it can refresh and the call's
+//!   rule and budget allow it — any 401, since a wrong token may come back without the
+//!   challenge.
 //! * A 401 that stays one is **delivered as an answer**, not turned into an error: with its
 //!   `WWW-Authenticate`, and the challenge read into the response's extensions
 //!   ([`BearerChallenge`]), so that an MCP client that runs the OAuth flow from a 401 (as rmcp's
@@ -465,8 +466,8 @@ impl SigV4InvokeLayer {
     /// [`ProvideToken`]). The mapping is the same as with SigV4: such a runtime is called at the
     /// same URL, with the same headers, and takes a token or a signature, never both.
     ///
-    /// A 401 was refused before anything ran (the token was not taken): the token is asked for
-    /// again with `refresh` and the request sent once more, when the provider can refresh (a
+    /// A 401 was refused before anything ran (the token was not taken): the provider is asked
+    /// again, named the refused token, and the request sent once more, when the provider can refresh (a
     /// static [`BearerToken`] cannot) and the call's rule and budget allow it. A 401 that stays one is
     /// delivered as an answer with its `WWW-Authenticate`, and the challenge read in its
     /// extensions ([`BearerChallenge`]: the `resource_metadata` URL an app's OAuth flow starts
@@ -896,11 +897,13 @@ pin_project! {
             shared: Arc<Shared>,
             operation: Operation,
             again: Option<Prepared<S, ResB>>,
+            // The bearer token sent, named to its provider should the server refuse it.
+            token: Option<BearerToken>,
         },
         Refreshing {
             prepared: Option<Prepared<S, ResB>>,
-            // Whether the token was refused (asked for again with `refresh`).
-            token_refused: bool,
+            // The bearer token the server refused, when that is why it is sent again.
+            refused_token: Option<BearerToken>,
         },
         Local {
             response: Option<Response<InvokeBody<ResB>>>,
@@ -941,7 +944,7 @@ where
                             return Poll::Ready(Err(this.call.not_sent(error)));
                         }
                     };
-                    let key = pending.shared.auth.resolve(false);
+                    let key = pending.shared.auth.resolve(None);
                     this.state.set(State::Resolving {
                         key,
                         prepared: Some(Prepared {
@@ -971,8 +974,13 @@ where
                             body.clone(),
                         )
                     });
-                    let sent =
-                        resolved.and_then(|key| sign_attempt(&mut pending, body, &key, context));
+                    let mut token = None;
+                    let sent = resolved.and_then(|key| {
+                        if let (Key::Bearer(sent), Some(_)) = (&key, &copy) {
+                            token = Some(sent.clone());
+                        }
+                        sign_attempt(&mut pending, body, &key, context)
+                    });
                     let Signed {
                         mut request,
                         mut secrets,
@@ -1026,11 +1034,12 @@ where
                         shared,
                         operation,
                         again,
+                        token,
                     });
                 }
                 StateProj::Refreshing {
                     prepared,
-                    token_refused,
+                    refused_token,
                 } => {
                     let Some(again) = prepared.as_mut() else {
                         unreachable!("taken once")
@@ -1047,7 +1056,7 @@ where
                             &again.pending,
                         ));
                     }
-                    let key = again.pending.shared.auth.resolve(*token_refused);
+                    let key = again.pending.shared.auth.resolve(refused_token.as_ref());
                     let prepared = prepared.take();
                     this.state.set(State::Resolving { key, prepared });
                 }
@@ -1059,8 +1068,10 @@ where
                     shared,
                     operation,
                     again,
+                    token,
                 } => {
                     let result = std::task::ready!(future.poll(cx));
+                    let token = token.take();
                     let secrets = std::mem::take(secrets);
                     let signed_at = *signed_at;
                     let chosen = chosen.take();
@@ -1119,7 +1130,8 @@ where
                                 });
                                 this.state.set(State::Refreshing {
                                     prepared: Some(again),
-                                    token_refused: matches!(refresh, Refresh::TokenRefused),
+                                    refused_token: token
+                                        .filter(|_| matches!(refresh, Refresh::TokenRefused)),
                                 });
                                 continue;
                             }

@@ -31,7 +31,7 @@ pub async fn provider(source: &TokenSource) -> Result<Tokens, TokenError> {
         TokenSource::Command(command) => {
             let tokens = CommandToken::new(command.clone());
             tokens
-                .get(false)
+                .get(None)
                 .await
                 .map_err(|e| TokenError::Failed(e.to_string()))?;
             Ok(Tokens::Command(tokens))
@@ -62,15 +62,16 @@ impl ProvideToken for Tokens {
         !matches!(self, Tokens::Env(_))
     }
 
-    fn provide_token(&self, refresh: bool) -> TokenFuture {
+    fn provide_token(&self, refused: Option<&BearerToken>) -> TokenFuture {
         match self {
             Tokens::Env(env) => {
-                let result = env.get(refresh);
+                let result = env.get(refused.is_some());
                 Box::pin(async move { result })
             }
             Tokens::Command(command) => {
                 let command = command.clone();
-                Box::pin(async move { command.get(refresh).await })
+                let refused = refused.cloned();
+                Box::pin(async move { command.get(refused.as_ref()).await })
             }
         }
     }
@@ -130,8 +131,9 @@ fn check_token(token: &str) -> Result<BearerToken, &'static str> {
 }
 
 /// `--bearer-token-command CMD`: the trimmed standard output of CMD run by the shell, cached;
-/// run again when the server refused the token, or when the token is a JWT that expires within
-/// [`EXPIRY_MARGIN`]. One run at a time: requests that wait for it take its token.
+/// run again when the server refused the cached token, or when the token is a JWT that expires
+/// within [`EXPIRY_MARGIN`]. One run at a time: requests that wait for it take its token, and a
+/// request refused with a token already replaced takes the replacement.
 #[derive(Clone)]
 pub struct CommandToken(Arc<CommandInner>);
 
@@ -140,7 +142,7 @@ struct CommandInner {
     cached: Mutex<Option<Cached>>,
     /// Held while the command runs.
     running: tokio::sync::Mutex<()>,
-    /// How many tokens were fetched: which one a request saw.
+    /// How many tokens were fetched (for the log).
     fetched: AtomicU64,
 }
 
@@ -149,8 +151,6 @@ struct Cached {
     token: BearerToken,
     /// The JWT's `exp` (seconds since the epoch), when it is one.
     expires: Option<u64>,
-    /// Its number in [`CommandInner::fetched`].
-    generation: u64,
 }
 
 impl CommandToken {
@@ -171,25 +171,23 @@ impl CommandToken {
             .clone()
     }
 
-    /// The token: the cached one unless `refresh` or it expires soon; else the command's.
-    pub async fn get(&self, refresh: bool) -> Result<BearerToken, BoxError> {
-        let seen = self.cached().map(|c| c.generation);
-        let usable = |cached: &Option<Cached>| {
-            cached
-                .as_ref()
-                .filter(|c| !expires_soon(c.expires, SystemTime::now()))
-                .map(|c| c.token.clone())
+    /// The token: the cached one, unless it is the one the server `refused` or it expires
+    /// soon; else the command's. Requests refused with one token run the command once: the
+    /// others find its token cached, whether they waited for the run or came after it.
+    pub async fn get(&self, refused: Option<&BearerToken>) -> Result<BearerToken, BoxError> {
+        let usable = || {
+            self.cached()
+                .filter(|c| {
+                    refused != Some(&c.token) && !expires_soon(c.expires, SystemTime::now())
+                })
+                .map(|c| c.token)
         };
-        if !refresh && let Some(token) = usable(&self.cached()) {
+        if let Some(token) = usable() {
             return Ok(token);
         }
         let _running = self.0.running.lock().await;
-        let cached = self.cached();
-        // Fetched while this request waited: a token newer than the one it saw.
-        let newer = cached.as_ref().map(|c| c.generation) != seen;
-        if (newer || !refresh)
-            && let Some(token) = usable(&cached)
-        {
+        // Fetched while this request waited.
+        if let Some(token) = usable() {
             return Ok(token);
         }
         let command = self.0.command.clone();
@@ -212,7 +210,6 @@ impl CommandToken {
         *self.0.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(Cached {
             token: token.clone(),
             expires,
-            generation,
         });
         Ok(token)
     }
@@ -551,15 +548,26 @@ mod tests {
     async fn the_command_runs_again_on_refresh_only_and_waiters_share_a_run() {
         let dir = TempDir::new("refresh");
         let tokens = CommandToken::new(dir.counting_script("-abc"));
-        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-1-abc");
-        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-1-abc");
+        let first = tokens.get(None).await.unwrap();
+        assert_eq!(first.as_str(), "token-1-abc");
+        assert_eq!(tokens.get(None).await.unwrap().as_str(), "token-1-abc");
         assert_eq!(dir.runs(), 1, "cached");
-        assert_eq!(tokens.get(true).await.unwrap().as_str(), "token-2-abc");
-        assert_eq!(tokens.get(false).await.unwrap().as_str(), "token-2-abc");
+        let second = tokens.get(Some(&first)).await.unwrap();
+        assert_eq!(second.as_str(), "token-2-abc");
+        assert_eq!(tokens.get(None).await.unwrap().as_str(), "token-2-abc");
         assert_eq!(dir.runs(), 2);
 
+        // Refused with the token already replaced (its answer came late): the replacement.
+        let late = tokens.get(Some(&first)).await.unwrap();
+        assert_eq!(late.as_str(), "token-2-abc");
+        assert_eq!(dir.runs(), 2, "not run for a token already replaced");
+
         // Three requests refused at once: one run, all take its token.
-        let (a, b, c) = tokio::join!(tokens.get(true), tokens.get(true), tokens.get(true));
+        let (a, b, c) = tokio::join!(
+            tokens.get(Some(&second)),
+            tokens.get(Some(&second)),
+            tokens.get(Some(&second))
+        );
         let got: Vec<String> = [a, b, c]
             .into_iter()
             .map(|t| t.unwrap().as_str().to_owned())
@@ -575,9 +583,9 @@ mod tests {
         // A JWT that expired long ago: every use runs the command.
         let expired = jwt(r#"{"exp":1000}"#);
         let tokens = CommandToken::new(dir.counting_script(&format!("-{expired}")));
-        let first = tokens.get(false).await.unwrap();
+        let first = tokens.get(None).await.unwrap();
         assert!(first.as_str().starts_with("token-1-"));
-        let second = tokens.get(false).await.unwrap();
+        let second = tokens.get(None).await.unwrap();
         assert!(second.as_str().starts_with("token-2-"));
         assert_eq!(dir.runs(), 2);
         drop(dir);
@@ -590,8 +598,8 @@ mod tests {
             .as_secs();
         let fresh = jwt(&format!(r#"{{"exp":{}}}"#, now + 3600));
         let tokens = CommandToken::new(dir.counting_script(&format!("-{fresh}")));
-        tokens.get(false).await.unwrap();
-        tokens.get(false).await.unwrap();
+        tokens.get(None).await.unwrap();
+        tokens.get(None).await.unwrap();
         assert_eq!(dir.runs(), 1);
     }
 
