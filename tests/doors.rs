@@ -480,6 +480,64 @@ async fn an_endpoint_url_that_is_relative_or_carries_a_password_is_refused_unsen
 }
 
 #[tokio::test]
+async fn an_endpoint_layer_given_an_origin_sends_there_only() {
+    // One layer, as an app that shares it between the clients of several servers has it.
+    let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
+        .origin("https://MCP.example.com/mcp?tenant=acme")
+        .build()
+        .unwrap();
+    // The same origin, whatever the path, the host's case or an explicit default port: sent.
+    for uri in [
+        "https://mcp.example.com/mcp",
+        "https://Mcp.Example.com:443/other/path?x=1",
+    ] {
+        let service = Scripted::new([Step::Respond(ok())]);
+        let shared = service.shared();
+        let response = layer
+            .layer(service)
+            .oneshot(mcp_post(uri, CALL))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{uri}");
+        assert_eq!(shared.calls(), 1, "{uri}");
+        let requests = shared.requests.lock().unwrap();
+        assert_eq!(authorization(&requests[0].0), format!("Bearer {FRESH}"));
+    }
+    // Another scheme, port or host: not sent, and the token nowhere in what comes back.
+    for (uri, named) in [
+        ("http://mcp.example.com/mcp", "http://mcp.example.com"),
+        (
+            "https://mcp.example.com:8443/mcp",
+            "https://mcp.example.com:8443",
+        ),
+        (
+            "https://mcp.example.com.attacker.test/mcp",
+            "https://mcp.example.com.attacker.test",
+        ),
+        ("https://attacker.test/mcp", "https://attacker.test"),
+    ] {
+        let service = Scripted::new([]);
+        let shared = service.shared();
+        let record = AttemptRecord::new();
+        let mut request = mcp_post(uri, CALL);
+        request.extensions_mut().insert(record.clone());
+        let error = layer.layer(service).oneshot(request).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidRequest, "{uri}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the request cannot be sent: the request names {named}, and this layer sends to \
+                 https://mcp.example.com only: it was not sent, so that its token or signature \
+                 reaches no other server (after 1 attempt)"
+            )
+        );
+        assert_eq!(shared.calls(), 0, "{uri}");
+        let shown = format!("{error:?} {record} {record:?}");
+        assert!(!shown.contains(FRESH), "{shown}");
+    }
+}
+
+#[tokio::test]
 async fn an_expired_endpoint_session_is_a_404_delivered_and_the_guards_rule_is_unchanged() {
     // A throttled tools/call is sent again; a 404 (an expired gateway session) is delivered as
     // it is (MCP clients re-initialise on it); a non-idempotent tool whose answer was lost is

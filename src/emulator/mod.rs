@@ -649,8 +649,9 @@ impl Emulator {
     }
 
     /// An [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) builder aimed at this emulator
-    /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name.
-    /// Requests name [`gateway_url`](Self::gateway_url). Add settings, then `build()`.
+    /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name,
+    /// sending to this emulator's origin only. Requests name [`gateway_url`](Self::gateway_url).
+    /// Add settings, then `build()`.
     ///
     /// ```
     /// use agentcore_tower::emulator::{Emulator, EmulatorConfig};
@@ -666,6 +667,7 @@ impl Emulator {
         crate::sigv4::McpEndpointLayer::sigv4(self.credentials())
             .region(self.region())
             .signing_name(self.state.config.signing_name.clone())
+            .origin(self.gateway_url())
     }
 
     /// The first accepted test credentials.

@@ -15,7 +15,7 @@ use http_body_util::Full;
 use tower::{Layer, Service};
 
 use super::auth::{AuthSource, Clock, ProvideToken};
-use super::request::SIGNING_NAME;
+use super::request::{Origin, SIGNING_NAME};
 use super::target::check_region;
 use super::{ConfigError, InvokeBody, Mapping, Operation, ResponseFuture, Shared, call};
 use crate::error::{BoxError, Error};
@@ -54,6 +54,7 @@ pub struct McpEndpointLayerBuilder {
     region: Option<String>,
     signing_name: String,
     clock: Clock,
+    origin: Option<String>,
 }
 
 impl McpEndpointLayerBuilder {
@@ -68,6 +69,35 @@ impl McpEndpointLayerBuilder {
     /// service's own for an AWS-managed MCP server.
     pub fn signing_name(mut self, name: impl Into<String>) -> Self {
         self.signing_name = name.into();
+        self
+    }
+
+    /// Sends to the origin of `url` only: its scheme, host and port (its path and query do not
+    /// matter). A request that names another origin is not sent, and fails with
+    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before it is
+    /// authenticated, so that a token or signature meant for one server never reaches
+    /// another, whatever URL an MCP client is handed or a layer shared by several servers'
+    /// clients is given. Without it, the layer sends wherever each request names.
+    ///
+    /// ```
+    /// use agentcore_tower::sigv4::{BearerToken, McpEndpointLayer};
+    ///
+    /// let layer = McpEndpointLayer::bearer(BearerToken::new("eyJhbGciOi..."))
+    ///     .origin("https://mcp.example.com/mcp")
+    ///     .build()?;
+    /// assert_eq!(
+    ///     format!("{layer:?}"),
+    ///     r#"McpEndpoint { auth: Bearer(..), origin: https://mcp.example.com }"#
+    /// );
+    /// // A URL that is none, or plain http with a bearer token: refused when built.
+    /// assert!(McpEndpointLayer::bearer(BearerToken::new("eyJhbGciOi..."))
+    ///     .origin("http://mcp.example.com")
+    ///     .build()
+    ///     .is_err());
+    /// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+    /// ```
+    pub fn origin(mut self, url: impl Into<String>) -> Self {
+        self.origin = Some(url.into());
         self
     }
 
@@ -95,10 +125,19 @@ impl McpEndpointLayerBuilder {
             (None, true) => return Err(ConfigError::MissingRegion),
             (None, false) => String::new(),
         };
+        let origin = match &self.origin {
+            Some(url) => Some(Origin::parse(url, !self.auth.is_sigv4()).map_err(|reason| {
+                ConfigError::InvalidEndpoint {
+                    endpoint: crate::uri::shown_text(url),
+                    reason: reason.to_owned(),
+                }
+            })?),
+            None => None,
+        };
         Ok(McpEndpointLayer {
             shared: Arc::new(Shared {
                 auth: self.auth.into_auth(name, &region, self.clock),
-                mapping: Mapping::Endpoint,
+                mapping: Mapping::Endpoint(origin),
             }),
         })
     }
@@ -110,6 +149,10 @@ impl fmt::Debug for McpEndpointLayerBuilder {
             .field("auth", &self.auth)
             .field("region", &self.region)
             .field("signing_name", &self.signing_name)
+            .field(
+                "origin",
+                &self.origin.as_deref().map(crate::uri::shown_text),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -136,8 +179,10 @@ impl McpEndpointLayer {
     /// [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
     ///
     /// The token goes to every URL the requests name — over https only (plain http to a
-    /// loopback host): use one layer per MCP server, so that a token meant for one never
-    /// reaches another (the MCP authorization specification's audience rule).
+    /// loopback host) — unless the layer is given its server's
+    /// [`origin`](McpEndpointLayerBuilder::origin): give it, or use one layer per MCP server,
+    /// so that a token meant for one never reaches another (the MCP authorization
+    /// specification's audience rule).
     pub fn bearer(tokens: impl ProvideToken) -> McpEndpointLayerBuilder {
         Self::with_auth(AuthSource::bearer(tokens))
     }
@@ -163,6 +208,7 @@ impl McpEndpointLayer {
             region: None,
             signing_name: SIGNING_NAME.to_owned(),
             clock: Arc::new(SystemTime::now),
+            origin: None,
         }
     }
 }
@@ -285,5 +331,59 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(format!("{layer:?}"), "McpEndpoint { auth: Bearer(..) }");
+    }
+
+    #[test]
+    fn an_origin_is_an_absolute_url_and_plain_http_only_to_loopback_with_a_token() {
+        let credentials =
+            aws_credential_types::Credentials::new("AKIDTEST", "secret", None, None, "test");
+        let bearer = || McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"));
+        let refused =
+            |builder: McpEndpointLayerBuilder| builder.build().err().map(|e| e.to_string());
+        for (url, reason) in [
+            ("/mcp", "not an absolute URL (https://host)"),
+            ("ftp://mcp.example.com/", "the scheme must be http or https"),
+            (
+                "https://user:hunter2@mcp.example.com/",
+                "credentials in the URL are not allowed",
+            ),
+            ("not a url at all", "not a URL"),
+            (
+                "http://mcp.example.com/",
+                "a bearer token is sent over https only (plain http to a loopback host)",
+            ),
+        ] {
+            let error = refused(bearer().origin(url)).unwrap();
+            assert!(
+                error.ends_with(&format!("cannot be used: {reason}")),
+                "{url}: {error}"
+            );
+            assert!(!error.contains("hunter2"), "{error}");
+        }
+        // Plain http: to a loopback host with a token; anywhere with SigV4 (it holds no secret).
+        let layer = bearer()
+            .origin("http://127.0.0.1:8080/mcp")
+            .build()
+            .unwrap();
+        assert_eq!(
+            format!("{layer:?}"),
+            "McpEndpoint { auth: Bearer(..), origin: http://127.0.0.1:8080 }"
+        );
+        let layer = McpEndpointLayer::sigv4(credentials)
+            .region("us-east-1")
+            .origin("HTTP://Gateway.Example:80/mcp")
+            .build()
+            .unwrap();
+        assert!(
+            format!("{layer:?}").ends_with(r#"origin: http://gateway.example }"#),
+            "{layer:?}"
+        );
+        // The builder never shows what the URL could carry.
+        let builder = bearer().origin("https://user:hunter2@mcp.example.com/mcp?key=abc");
+        let debug = format!("{builder:?}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("abc"),
+            "{debug}"
+        );
     }
 }

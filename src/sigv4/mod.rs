@@ -206,8 +206,9 @@
 //! botocore sign), and the real payload hash. Nothing is answered locally: GET (the server's
 //! message stream) and DELETE (ending the MCP session) go to the server, which decides. The
 //! answer keeps every header but the hop-by-hop ones, redacted as above. The URL must be
-//! absolute and carry no user or password ([`ErrorKind::InvalidRequest`](crate::ErrorKind)
-//! otherwise, and nothing is sent). The retry layers and the guard work over it as over the
+//! absolute and carry no user or password, and be at the layer's
+//! [`origin`](McpEndpointLayerBuilder::origin) when it was given one
+//! ([`ErrorKind::InvalidRequest`](crate::ErrorKind) otherwise, and nothing is sent). The retry layers and the guard work over it as over the
 //! invoke layer: [`RecommendedLayers`](crate::RecommendedLayers) takes either.
 //!
 //! ```
@@ -293,8 +294,9 @@ struct Shared {
 enum Mapping {
     /// Carried as `InvokeAgentRuntime` to a runtime.
     Invoke(Box<Invoke>),
-    /// Sent to the URL it names, as it is (an MCP endpoint: AgentCore Gateway, any MCP server).
-    Endpoint,
+    /// Sent to the URL it names, as it is (an MCP endpoint: AgentCore Gateway, any MCP server),
+    /// at the one origin given, if any.
+    Endpoint(Option<request::Origin>),
 }
 
 /// The invoke mapping's settings.
@@ -310,7 +312,7 @@ impl Shared {
     fn invoke(&self) -> &Invoke {
         match &self.mapping {
             Mapping::Invoke(invoke) => invoke,
-            Mapping::Endpoint => unreachable!("only an invoke layer has invoke settings"),
+            Mapping::Endpoint(_) => unreachable!("only an invoke layer has invoke settings"),
         }
     }
 
@@ -318,7 +320,7 @@ impl Shared {
     fn layer(&self) -> &'static str {
         match self.mapping {
             Mapping::Invoke(_) => "sigv4",
-            Mapping::Endpoint => "mcp-endpoint",
+            Mapping::Endpoint(_) => "mcp-endpoint",
         }
     }
 }
@@ -328,7 +330,7 @@ impl fmt::Debug for Shared {
         // Never the credentials or the token: only what kind of auth.
         let mut f = f.debug_struct(match self.mapping {
             Mapping::Invoke(_) => "SigV4Invoke",
-            Mapping::Endpoint => "McpEndpoint",
+            Mapping::Endpoint(_) => "McpEndpoint",
         });
         f.field("auth", &self.auth);
         if let Mapping::Invoke(invoke) = &self.mapping {
@@ -336,6 +338,9 @@ impl fmt::Debug for Shared {
                 .field("runtime_sessions", &invoke.sessions)
                 .field("runtime_user_id", &invoke.user_id)
                 .field("stop_session_on_delete", &invoke.stop_on_delete);
+        }
+        if let Mapping::Endpoint(Some(origin)) = &self.mapping {
+            f.field("origin", &format_args!("{origin}"));
         }
         f.finish()
     }
@@ -622,7 +627,7 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let operation = match &self.shared.mapping {
-            Mapping::Endpoint => Ok(Operation::Forward),
+            Mapping::Endpoint(_) => Ok(Operation::Forward),
             Mapping::Invoke(invoke) => invoke.operation(&request),
         };
         call(&mut self.inner, &self.shared, request, operation)
@@ -1096,7 +1101,7 @@ where
                                 Mapping::Invoke(_) => {
                                     answer::filter_headers(&mut parts.headers, &secrets);
                                 }
-                                Mapping::Endpoint => {
+                                Mapping::Endpoint(_) => {
                                     answer::filter_endpoint_headers(&mut parts.headers, &secrets);
                                 }
                             }
@@ -1220,7 +1225,11 @@ fn sign_attempt<S>(
     };
     if pending.operation == Operation::Forward {
         let bearer = matches!(shared.auth, Auth::Bearer(_));
-        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer)?;
+        let origin = match &shared.mapping {
+            Mapping::Endpoint(origin) => origin.as_ref(),
+            Mapping::Invoke(_) => None,
+        };
+        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer, origin)?;
         let method = pending.parts.method.clone();
         let headers = request::endpoint_headers(&pending.parts.headers, host, &method, &body);
         let (request, secrets, signed_at) =

@@ -263,12 +263,80 @@ const NOT_CARRIED: [HeaderName; 8] = [
     HeaderName::from_static("x-amz-security-token"),
 ];
 
+/// The one origin an MCP endpoint layer sends to, when it was given one: a scheme, a host
+/// (lower case) and a port (the scheme's default when the URL names none), as RFC 6454 has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Origin {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+impl Origin {
+    /// The origin of `url`: an absolute `http`/`https` URL with a host and no user
+    /// information; its path and query are not part of it. The error says why not.
+    pub(crate) fn parse(url: &str, https_only: bool) -> Result<Origin, &'static str> {
+        let uri: http::Uri = url.parse().map_err(|_| "not a URL")?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err("not an absolute URL (https://host)");
+        };
+        if !matches!(scheme, "http" | "https") {
+            return Err("the scheme must be http or https");
+        }
+        if authority.host().is_empty() {
+            return Err("no host");
+        }
+        if authority.as_str().contains('@') {
+            return Err("credentials in the URL are not allowed");
+        }
+        if https_only && scheme == "http" && !is_loopback(authority.host()) {
+            return Err("a bearer token is sent over https only (plain http to a loopback host)");
+        }
+        Ok(Origin::of(scheme, authority))
+    }
+
+    /// Whether a URL of `scheme` and `authority` is at this origin (no allocation: asked for
+    /// every attempt).
+    fn admits(&self, scheme: &str, authority: &http::uri::Authority) -> bool {
+        let https = scheme == "https";
+        https == self.https
+            && authority.host().eq_ignore_ascii_case(&self.host)
+            && authority.port_u16().unwrap_or(if https { 443 } else { 80 }) == self.port
+    }
+
+    fn of(scheme: &str, authority: &http::uri::Authority) -> Origin {
+        let https = scheme == "https";
+        Origin {
+            https,
+            host: authority.host().to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (scheme, default_port) = if self.https {
+            ("https", 443)
+        } else {
+            ("http", 80)
+        };
+        write!(f, "{scheme}://{}", self.host)?;
+        if self.port != default_port {
+            write!(f, ":{}", self.port)?;
+        }
+        Ok(())
+    }
+}
+
 /// The URI of a request to an MCP endpoint, as the request gives it: absolute (`http`/`https`
 /// with a host), without user information (a password belongs in the auth, not in a URL that
-/// travels and gets logged). Returns it with its text and its `Host` value.
+/// travels and gets logged), at `origin` when the layer has one. Returns it with its text and
+/// its `Host` value.
 pub(crate) fn endpoint_uri(
     uri: &http::Uri,
     https_only: bool,
+    origin: Option<&Origin>,
 ) -> Result<(http::Uri, String, HeaderValue), Error> {
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
         return Err(invalid(
@@ -288,6 +356,15 @@ pub(crate) fn endpoint_uri(
              layer, not in the URL"
                 .into(),
         ));
+    }
+    if let Some(origin) = origin
+        && !origin.admits(scheme, authority)
+    {
+        return Err(invalid(format!(
+            "the request names {}, and this layer sends to {origin} only: it was not sent, so \
+             that its token or signature reaches no other server",
+            Origin::of(scheme, authority)
+        )));
     }
     let host = authority.host();
     if https_only && scheme == "http" && !is_loopback(host) {

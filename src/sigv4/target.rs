@@ -60,7 +60,8 @@ pub enum ConfigError {
     MissingRegion,
     /// The region is not a plausible AWS region name (lower-case letters, digits and `-`).
     InvalidRegion(String),
-    /// The endpoint override is not an absolute `http`/`https` URL with a host.
+    /// The endpoint override (or an MCP endpoint layer's origin) is not an absolute
+    /// `http`/`https` URL with a host.
     InvalidEndpoint {
         /// The endpoint as given, without what could be a secret in it (user information, a
         /// query).

@@ -200,6 +200,7 @@ async fn endpoint(
     let (signer, region) = match tokens {
         Some(tokens) => (
             McpEndpointLayer::bearer(tokens)
+                .origin(url.to_string())
                 .build()
                 .map_err(|e| StartError::Usage(e.to_string()))?,
             None,
@@ -234,6 +235,7 @@ async fn endpoint(
             let signer = McpEndpointLayer::sigv4(CachedCredentials::new(credentials))
                 .region(region.clone())
                 .signing_name(signing_name.unwrap_or(GATEWAY_SIGNING_NAME))
+                .origin(url.to_string())
                 .build()
                 .map_err(|e| StartError::Usage(format!("{flag}: {e}")))?;
             (signer, Some(region))
