@@ -53,7 +53,6 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use serde_json::Value;
 
 use crate::jsonrpc::first_significant_byte;
-use crate::record::aws_error_type;
 
 /// The message of the throttling reply (-32003) — also ServiceQuotaExceeded's: the two share it.
 pub const THROTTLED_MESSAGE: &str = "Rate limit exceeded - Too many requests";
@@ -219,9 +218,51 @@ impl fmt::Display for Classified {
     }
 }
 
+/// AWS's error type header: `x-amzn-errortype`.
+pub(crate) const AWS_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
+
+/// What a response's `x-amzn-errortype` says, read as
+/// [`aws_error_type`](crate::record::aws_error_type) describes.
+pub(crate) enum ErrorTypeHeader<'a> {
+    Absent,
+    Named(&'a str),
+    Unrecognised,
+}
+
+impl<'a> ErrorTypeHeader<'a> {
+    pub(crate) fn read(headers: &'a HeaderMap) -> Self {
+        let Some(value) = headers.get(AWS_ERROR_TYPE) else {
+            return ErrorTypeHeader::Absent;
+        };
+        let name = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split(':').next())
+            .and_then(|v| v.rsplit('#').next())
+            .map(str::trim)
+            .filter(|name| {
+                name.len() <= 128
+                    && name.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            });
+        match name {
+            Some(name) => ErrorTypeHeader::Named(name),
+            None => ErrorTypeHeader::Unrecognised,
+        }
+    }
+
+    /// The name, when it is one.
+    pub(crate) fn name(&self) -> Option<&'a str> {
+        match *self {
+            ErrorTypeHeader::Named(name) => Some(name),
+            ErrorTypeHeader::Absent | ErrorTypeHeader::Unrecognised => None,
+        }
+    }
+}
+
 /// The platform error a response head carries in the HTTP form, if any (see the module docs).
 pub fn classify_head(status: StatusCode, headers: &HeaderMap) -> Option<Classified> {
-    let named = match aws_error_type(headers) {
+    let named = match ErrorTypeHeader::read(headers).name() {
         Some("UnauthorizedException") => Some(PlatformError::Unauthorized),
         Some("AccessDeniedException") => Some(PlatformError::AccessDenied),
         Some("ThrottlingException") => Some(PlatformError::Throttling),
@@ -234,7 +275,7 @@ pub fn classify_head(status: StatusCode, headers: &HeaderMap) -> Option<Classifi
         Some("InternalServerException") => Some(PlatformError::Internal),
         _ => None,
     };
-    let typed = headers.contains_key(crate::record::AWS_ERROR_TYPE);
+    let typed = headers.contains_key(AWS_ERROR_TYPE);
     let error = match (named, status.as_u16()) {
         // A type that belongs to another status is not this table's.
         (Some(error), code) if expected_status(error).is_none_or(|s| s == code) => Some(error),

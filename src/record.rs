@@ -25,9 +25,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use http::{Extensions, HeaderMap, HeaderName, StatusCode};
+use http::{Extensions, HeaderMap, StatusCode};
 
-use crate::contract::{Classified, Form, PlatformError, REQUIRED_ACCEPT};
+use crate::contract::{Classified, ErrorTypeHeader, Form, PlatformError, REQUIRED_ACCEPT};
 use crate::rule::{FailureKind, Permission};
 
 /// The record of every attempt one call made. Shared: clones see the same attempts.
@@ -613,9 +613,6 @@ impl fmt::Display for Millis {
     }
 }
 
-/// AWS's error type header: `x-amzn-errortype`.
-pub(crate) const AWS_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
-
 /// The AWS error type of a response, as the official SDK reads `x-amzn-errortype`: the value up
 /// to its first `:` (AWS appends `:namespace`), without any `namespace#` prefix — when what is
 /// left looks like an AWS error type name: an ASCII capital letter, then letters, digits or `_`,
@@ -634,10 +631,7 @@ pub(crate) const AWS_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-er
 /// assert_eq!(aws_error_type(&headers), None);
 /// ```
 pub fn aws_error_type(headers: &HeaderMap) -> Option<&str> {
-    match ErrorType::parse(headers) {
-        Parsed::Named(name) => Some(name),
-        Parsed::Absent | Parsed::Unrecognised => None,
-    }
+    ErrorTypeHeader::read(headers).name()
 }
 
 /// A response's AWS error type, as the record keeps it.
@@ -653,19 +647,13 @@ pub enum ErrorType {
     Unrecognised,
 }
 
-enum Parsed<'a> {
-    Absent,
-    Named(&'a str),
-    Unrecognised,
-}
-
 impl ErrorType {
     /// The error type of a response head.
     pub fn of(headers: &HeaderMap) -> Self {
-        match Self::parse(headers) {
-            Parsed::Absent => ErrorType::Absent,
-            Parsed::Named(name) => ErrorType::Named(name.to_owned()),
-            Parsed::Unrecognised => ErrorType::Unrecognised,
+        match ErrorTypeHeader::read(headers) {
+            ErrorTypeHeader::Absent => ErrorType::Absent,
+            ErrorTypeHeader::Named(name) => ErrorType::Named(name.to_owned()),
+            ErrorTypeHeader::Unrecognised => ErrorType::Unrecognised,
         }
     }
 
@@ -674,27 +662,6 @@ impl ErrorType {
         match self {
             ErrorType::Named(name) => Some(name),
             ErrorType::Absent | ErrorType::Unrecognised => None,
-        }
-    }
-
-    fn parse(headers: &HeaderMap) -> Parsed<'_> {
-        let Some(value) = headers.get(AWS_ERROR_TYPE) else {
-            return Parsed::Absent;
-        };
-        let name = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split(':').next())
-            .and_then(|v| v.rsplit('#').next())
-            .map(str::trim)
-            .filter(|name| {
-                name.len() <= 128
-                    && name.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-            });
-        match name {
-            Some(name) => Parsed::Named(name),
-            None => Parsed::Unrecognised,
         }
     }
 }

@@ -193,8 +193,8 @@ use serde::Deserialize as _;
 use sse_stream::{Sse, SseStream};
 use tower::{Layer, Service, ServiceExt};
 
+use crate::contract::AWS_ERROR_TYPE;
 use crate::contract::MCP_SESSION_ID;
-use crate::record::AWS_ERROR_TYPE;
 use crate::{AttemptRecord, BoxError};
 
 /// `Last-Event-Id`.

@@ -71,7 +71,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::budget::RetryBudget;
-use crate::context::{CallContext, KeptExtensions, OnRecord, Ownership};
+use crate::context::{CallContext, Head, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Outcome, Verdict};
@@ -393,42 +393,6 @@ where
     }
 }
 
-/// A request's head — method, URI, version, headers — kept for re-sends, shared by the retry
-/// layers of one call that received it unchanged (each checks: a layer of the app's between two
-/// of ours may have changed it).
-pub(crate) struct Head {
-    method: http::Method,
-    uri: http::Uri,
-    version: http::Version,
-    headers: http::HeaderMap,
-}
-
-impl Head {
-    fn of<B>(request: &Request<B>) -> Self {
-        Self {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-            version: request.version(),
-            headers: request.headers().clone(),
-        }
-    }
-
-    /// Whether `request` has exactly this head.
-    fn is_of<B>(&self, request: &Request<B>) -> bool {
-        self.method == request.method()
-            && self.uri == *request.uri()
-            && self.version == request.version()
-            && same_headers(&self.headers, request.headers())
-    }
-}
-
-/// Whether two header maps hold the same entries in the same order. Stricter than the maps'
-/// `==` (which ignores order, hashing each name to look it up): an unchanged request passes it
-/// with one linear walk, and a reordered one merely is not shared — it is copied.
-fn same_headers(a: &http::HeaderMap, b: &http::HeaderMap) -> bool {
-    a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y)
-}
-
 /// What a retry layer re-sends: the request it received — the head shared with the layer above
 /// when that one kept the same, its own body (a body cannot be compared), and its extensions
 /// (copied, unless they hold nothing but the call's own marks: see
@@ -441,7 +405,7 @@ struct Template<B> {
 
 impl<B> Template<B> {
     fn uri(&self) -> &http::Uri {
-        &self.head.uri
+        self.head.uri()
     }
 }
 
@@ -464,13 +428,10 @@ impl<B: Clone> Template<B> {
 
     /// A copy for a re-send: method, URI, version, headers, extensions and body.
     fn request(&self, context: &CallContext) -> Request<B> {
-        let mut copy = Request::new(self.body.clone());
-        *copy.method_mut() = self.head.method.clone();
-        *copy.uri_mut() = self.head.uri.clone();
-        *copy.version_mut() = self.head.version;
-        *copy.headers_mut() = self.head.headers.clone();
-        *copy.extensions_mut() = context.restore_extensions(&self.extensions);
-        copy
+        self.head.request(
+            self.body.clone(),
+            context.restore_extensions(&self.extensions),
+        )
     }
 }
 
