@@ -843,6 +843,57 @@ async fn a_bearer_gateway_challenges_serves_its_metadata_and_scopes_sessions_to_
     assert!(!shown.contains("token-a") && !shown.contains("token-b"));
 }
 
+#[tokio::test]
+async fn a_gateway_scopes_a_jwts_sessions_to_its_subject() {
+    use base64::Engine;
+    // A JWT by its claims (the emulator reads the payload; the signature part is opaque).
+    let jwt = |claims: &str| {
+        let encode = |part: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(part);
+        format!(
+            "{}.{}.c2lnbmF0dXJl",
+            encode(r#"{"alg":"RS256"}"#),
+            encode(claims)
+        )
+    };
+    let first = jwt(r#"{"sub":"user-1","exp":4102444800,"jti":"a"}"#);
+    let refreshed = jwt(r#"{"sub":"user-1","exp":4102448400,"jti":"b"}"#);
+    let other_user = jwt(r#"{"sub":"user-2","exp":4102444800}"#);
+    let no_subject = jwt(r#"{"exp":4102444800,"jti":"c"}"#);
+    let emulator = start(EmulatorConfig::default().gateway(true).bearer_tokens([
+        first.clone(),
+        refreshed.clone(),
+        other_user.clone(),
+        no_subject.clone(),
+    ]))
+    .await;
+    let session = open_session(&emulator, Door::Bearer(&first)).await;
+    let with = [("mcp-session-id", session.as_str())];
+    let status = |token: &str, id: u64| {
+        let (with, token) = (with, token.to_owned());
+        let emulator = &emulator;
+        async move {
+            send(
+                Method::POST,
+                &emulator.gateway_url(),
+                &with,
+                &counter(id),
+                Door::Bearer(&token),
+            )
+            .await
+            .status
+        }
+    };
+    // The same user with a refreshed token: the same session, as AWS scopes it.
+    assert_eq!(status(&first, 2).await, StatusCode::OK);
+    assert_eq!(status(&refreshed, 3).await, StatusCode::OK);
+    // Another user, or a JWT without a subject (a principal of its own): not this session.
+    assert_eq!(status(&other_user, 4).await, StatusCode::NOT_FOUND);
+    assert_eq!(status(&no_subject, 5).await, StatusCode::NOT_FOUND);
+    let audit = emulator.audit();
+    assert_eq!(audit.executions_of("counter"), 2);
+    assert_eq!(audit.mcp_session_refusals, 2);
+}
+
 // ---- Signing name ----
 
 #[tokio::test]

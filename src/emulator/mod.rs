@@ -98,8 +98,9 @@
 //!   transport; AWS's bodies are not documented)*. A session lasts one hour from its
 //!   `initialize` (the gateway's default, absolute) or until
 //!   [`Emulator::expire_mcp_sessions`]. The principal is the access key id for SigV4 (AWS
-//!   takes the principal ARN) and the token itself for bearer tokens (AWS takes the token's
-//!   `sub` claim, so a refreshed token of the same user keeps its sessions there, not here).
+//!   takes the principal ARN) and, for a bearer token, its `sub` claim when it is a JWT that
+//!   has one, as AWS scopes sessions *(guide: gateway sessions)*, so a refreshed token of the
+//!   same user keeps the user's sessions; another token is a principal of its own.
 //! * Faults apply to `tools/call` as on the runtime.
 //!
 //! **The signing name** ([`signing_name`](EmulatorConfig::signing_name), default
@@ -492,7 +493,9 @@ pub(crate) struct State {
 pub(crate) enum Principal {
     /// SigV4: the access key id.
     AccessKey(String),
-    /// A bearer token, by a fingerprint (the token itself is not kept with the session).
+    /// A JWT bearer token, by its `sub` claim (AWS's scoping).
+    Subject(String),
+    /// Another bearer token, by a fingerprint (the token itself is not kept with the session).
     Token(u64),
 }
 

@@ -182,7 +182,7 @@ async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &State) -> A
     state.record(|a| a.received.push(received(parts, body, operation, &auth)));
     let principal = match auth {
         Auth::Signed(key) => Principal::AccessKey(key),
-        Auth::Bearer(fingerprint) => Principal::Token(fingerprint),
+        Auth::Bearer(principal) => principal,
         Auth::SignatureRefused(refused) => {
             state.record(|a| a.signature_failures += 1);
             return Ok(aws_error(
@@ -332,8 +332,8 @@ enum Auth {
     Signed(String),
     /// The SigV4 signature was refused.
     SignatureRefused(SignatureError),
-    /// An accepted bearer token, by its fingerprint.
-    Bearer(u64),
+    /// An accepted bearer token, by the principal it stands for.
+    Bearer(Principal),
     /// The bearer door: no bearer token (no `Authorization`, or another scheme than SigV4).
     NoToken,
     /// The bearer door: a bearer token that is not accepted.
@@ -388,7 +388,7 @@ fn authenticate(parts: &http::request::Parts, body: &[u8], state: &State) -> Aut
         .unwrap_or_default();
     match bearer_token(value) {
         Some(token) if tokens.iter().any(|t| same_bytes(t.as_bytes(), token)) => {
-            Auth::Bearer(fingerprint(token))
+            Auth::Bearer(token_principal(token))
         }
         Some(_) => Auth::WrongToken,
         None if presented == Some("sigv4") => Auth::Mismatch,
@@ -401,11 +401,36 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn fingerprint(token: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::hash::DefaultHasher::new();
-    token.hash(&mut hasher);
-    hasher.finish()
+/// Who a bearer token stands for, as a gateway scopes its sessions: a JWT's `sub` claim (its
+/// payload read, its signature not checked: the token was accepted by value), so that a
+/// refreshed token of the same user keeps the user's sessions; any other token by a
+/// fingerprint of itself.
+fn token_principal(token: &[u8]) -> Principal {
+    use base64::Engine;
+    let subject = std::str::from_utf8(token).ok().and_then(|token| {
+        let mut parts = token.split('.');
+        let (Some(_), Some(payload), Some(_), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload.trim_end_matches('='))
+            .ok()?;
+        match serde_json::from_slice::<Value>(&claims).ok()?.get("sub")? {
+            Value::String(sub) if !sub.is_empty() => Some(sub.clone()),
+            _ => None,
+        }
+    });
+    match subject {
+        Some(sub) => Principal::Subject(sub),
+        None => {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::hash::DefaultHasher::new();
+            token.hash(&mut hasher);
+            Principal::Token(hasher.finish())
+        }
+    }
 }
 
 /// The runtime's refusal of a request's credentials, if any.
