@@ -406,19 +406,12 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// refreshed token of the same user keeps the user's sessions; any other token by a
 /// fingerprint of itself.
 fn token_principal(token: &[u8]) -> Principal {
-    use base64::Engine;
     let subject = std::str::from_utf8(token).ok().and_then(|token| {
-        let mut parts = token.split('.');
-        let (Some(_), Some(payload), Some(_), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return None;
-        };
-        let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(payload.trim_end_matches('='))
-            .ok()?;
-        match serde_json::from_slice::<Value>(&claims).ok()?.get("sub")? {
-            Value::String(sub) if !sub.is_empty() => Some(sub.clone()),
+        match crate::sigv4::BearerToken::new(token)
+            .jwt_claims()?
+            .remove("sub")?
+        {
+            Value::String(sub) if !sub.is_empty() => Some(sub),
             _ => None,
         }
     });

@@ -37,6 +37,35 @@ impl BearerToken {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The claims of a token that is a JWT: the second of its three dot-separated parts,
+    /// base64url-encoded JSON (padded or not), decoded — **not verified**: for reading what
+    /// the token says of itself (its `exp`, to fetch the next one in time; its `sub`), never for
+    /// trusting it. `None` for a token that is not a JWT, or whose payload is not a JSON object.
+    ///
+    /// ```
+    /// use agentcore_tower::sigv4::BearerToken;
+    ///
+    /// // {"alg":"none"} . {"sub":"user-1","exp":1700000000} . signature
+    /// let token = BearerToken::new("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ1c2VyLTEiLCJleHAiOjE3MDAwMDAwMDB9.c2ln");
+    /// let claims = token.jwt_claims().unwrap();
+    /// assert_eq!(claims["sub"], "user-1");
+    /// assert_eq!(claims["exp"], 1_700_000_000);
+    /// assert_eq!(BearerToken::new("opaque-access-token").jwt_claims(), None);
+    /// ```
+    pub fn jwt_claims(&self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        use base64::Engine;
+        let mut parts = self.0.split('.');
+        let (Some(_), Some(payload), Some(_), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload.trim_end_matches('='))
+            .ok()?;
+        serde_json::from_slice(&payload).ok()
+    }
 }
 
 impl fmt::Debug for BearerToken {

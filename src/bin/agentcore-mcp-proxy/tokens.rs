@@ -10,7 +10,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentcore_tower::BoxError;
 use agentcore_tower::sigv4::{BearerToken, ProvideToken, TokenFuture};
-use base64::Engine;
 use serde_json::Value;
 use tracing::{debug, warn};
 
@@ -194,7 +193,7 @@ impl CommandToken {
         let token = tokio::task::spawn_blocking(move || run_command(&command, COMMAND_TIMEOUT))
             .await
             .map_err(|e| format!("--bearer-token-command: {e}"))??;
-        let expires = jwt_expiry(token.as_str());
+        let expires = jwt_expiry(&token);
         if expires_soon(expires, SystemTime::now()) {
             warn!(
                 "the token --bearer-token-command printed expires within {} s",
@@ -215,20 +214,10 @@ impl CommandToken {
     }
 }
 
-/// The `exp` claim of a JWT (seconds since the epoch): the second of its three dot-separated
-/// parts, base64url-encoded JSON. `None` for a token that is not a JWT, or has no `exp`.
-pub fn jwt_expiry(token: &str) -> Option<u64> {
-    let mut parts = token.split('.');
-    let (Some(_), Some(payload), Some(_), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return None;
-    };
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: Value = serde_json::from_slice(&payload).ok()?;
-    match claims.get("exp")? {
+/// The `exp` claim of a JWT (seconds since the epoch; see [`BearerToken::jwt_claims`]). `None`
+/// for a token that is not a JWT, or has no `exp`.
+pub fn jwt_expiry(token: &BearerToken) -> Option<u64> {
+    match token.jwt_claims()?.get("exp")? {
         Value::Number(n) => n.as_u64().or_else(|| {
             n.as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
@@ -372,6 +361,7 @@ fn first_line(stderr: &[u8], stdout: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
     use std::path::PathBuf;
 
     fn jwt(claims: &str) -> String {
@@ -385,6 +375,7 @@ mod tests {
 
     #[test]
     fn the_expiry_of_a_jwt_is_read_off_its_payload() {
+        let jwt_expiry = |token: &str| jwt_expiry(&BearerToken::new(token));
         assert_eq!(
             jwt_expiry(&jwt(r#"{"sub":"u","exp":1700000000}"#)),
             Some(1_700_000_000)
