@@ -783,7 +783,18 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
     assert_eq!(response.status(), 404);
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
     assert_eq!(emulator.counter(), 2);
+    // The emulator's signer sends to its origin only: the same server by another name is
+    // another origin, refused unsent.
+    let elsewhere = url.replacen("127.0.0.1", "localhost", 1);
+    let before = emulator.audit().requests;
+    let error = stack
+        .clone()
+        .oneshot(call_tool(&elsewhere, Some(&session), 6, "counter"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidRequest, "{error}");
     let audit = emulator.audit();
+    assert_eq!(audit.requests, before, "nothing more reached the emulator");
     assert_eq!(audit.mcp_session_refusals, 2);
     assert_eq!(audit.signature_failures, 0);
     assert!(

@@ -74,10 +74,11 @@ impl McpEndpointLayerBuilder {
 
     /// Sends to the origin of `url` only: its scheme, host and port (its path and query do not
     /// matter). A request that names another origin is not sent, and fails with
-    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before it is
-    /// authenticated, so that a token or signature meant for one server never reaches
-    /// another, whatever URL an MCP client is handed or a layer shared by several servers'
-    /// clients is given. Without it, the layer sends wherever each request names.
+    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest): no signature is made
+    /// for it and no token attached (the provider may have been asked for one), so that a
+    /// token or signature meant for one server never reaches another, whatever URL an MCP
+    /// client is handed or a layer shared by several servers' clients is given. Without it,
+    /// the layer sends wherever each request names.
     ///
     /// ```
     /// use agentcore_tower::sigv4::{BearerToken, McpEndpointLayer};

@@ -148,12 +148,13 @@ OPTIONS
         of CMD (run by sh -c; cmd /C on Windows) without the whitespace
         around it, in place of SigV4. CMD runs at start, then again after a
         401, and before a token that is a JWT expiring within 60 s is used;
-        its token is kept in memory only. CMD gets no standard input and may
-        run for 60 s; on Unix it runs in a process group of its own, and one
-        that runs longer is stopped with every process of that group. A CMD
-        that fails (a non-zero exit, no token, or more
-        than one word) is an error naming its exit status and the first line
-        of its standard error, never what it printed on standard output.
+        its token is kept in memory only. CMD gets no standard input, cannot
+        prompt on the terminal, and may run for 60 s; on Unix it runs in a
+        process group of its own, and one that runs longer is stopped with
+        every process of that group. A CMD that fails (a non-zero exit, no
+        token, or more than one word) is an error naming its exit status and
+        the first line of its standard error, never what it printed on
+        standard output.
 
     --qualifier QUALIFIER
         For a runtime: the endpoint to invoke. Default: DEFAULT.

@@ -141,7 +141,7 @@ struct CommandInner {
     cached: Mutex<Option<Cached>>,
     /// Held while the command runs.
     running: tokio::sync::Mutex<()>,
-    /// How many tokens were fetched (for the log).
+    /// How many tokens were fetched: which fetch a cached token came from.
     fetched: AtomicU64,
 }
 
@@ -150,6 +150,8 @@ struct Cached {
     token: BearerToken,
     /// The JWT's `exp` (seconds since the epoch), when it is one.
     expires: Option<u64>,
+    /// Its number in [`CommandInner::fetched`].
+    generation: u64,
 }
 
 impl CommandToken {
@@ -172,12 +174,16 @@ impl CommandToken {
 
     /// The token: the cached one, unless it is the one the server `refused` or it expires
     /// soon; else the command's. Requests refused with one token run the command once: the
-    /// others find its token cached, whether they waited for the run or came after it.
+    /// others take its token, whether they waited for the run or came after it — even when
+    /// the command printed the refused token again (a CLI that hands out its cached token).
     pub async fn get(&self, refused: Option<&BearerToken>) -> Result<BearerToken, BoxError> {
+        // The fetch this request saw: one made after it is a fresh answer, whatever it holds.
+        let seen = self.cached().map(|c| c.generation);
         let usable = || {
             self.cached()
                 .filter(|c| {
-                    refused != Some(&c.token) && !expires_soon(c.expires, SystemTime::now())
+                    (refused != Some(&c.token) || Some(c.generation) != seen)
+                        && !expires_soon(c.expires, SystemTime::now())
                 })
                 .map(|c| c.token)
         };
@@ -209,6 +215,7 @@ impl CommandToken {
         *self.0.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(Cached {
             token: token.clone(),
             expires,
+            generation,
         });
         Ok(token)
     }
@@ -248,9 +255,10 @@ fn shell(command: &str) -> Command {
     }
     #[cfg(not(windows))]
     {
-        use std::os::unix::process::CommandExt;
         let mut shell = Command::new("sh");
-        shell.arg("-c").arg(command).process_group(0);
+        shell.arg("-c").arg(command);
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut shell, 0);
         shell
     }
 }
@@ -565,6 +573,31 @@ mod tests {
             .collect();
         assert_eq!(got, ["token-3-abc"; 3]);
         assert_eq!(dir.runs(), 3);
+    }
+
+    /// A command that prints the same token again (a CLI handing out its cached token): the
+    /// requests refused together still share one run, and take what it printed.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn requests_refused_together_share_one_run_that_prints_the_same_token() {
+        let dir = TempDir::new("same");
+        let runs = dir.0.join("runs");
+        let command = format!(
+            "n=$(cat '{runs}' 2>/dev/null || echo 0); echo $((n + 1)) > '{runs}'; echo same-token",
+            runs = runs.display()
+        );
+        let tokens = CommandToken::new(command);
+        let token = tokens.get(None).await.unwrap();
+        assert_eq!(dir.runs(), 1);
+        let (a, b, c) = tokio::join!(
+            tokens.get(Some(&token)),
+            tokens.get(Some(&token)),
+            tokens.get(Some(&token))
+        );
+        for got in [a, b, c] {
+            assert_eq!(got.unwrap().as_str(), "same-token");
+        }
+        assert_eq!(dir.runs(), 2, "one run for the three");
     }
 
     #[cfg(unix)]
