@@ -39,6 +39,31 @@ pub(crate) fn shown_text(text: &str) -> String {
     }
 }
 
+/// A URL given as text that a layer can send to: absolute, `http` or `https`, with a host and
+/// no user information (a password belongs in the auth, not in a URL that travels and gets
+/// logged). Returns its scheme and authority with it; the error says what is wrong, in words
+/// that never quote the URL.
+pub(crate) fn absolute_http(
+    text: &str,
+) -> Result<(http::uri::Scheme, http::uri::Authority, Uri), &'static str> {
+    let uri: Uri = text.parse().map_err(|_| "not a URL")?;
+    let scheme = uri
+        .scheme()
+        .cloned()
+        .ok_or("no scheme (http:// or https://)")?;
+    if scheme != http::uri::Scheme::HTTP && scheme != http::uri::Scheme::HTTPS {
+        return Err("the scheme must be http or https");
+    }
+    let authority = uri.authority().cloned().ok_or("no host")?;
+    if authority.host().is_empty() {
+        return Err("no host");
+    }
+    if authority.as_str().contains('@') {
+        return Err("credentials in the URL are not allowed");
+    }
+    Ok((scheme, authority, uri))
+}
+
 fn cut(text: &str) -> String {
     match text.find(['@', '?']) {
         Some(at) => format!("{}…", &text[..at]),

@@ -342,7 +342,7 @@ mod tests {
         let refused =
             |builder: McpEndpointLayerBuilder| builder.build().err().map(|e| e.to_string());
         for (url, reason) in [
-            ("/mcp", "not an absolute URL (https://host)"),
+            ("/mcp", "no scheme (http:// or https://)"),
             ("ftp://mcp.example.com/", "the scheme must be http or https"),
             (
                 "https://user:hunter2@mcp.example.com/",

@@ -208,8 +208,9 @@
 //! answer keeps every header but the hop-by-hop ones, redacted as above. The URL must be
 //! absolute and carry no user or password, and be at the layer's
 //! [`origin`](McpEndpointLayerBuilder::origin) when it was given one
-//! ([`ErrorKind::InvalidRequest`](crate::ErrorKind) otherwise, and nothing is sent). The retry layers and the guard work over it as over the
-//! invoke layer: [`RecommendedLayers`](crate::RecommendedLayers) takes either.
+//! ([`ErrorKind::InvalidRequest`](crate::ErrorKind) otherwise, and nothing is sent). The
+//! retry layers and the guard work over it as over the invoke layer:
+//! [`RecommendedLayers`](crate::RecommendedLayers) takes either.
 //!
 //! ```
 //! use agentcore_tower::sigv4::{McpEndpointLayer, gateway_url};
@@ -472,11 +473,11 @@ impl SigV4InvokeLayer {
     /// same URL, with the same headers, and takes a token or a signature, never both.
     ///
     /// A 401 was refused before anything ran (the token was not taken): the provider is asked
-    /// again, named the refused token, and the request sent once more, when the provider can refresh (a
-    /// static [`BearerToken`] cannot) and the call's rule and budget allow it. A 401 that stays one is
-    /// delivered as an answer with its `WWW-Authenticate`, and the challenge read in its
-    /// extensions ([`BearerChallenge`]: the `resource_metadata` URL an app's OAuth flow starts
-    /// from).
+    /// again, named the refused token, and the request sent once more, when the provider can
+    /// refresh (a static [`BearerToken`] cannot) and the call's rule and budget allow it. A 401
+    /// that stays one is delivered as an answer with its `WWW-Authenticate`, and the challenge
+    /// read in its extensions ([`BearerChallenge`]: the `resource_metadata` URL an app's OAuth
+    /// flow starts from).
     ///
     /// ```
     /// use agentcore_tower::sigv4::{BearerToken, InvokeTarget, SigV4InvokeLayer};

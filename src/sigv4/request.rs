@@ -273,26 +273,14 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    /// The origin of `url`: an absolute `http`/`https` URL with a host and no user
-    /// information; its path and query are not part of it. The error says why not.
+    /// The origin of `url`, an absolute `http`/`https` URL (see [`crate::uri::absolute_http`]);
+    /// its path and query are not part of it. The error says why not.
     pub(crate) fn parse(url: &str, https_only: bool) -> Result<Origin, &'static str> {
-        let uri: http::Uri = url.parse().map_err(|_| "not a URL")?;
-        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err("not an absolute URL (https://host)");
-        };
-        if !matches!(scheme, "http" | "https") {
-            return Err("the scheme must be http or https");
-        }
-        if authority.host().is_empty() {
-            return Err("no host");
-        }
-        if authority.as_str().contains('@') {
-            return Err("credentials in the URL are not allowed");
-        }
-        if https_only && scheme == "http" && !is_loopback(authority.host()) {
+        let (scheme, authority, _) = crate::uri::absolute_http(url)?;
+        if clear_text_refused(https_only, scheme.as_str(), authority.host()) {
             return Err("a bearer token is sent over https only (plain http to a loopback host)");
         }
-        Ok(Origin::of(scheme, authority))
+        Ok(Origin::of(scheme.as_str(), &authority))
     }
 
     /// Whether a URL of `scheme` and `authority` is at this origin (no allocation: asked for
@@ -301,7 +289,7 @@ impl Origin {
         let https = scheme == "https";
         https == self.https
             && authority.host().eq_ignore_ascii_case(&self.host)
-            && authority.port_u16().unwrap_or(if https { 443 } else { 80 }) == self.port
+            && authority.port_u16().unwrap_or(default_port(https)) == self.port
     }
 
     fn of(scheme: &str, authority: &http::uri::Authority) -> Origin {
@@ -309,24 +297,31 @@ impl Origin {
         Origin {
             https,
             host: authority.host().to_ascii_lowercase(),
-            port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
+            port: authority.port_u16().unwrap_or(default_port(https)),
         }
     }
 }
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (scheme, default_port) = if self.https {
-            ("https", 443)
-        } else {
-            ("http", 80)
-        };
+        let scheme = if self.https { "https" } else { "http" };
         write!(f, "{scheme}://{}", self.host)?;
-        if self.port != default_port {
+        if self.port != default_port(self.https) {
             write!(f, ":{}", self.port)?;
         }
         Ok(())
     }
+}
+
+/// The port a URL of the scheme means when it names none.
+fn default_port(https: bool) -> u16 {
+    if https { 443 } else { 80 }
+}
+
+/// Whether a bearer token (`https_only`) would travel in clear text to `host`: plain http is
+/// for a loopback host only.
+fn clear_text_refused(https_only: bool, scheme: &str, host: &str) -> bool {
+    https_only && scheme == "http" && !is_loopback(host)
 }
 
 /// The URI of a request to an MCP endpoint, as the request gives it: absolute (`http`/`https`
@@ -367,7 +362,7 @@ pub(crate) fn endpoint_uri(
         )));
     }
     let host = authority.host();
-    if https_only && scheme == "http" && !is_loopback(host) {
+    if clear_text_refused(https_only, scheme, host) {
         return Err(invalid(
             "a bearer token is sent over https only (plain http to a loopback host): the token \
              would travel in clear text"
@@ -375,9 +370,10 @@ pub(crate) fn endpoint_uri(
         ));
     }
     // The `Host` the SDKs sign: without the scheme's default port.
-    let default_port = if scheme == "https" { 443 } else { 80 };
     let host = match authority.port_u16() {
-        Some(port) if port != default_port => HeaderValue::from_str(authority.as_str()),
+        Some(port) if port != default_port(scheme == "https") => {
+            HeaderValue::from_str(authority.as_str())
+        }
         _ => HeaderValue::from_str(host),
     }
     .map_err(|_| invalid("the URL's host is not a header value".into()))?;

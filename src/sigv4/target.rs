@@ -387,21 +387,7 @@ fn parse_endpoint(endpoint: &str) -> Result<(Scheme, Authority, String), ConfigE
         endpoint: crate::uri::shown_text(endpoint),
         reason: reason.to_owned(),
     };
-    let uri: Uri = endpoint.parse().map_err(|_| refuse("not a URL"))?;
-    let scheme = uri
-        .scheme()
-        .cloned()
-        .ok_or_else(|| refuse("no scheme (http:// or https://)"))?;
-    if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
-        return Err(refuse("the scheme must be http or https"));
-    }
-    let authority = uri.authority().cloned().ok_or_else(|| refuse("no host"))?;
-    if authority.host().is_empty() {
-        return Err(refuse("no host"));
-    }
-    if authority.as_str().contains('@') {
-        return Err(refuse("credentials in the URL are not allowed"));
-    }
+    let (scheme, authority, uri) = crate::uri::absolute_http(endpoint).map_err(refuse)?;
     if uri.query().is_some() {
         return Err(refuse("a query is not allowed"));
     }
