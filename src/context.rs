@@ -63,6 +63,9 @@ struct Inner {
 #[derive(Default)]
 struct State {
     waited: Duration,
+    /// The re-sends after failures that ran nothing (refusals, a request never written), and
+    /// their waits: counted apart, so they never eat the allowance of failures that may have run.
+    ran_nothing: RanNothing,
     resends: Vec<(&'static str, u32)>,
     /// The rules in force, each with who put it there (0: the app).
     rules: Vec<(usize, SharedReplayRule)>,
@@ -74,6 +77,14 @@ struct State {
     /// The request head the last retry layer kept for its re-sends, for the layers below to
     /// share when they receive it unchanged.
     head: Option<Arc<Head>>,
+}
+
+/// The re-sends of a call that followed failures that ran nothing, and what was waited before
+/// them.
+#[derive(Clone, Copy, Default)]
+struct RanNothing {
+    resends: u32,
+    waited: Duration,
 }
 
 /// A request's extensions as a layer keeps them for a re-send
@@ -231,6 +242,32 @@ impl CallContext {
             .map_or(layer_cap, |call| call.min(layer_cap))
     }
 
+    /// Whether a layer whose cap is `layer_cap` may send the call once more after `failure`;
+    /// the cap reached when not.
+    ///
+    /// The layer's cap counts the attempts that bear on the failure: after a failure that ran
+    /// nothing (a refusal, a request never written), every attempt of the call; after one that
+    /// may have run, every attempt but those that followed failures that ran nothing — a cold
+    /// start's dozens of refusals leave a tool's allowance of re-sends after a dropped connection
+    /// whole. The app's [`CallBudget`] caps every attempt of the call, whatever the failure.
+    pub(crate) fn may_attempt_again(&self, failure: &Failure, layer_cap: u32) -> Result<(), u32> {
+        let attempts = self.attempts();
+        if let Some(call) = self.0.budget.max_attempts
+            && attempts >= call
+        {
+            return Err(call.min(layer_cap));
+        }
+        let counted = if failure.may_have_run() {
+            attempts.saturating_sub(self.lock().ran_nothing.resends)
+        } else {
+            attempts
+        };
+        if counted >= layer_cap {
+            return Err(self.max_attempts(layer_cap));
+        }
+        Ok(())
+    }
+
     /// How often `layer` has re-sent this call (its backoff grows with it).
     pub(crate) fn resends(&self, layer: &'static str) -> u32 {
         self.lock()
@@ -240,22 +277,32 @@ impl CallContext {
             .map_or(0, |(_, n)| *n)
     }
 
-    /// Takes `wait` out of what the call may still wait — under `layer_ceiling` (the layer's
-    /// own), the call's [`CallBudget`] and its deadline — and counts a re-send by `layer`. When
-    /// it does not fit, nothing is taken and the time left is returned.
+    /// Takes `wait` out of what the call may still wait before a re-send after `failure` —
+    /// under `layer_ceiling` (the layer's own), the call's [`CallBudget`] and its deadline — and
+    /// counts a re-send by `layer`. When it does not fit, nothing is taken and the time left is
+    /// returned.
+    ///
+    /// As with attempts, the layer's ceiling counts the waits that bear on the failure: all of
+    /// them after a failure that ran nothing, none of those before re-sends after failures that
+    /// ran nothing when the failure may have run. The app's ceiling and deadline count every
+    /// wait.
     pub(crate) fn reserve_wait(
         &self,
         layer: &'static str,
         layer_ceiling: Duration,
         wait: Duration,
+        failure: &Failure,
     ) -> Result<(), Duration> {
         let mut state = self.lock();
-        let ceiling = self
-            .0
-            .budget
-            .max_total_wait
-            .map_or(layer_ceiling, |call| call.min(layer_ceiling));
-        let mut remaining = ceiling.saturating_sub(state.waited);
+        let counted = if failure.may_have_run() {
+            state.waited.saturating_sub(state.ran_nothing.waited)
+        } else {
+            state.waited
+        };
+        let mut remaining = layer_ceiling.saturating_sub(counted);
+        if let Some(call) = self.0.budget.max_total_wait {
+            remaining = remaining.min(call.saturating_sub(state.waited));
+        }
         if let Some(deadline) = self.0.budget.deadline {
             remaining = remaining.min(deadline.saturating_duration_since(Instant::now()));
         }
@@ -263,6 +310,10 @@ impl CallContext {
             return Err(remaining);
         }
         state.waited += wait;
+        if !failure.may_have_run() {
+            state.ran_nothing.resends += 1;
+            state.ran_nothing.waited += wait;
+        }
         match state.resends.iter_mut().find(|(l, _)| *l == layer) {
             Some((_, n)) => *n += 1,
             None => state.resends.push((layer, 1)),

@@ -47,6 +47,9 @@ pub enum Refusal {
     /// The signature was refused (an expired token, a clock off by minutes): the service
     /// authenticates a request before it runs anything.
     CredentialsRejected,
+    /// The MCP server answered HTTP 404 for the request's `Mcp-Session-Id`: it no longer knows
+    /// the session (MCP Streamable HTTP, session management), so it did not run the request.
+    SessionExpired,
 }
 
 impl Refusal {
@@ -56,7 +59,7 @@ impl Refusal {
             Refusal::Throttled | Refusal::CredentialsRejected => {
                 Assumption::RejectedBeforeExecution
             }
-            Refusal::SessionBusy => Assumption::RefusedBeforeExecution,
+            Refusal::SessionBusy | Refusal::SessionExpired => Assumption::RefusedBeforeExecution,
         }
     }
 }
@@ -75,6 +78,20 @@ pub enum MayHaveRun {
 }
 
 impl Failure {
+    /// Whether the request may have run: [`Failure::MayHaveRun`]. A refusal and a request
+    /// never written ran nothing, on the platform's contract or the transport's evidence; the
+    /// re-sends after them do not count against a layer's allowance for failures that may have
+    /// run (see [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)).
+    ///
+    /// ```
+    /// use agentcore_tower::rule::{Failure, Refusal};
+    /// assert!(!Failure::Refused(Refusal::SessionBusy).may_have_run());
+    /// assert!(!Failure::NeverDelivered.may_have_run());
+    /// ```
+    pub const fn may_have_run(&self) -> bool {
+        matches!(self, Failure::MayHaveRun(_))
+    }
+
     /// The answer when no rule is on the call: refusals are re-sent by the adapter's own
     /// policy, a never-delivered request on the transport's evidence, and a failure that may
     /// have run is refused.

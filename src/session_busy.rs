@@ -94,11 +94,22 @@
 //! # Re-sending
 //! | setting | default | why |
 //! |---|---|---|
-//! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 6 | provisioning a session takes seconds |
-//! | [`base_delay`](SessionBusyRetryLayer::base_delay) | 100 ms | a short refusal should cost little |
-//! | [`max_delay`](SessionBusyRetryLayer::max_delay) | 2 s | keep polling a session that is coming up |
-//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 15 s | give up well inside a typical tool deadline |
+//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 30 s | a cold start is waited out by time: users report new runtime sessions provisioning for up to ~12.6 s; 30 s covers that more than twice, and stays far inside AgentCore's own 120 s initialization limit and the proxy's call deadline |
+//! | [`max_delay`](SessionBusyRetryLayer::max_delay) | 2 s | a session that comes up is used within 2 s of it: the per-wait cap stays short |
+//! | [`base_delay`](SessionBusyRetryLayer::base_delay) | 100 ms | a short refusal (a session tearing down) should cost little |
+//! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 40 | a bound that the wait ceiling reaches first: with waits of at least 50, 100, 200, 400, 800 ms and then 1 s (half of each ceiling, the jitter's floor), 30 s holds at most 34 attempts |
 //! | [`peek_limit`](SessionBusyRetryLayer::peek_limit) | 4096 bytes | a busy reply is ~100 bytes |
+//!
+//! A call that meets a 12 s cold start therefore makes about 12 attempts (waits of ~0.1, 0.2,
+//! 0.3, 0.6, 1.2 s, then ~1.5 s each) and is answered within 2 s of the session coming up; a
+//! session that is up at once answers the first attempt, and a busy moment of a live session
+//! costs ~100 ms.
+//!
+//! These re-sends ran nothing (the platform refused them), so they do not count against a
+//! layer's allowance for failures that may have run: after a cold start, a declared-replayable
+//! `tools/call` whose connection drops is still re-sent by the
+//! [`ReplayGuardLayer`](crate::ReplayGuardLayer), with its whole allowance (see
+//! [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)).
 //!
 //! Caps and ceilings are the call's, counted over every layer: stacked inside another retry
 //! layer, this one does not start counting again when the outer one re-sends. Waits are
@@ -226,16 +237,17 @@ pub type SessionBusyRetry<S> = Retry<S, SessionBusy>;
 pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy>;
 
 impl SessionBusyRetryLayer {
-    /// The layer with its defaults: 6 attempts, 100 ms base backoff, 2 s per wait, 15 s of
-    /// waiting in all, a 4 KiB read-ahead.
+    /// The layer with its defaults: 30 s of waiting in all (a cold start is waited out by
+    /// time), 2 s per wait, 100 ms base backoff, 40 attempts (never reached before the 30 s),
+    /// a 4 KiB read-ahead. See the [module docs](self) for why.
     pub fn new() -> Self {
         RetryLayer::with_policy(
             LAYER,
             SessionBusy,
             Backoff::new(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
-                .with_max_attempts(6)
-                .with_max_total_wait(Duration::from_secs(15)),
+                .with_max_attempts(40)
+                .with_max_total_wait(Duration::from_secs(30)),
         )
     }
 }

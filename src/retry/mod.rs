@@ -223,6 +223,14 @@ impl<P> RetryLayer<P> {
     /// Sets the most attempts this layer lets a call make, the first one included, counted over
     /// every layer of the call (`0` is taken as 1). A layer stacked inside another does not
     /// start counting again when the outer one re-sends.
+    ///
+    /// What counts depends on the failure a re-send follows. After a failure that ran nothing
+    /// (a refusal — throttling, session busy, an expired MCP session — or a request never
+    /// written) every attempt of the call counts. After a failure that may have run (a dropped
+    /// connection, a 5xx), the attempts that followed failures that ran nothing do not: a
+    /// cold start's refusals never eat a tool's allowance of re-sends after a drop. The same
+    /// holds for [`max_total_wait`](Self::max_total_wait). An app's [`CallBudget`](crate::CallBudget)
+    /// counts everything.
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.config.backoff = self.config.backoff.with_max_attempts(max_attempts);
         self
@@ -626,7 +634,7 @@ fn decide<ReqB>(
     };
     let max_attempts = context.max_attempts(config.backoff.max_attempts());
     let attempts = context.attempts();
-    let Some(template) = template.filter(|_| attempts < max_attempts) else {
+    let Some(template) = template else {
         return deliver(
             Verdict::AttemptsExhausted {
                 cause,
@@ -635,6 +643,17 @@ fn decide<ReqB>(
             None,
         );
     };
+    if let Err(max_attempts) =
+        context.may_attempt_again(&reason.failure, config.backoff.max_attempts())
+    {
+        return deliver(
+            Verdict::AttemptsExhausted {
+                cause,
+                max_attempts,
+            },
+            None,
+        );
+    }
     let permission = match context.permission(&reason.failure) {
         Ok(permission) => permission,
         Err(why) => {
@@ -660,7 +679,12 @@ fn decide<ReqB>(
             Some(permission),
         );
     }
-    if let Err(remaining) = context.reserve_wait(layer, config.backoff.max_total_wait(), wait) {
+    if let Err(remaining) = context.reserve_wait(
+        layer,
+        config.backoff.max_total_wait(),
+        wait,
+        &reason.failure,
+    ) {
         context.refund(&reason.failure);
         return deliver(
             Verdict::WaitCeiling {
