@@ -120,6 +120,7 @@ pub mod contract;
 pub mod emulator;
 pub mod error;
 mod jsonrpc;
+pub mod mcp_session;
 mod peek;
 pub mod record;
 pub mod replay;
@@ -138,6 +139,7 @@ mod uri;
 // What a user needs first; the rest lives in its module.
 pub use budget::{CallBudget, RetryBudget};
 pub use error::{BoxError, Error, ErrorKind};
+pub use mcp_session::McpSessionRecoveryLayer;
 pub use record::AttemptRecord;
 pub use replay::ReplayGuardLayer;
 pub use session_busy::SessionBusyRetryLayer;

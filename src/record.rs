@@ -524,6 +524,14 @@ pub enum Verdict {
     /// The call was dropped before it ended — a deadline or a cancellation outside the
     /// stack — while this attempt was in flight, or while a re-send was waited for.
     CallDropped,
+    /// The MCP session had expired, and a new one could not be opened (see
+    /// [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer)): the answer was handed up.
+    NotRenewed {
+        /// Why the layer wanted to send again.
+        cause: &'static str,
+        /// Why no new session was opened.
+        reason: String,
+    },
 }
 
 impl Verdict {
@@ -577,6 +585,9 @@ impl fmt::Display for Verdict {
             }
             Verdict::CallDropped => {
                 f.write_str("call dropped before it ended (a deadline or cancellation outside)")
+            }
+            Verdict::NotRenewed { cause, reason } => {
+                write!(f, "delivered ({cause}, but no new session: {reason})")
             }
         }
     }

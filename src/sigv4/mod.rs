@@ -267,6 +267,7 @@ pub use credentials::CachedCredentials;
 pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use session::RuntimeSessions;
+pub(crate) use session::mcp_session_of;
 /// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
 #[cfg(feature = "emulator")]
 pub(crate) use target::encode as encode_label;
@@ -280,7 +281,7 @@ use crate::rule::{Failure, Refusal};
 use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
-use session::{Chosen, Sessions, mcp_session_of};
+use session::{Chosen, Sessions};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
