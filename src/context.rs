@@ -255,7 +255,7 @@ impl CallContext {
         if let Some(call) = self.0.budget.max_attempts
             && attempts >= call
         {
-            return Err(call.min(layer_cap));
+            return Err(call);
         }
         let counted = if failure.may_have_run() {
             attempts.saturating_sub(self.lock().ran_nothing.resends)

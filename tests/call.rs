@@ -1086,3 +1086,94 @@ async fn a_resend_carries_the_extensions_its_layer_received() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn refusals_leave_the_allowance_for_failures_that_may_have_run_whole_in_any_order() {
+    // Twelve seconds of a session provisioning (busy refusals), then a connection that drops
+    // after the tool may have run, then the answer: the declared tool is re-sent once, the
+    // guard's cap of 3 and ceiling of 5 s untouched by the refusals before it.
+    let busy = || {
+        Step::Respond(response(
+            409,
+            &[("x-amzn-errortype", "RetryableConflictException")],
+            b"{}",
+        ))
+    };
+    let script = |busy_for: usize| {
+        let mut steps: Vec<Step> = (0..busy_for).map(|_| busy()).collect();
+        steps.push(Step::Fail(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "reset",
+        ))));
+        steps.push(Step::Respond(response(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        )));
+        Scripted::new(steps)
+    };
+    let call = || tool_call(1, "lookup", json!({}));
+    let guard = || ReplayGuardLayer::new().idempotent_tools(["lookup"]);
+    for guard_outside in [true, false] {
+        let inner = script(12);
+        let shared = inner.shared();
+        fn seen<B>(answer: Response<B>) -> (http::StatusCode, AttemptRecord) {
+            let record = AttemptRecord::of_response(&answer).unwrap().clone();
+            (answer.status(), record)
+        }
+        let (status, record) = if guard_outside {
+            ServiceBuilder::new()
+                .layer(guard())
+                .layer(SessionBusyRetryLayer::new().base_delay(Duration::from_secs(1)))
+                .service(inner)
+                .oneshot(call())
+                .await
+                .map(seen)
+        } else {
+            ServiceBuilder::new()
+                .layer(SessionBusyRetryLayer::new().base_delay(Duration::from_secs(1)))
+                .layer(guard())
+                .service(inner)
+                .oneshot(call())
+                .await
+                .map(seen)
+        }
+        .unwrap();
+        assert_eq!(status, 200, "{record}");
+        assert_eq!(shared.calls(), 14, "{record}");
+        assert!(waited(&record) > Duration::from_secs(11), "{record}");
+        let drop = &record.attempts()[12];
+        assert_eq!(drop.decisions()[0].layer(), "replay_guard", "{record}");
+        assert!(
+            matches!(drop.decisions()[0].verdict(), Verdict::SentAgain { .. }),
+            "{record}"
+        );
+    }
+
+    // The app's own budget still counts every attempt.
+    let inner = script(12);
+    let shared = inner.shared();
+    let mut request = call();
+    request
+        .extensions_mut()
+        .insert(CallBudget::new().max_attempts(13));
+    let answer = ServiceBuilder::new()
+        .layer(guard())
+        .layer(SessionBusyRetryLayer::new().base_delay(Duration::from_secs(1)))
+        .service(inner)
+        .oneshot(request)
+        .await;
+    let error = answer.unwrap_err();
+    assert_eq!(shared.calls(), 13);
+    let record = error.record().unwrap();
+    assert!(
+        matches!(
+            record.attempts()[12].decisions()[0].verdict(),
+            Verdict::AttemptsExhausted {
+                max_attempts: 13,
+                ..
+            }
+        ),
+        "{record}"
+    );
+}

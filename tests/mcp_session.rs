@@ -112,7 +112,10 @@ impl Service<Request<Full<Bytes>>> for Server {
                         StatusCode::NOT_FOUND,
                         &[
                             ("content-type", "application/json"),
-                            ("x-amzn-errortype", "ResourceNotFoundException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+                            (
+                                "x-amzn-errortype",
+                                "ResourceNotFoundException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                            ),
                         ],
                         json!({"message": "No runtime with this ARN."}).to_string(),
                     ));
@@ -135,7 +138,10 @@ impl Service<Request<Full<Bytes>>> for Server {
                 state.known.insert(new.clone());
                 return Ok(answer(
                     StatusCode::OK,
-                    &[("content-type", "text/event-stream"), ("mcp-session-id", &new)],
+                    &[
+                        ("content-type", "text/event-stream"),
+                        ("mcp-session-id", &new),
+                    ],
                     format!(
                         "event: message\ndata: {}\n\n",
                         json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-06-18"}})
@@ -163,7 +169,10 @@ impl Service<Request<Full<Bytes>>> for Server {
             }
             Ok(answer(
                 StatusCode::OK,
-                &[("content-type", "application/json"), ("mcp-session-id", &session)],
+                &[
+                    ("content-type", "application/json"),
+                    ("mcp-session-id", &session),
+                ],
                 json!({"jsonrpc":"2.0","id":id,"result":{}}).to_string(),
             ))
         })
@@ -202,7 +211,13 @@ type Client = agentcore_tower::mcp_session::McpSessionRecovery<Server>;
 async fn opened(layer: McpSessionRecoveryLayer) -> (Client, Server) {
     let server = Server::default();
     let mut client = layer.layer(server.clone());
-    let answer = client.ready().await.unwrap().call(initialize()).await.unwrap();
+    let answer = client
+        .ready()
+        .await
+        .unwrap()
+        .call(initialize())
+        .await
+        .unwrap();
     assert_eq!(answer.headers()["mcp-session-id"], "session-1");
     let answer = client
         .ready()
@@ -389,8 +404,17 @@ async fn a_404_right_after_a_recovery_is_delivered_without_a_loop() {
     let layer = McpSessionRecoveryLayer::new();
     let mut client2 = layer.layer(forgetful);
     // Open a session through the forgetful server's layer.
-    let opened = client2.ready().await.unwrap().call(initialize()).await.unwrap();
-    let id = opened.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let opened = client2
+        .ready()
+        .await
+        .unwrap()
+        .call(initialize())
+        .await
+        .unwrap();
+    let id = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     let answer = client2
         .ready()
         .await
@@ -405,7 +429,11 @@ async fn a_404_right_after_a_recovery_is_delivered_without_a_loop() {
         record.attempts()[1].decisions()[0].verdict(),
         &Verdict::Delivered
     );
-    assert_eq!(server.initializes(), 3, "the first two sessions, one re-open");
+    assert_eq!(
+        server.initializes(),
+        3,
+        "the first two sessions, one re-open"
+    );
     assert_eq!(server.executions("counter"), 0);
     drop(client);
 }
@@ -464,7 +492,11 @@ async fn when_the_new_session_cannot_be_opened_the_404_is_delivered_and_tried_on
             "{record}"
         );
     }
-    assert_eq!(server.initializes(), 2, "one failed re-initialize for the five");
+    assert_eq!(
+        server.initializes(),
+        2,
+        "one failed re-initialize for the five"
+    );
     assert_eq!(server.executions("counter"), 0);
 
     // A later call tries again, and succeeds once the server takes it.
@@ -497,6 +529,10 @@ async fn a_deleted_session_is_forgotten() {
         .call(tool("session-1", 1, "counter"))
         .await
         .unwrap();
-    assert_eq!(answer.status(), StatusCode::NOT_FOUND, "ended by the client: not re-opened");
+    assert_eq!(
+        answer.status(),
+        StatusCode::NOT_FOUND,
+        "ended by the client: not re-opened"
+    );
     assert_eq!(server.initializes(), 1);
 }
