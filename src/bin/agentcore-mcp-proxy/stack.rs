@@ -7,7 +7,10 @@ use std::time::Duration;
 use agentcore_tower::sigv4::{
     CachedCredentials, InvokeTarget, McpEndpointLayer, RuntimeSessions, SigV4InvokeLayer,
 };
-use agentcore_tower::{BoxError, RecommendedLayers, ReplayGuardLayer, recommended_layers};
+use agentcore_tower::mcp_session::McpSessionRecovery;
+use agentcore_tower::{
+    BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, recommended_layers,
+};
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
 use http::{Request, Response, Uri};
@@ -300,8 +303,8 @@ fn over_client<L>(guard: ReplayGuardLayer, signer: L, uri: &Uri) -> Result<Stack
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
     RecommendedLayers<L>: Layer<HttpClient> + Layer<HttpsClient>,
-    Timeout<<RecommendedLayers<L> as Layer<HttpClient>>::Service>: Boxable,
-    Timeout<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
+    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpClient>>::Service>>: Boxable,
+    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>>: Boxable,
 {
     let executor = TokioExecutor::new();
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
@@ -345,16 +348,17 @@ impl<S> Boxable for S where
 {
 }
 
-/// The stack, outer to inner: one deadline, the replay rule, throttle and session-busy
-/// retries, the signer — over `client`.
+/// The stack, outer to inner: one deadline, the MCP session re-opened when the server no longer
+/// knows it, the replay rule, throttle and session-busy retries, the signer — over `client`.
 fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
-    Timeout<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
+    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>>: Boxable,
 {
     BoxCloneSyncService::new(
         ServiceBuilder::new()
             .layer(TimeoutLayer::new(CALL_TIMEOUT))
+            .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(guard, signer))
             .service(client),
     )
