@@ -478,7 +478,7 @@ pub(crate) struct State {
     endpoint: String,
     /// The accepted bearer tokens; `None` when SigV4 is the door.
     tokens: Mutex<Option<Vec<String>>>,
-    sessions: Mutex<HashMap<String, std::time::Instant>>,
+    sessions: Mutex<HashMap<String, tokio::time::Instant>>,
     /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
     mcp_sessions: Mutex<HashMap<String, McpSession>>,
     faults: Mutex<VecDeque<Fault>>,
@@ -502,7 +502,7 @@ pub(crate) enum Principal {
 /// A gateway MCP session.
 pub(crate) struct McpSession {
     principal: Principal,
-    started: std::time::Instant,
+    started: tokio::time::Instant,
 }
 
 impl State {

@@ -3,12 +3,13 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use super::mcp;
 use super::{
