@@ -137,6 +137,7 @@
 //! # }
 //! ```
 
+mod lifecycle;
 mod mcp;
 mod server;
 mod verify;
@@ -259,7 +260,23 @@ pub struct EmulatorConfig {
     issuer: String,
     gateway: bool,
     signing_name: String,
+    idle_timeout: Duration,
+    max_lifetime: Duration,
+    stateful: bool,
+    gateway_session_timeout: Duration,
 }
+
+/// A runtime session's idle timeout, unless configured: AgentCore's default
+/// `idleRuntimeSessionTimeout`, 900 s (AWS takes 60 to 28,800 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// A runtime session's microVM lifetime, unless configured: AgentCore's default `maxLifetime`,
+/// 28,800 s (8 hours; AWS takes 60 to 28,800 s).
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
+
+/// A gateway MCP session's timeout from its `initialize`, unless configured: the gateway's
+/// default `sessionTimeoutInSeconds`, 3,600 s (AWS takes 900 to 28,800 s).
+pub const DEFAULT_GATEWAY_SESSION_TIMEOUT: Duration = Duration::from_secs(3_600);
 
 /// The authorization server the emulator's protected-resource metadata names, unless configured.
 pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
@@ -287,6 +304,10 @@ impl Default for EmulatorConfig {
             issuer: DEFAULT_ISSUER.to_owned(),
             gateway: false,
             signing_name: DEFAULT_SIGNING_NAME.to_owned(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_lifetime: DEFAULT_MAX_LIFETIME,
+            stateful: false,
+            gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
         }
     }
 }
@@ -313,6 +334,10 @@ impl fmt::Debug for EmulatorConfig {
             .field("issuer", &self.issuer)
             .field("gateway", &self.gateway)
             .field("signing_name", &self.signing_name)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("stateful", &self.stateful)
+            .field("gateway_session_timeout", &self.gateway_session_timeout)
             .finish()
     }
 }
@@ -336,9 +361,50 @@ impl EmulatorConfig {
         self
     }
 
-    /// How long a new runtime session answers the session-busy refusal (default: none).
+    /// How long a new microVM provisions, answering every request of its runtime session with
+    /// the session-busy refusal (default: none). Each cold start provisions this long: a new
+    /// runtime session's first microVM, and each one after the last ended (see the module
+    /// docs, "The session lifecycle").
     pub fn provisioning(mut self, time: Duration) -> Self {
         self.provisioning = time;
+        self
+    }
+
+    /// How long a runtime session may go without a request before its microVM ends (default
+    /// [`DEFAULT_IDLE_TIMEOUT`], 900 s). The next request then meets a new microVM: a cold
+    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken;
+    /// AWS takes 60 to 28,800 s.
+    pub fn idle_timeout(mut self, time: Duration) -> Self {
+        self.idle_timeout = time;
+        self
+    }
+
+    /// How long a microVM lives, in use or not, from the request that started it (default
+    /// [`DEFAULT_MAX_LIFETIME`], 8 hours). The next request then meets a new microVM, as after
+    /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
+    pub fn max_lifetime(mut self, time: Duration) -> Self {
+        self.max_lifetime = time;
+        self
+    }
+
+    /// Makes the runtime's MCP server check every request's `Mcp-Session-Id` (default: off).
+    ///
+    /// On: a request other than `initialize` must carry an `Mcp-Session-Id` that the MCP server
+    /// in its microVM issued and still knows, else it is answered 400 (no header) or 404 (an id
+    /// this microVM did not issue, or no longer knows), and nothing runs. Off: a request
+    /// without the header, or with an id the emulator never issued, goes on; an id a microVM
+    /// issued and then lost (the microVM ended, or the session was expired) still gets the
+    /// 404. Either way `initialize` opens a new MCP session. Gateway mode always checks.
+    pub fn stateful(mut self, stateful: bool) -> Self {
+        self.stateful = stateful;
+        self
+    }
+
+    /// How long a gateway MCP session lasts from its `initialize`, used or not (default
+    /// [`DEFAULT_GATEWAY_SESSION_TIMEOUT`], one hour). Any duration is taken; AWS takes 900
+    /// to 28,800 s.
+    pub fn gateway_session_timeout(mut self, time: Duration) -> Self {
+        self.gateway_session_timeout = time;
         self
     }
 
@@ -411,8 +477,15 @@ pub struct Audit {
     pub dropped: u64,
     /// 500s sent.
     pub server_errors: u64,
-    /// Runtime sessions started.
+    /// Runtime sessions started: requests that named a runtime session id not seen before (or
+    /// not since its `StopRuntimeSession`), or none (the emulator then makes one up). A
+    /// session whose microVM ended and was replaced is still the same session: see
+    /// `microvms_started`.
     pub sessions_started: u64,
+    /// MicroVMs started (cold starts): a runtime session's first, and each one started because
+    /// the last had ended (idle timeout, lifetime, [`Emulator::end_microvm`]). Each provisions
+    /// for [`provisioning`](EmulatorConfig::provisioning).
+    pub microvms_started: u64,
     /// Runtime sessions stopped by `StopRuntimeSession`.
     pub sessions_stopped: u64,
     /// 401s sent (a missing or refused bearer token).
@@ -420,13 +493,17 @@ pub struct Audit {
     /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
     /// or a bearer token sent to a runtime that takes SigV4.
     pub auth_method_mismatches: u64,
-    /// Gateway mode: MCP sessions started by `initialize`.
+    /// MCP sessions started by `initialize` (each answered with a new `Mcp-Session-Id`), in
+    /// either mode.
     pub mcp_sessions_started: u64,
     /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
     pub mcp_sessions_ended: u64,
-    /// Gateway mode: requests refused for their MCP session, with 400 (no `Mcp-Session-Id`) or
-    /// 404 (an unknown, expired or another principal's session).
+    /// Requests refused for their MCP session, in either mode: 400 (no `Mcp-Session-Id`, at a
+    /// gateway or a [`stateful`](EmulatorConfig::stateful) runtime) and 404 (below).
     pub mcp_session_refusals: u64,
+    /// Of those, the 404s: an MCP session unknown to the server (never issued, lost with its
+    /// microVM, expired, or another principal's at a gateway). Nothing ran.
+    pub mcp_sessions_not_found: u64,
     /// Every request, in the order received.
     pub received: Vec<Received>,
 }
@@ -478,7 +555,8 @@ pub(crate) struct State {
     endpoint: String,
     /// The accepted bearer tokens; `None` when SigV4 is the door.
     tokens: Mutex<Option<Vec<String>>>,
-    sessions: Mutex<HashMap<String, tokio::time::Instant>>,
+    /// Runtime mode: the runtime sessions, their microVMs and the MCP sessions they issued.
+    runtime: Mutex<lifecycle::Runtime>,
     /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
     mcp_sessions: Mutex<HashMap<String, McpSession>>,
     faults: Mutex<VecDeque<Fault>>,
@@ -512,6 +590,18 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+
+    fn limits(&self) -> lifecycle::Limits {
+        lifecycle::Limits {
+            provisioning: self.config.provisioning,
+            idle_timeout: self.config.idle_timeout,
+            max_lifetime: self.config.max_lifetime,
+        }
+    }
+
+    fn runtime(&self) -> std::sync::MutexGuard<'_, lifecycle::Runtime> {
+        self.runtime.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn record(&self, f: impl FnOnce(&mut Audit)) {
@@ -609,7 +699,7 @@ impl Emulator {
             tokens: Mutex::new(config.bearer_tokens.clone()),
             config,
             verifier,
-            sessions: Mutex::new(HashMap::new()),
+            runtime: Mutex::new(lifecycle::Runtime::default()),
             mcp_sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(VecDeque::new()),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
@@ -719,14 +809,54 @@ impl Emulator {
             Some(tokens.into_iter().map(Into::into).collect());
     }
 
-    /// Gateway mode: expires every live MCP session, as its timeout would; a request naming one
-    /// then gets the 404 of an expired session.
+    /// Expires every live MCP session, in either mode, as a timeout would: a request naming one
+    /// then gets the 404 of an unknown session (at a runtime, whether or not it is
+    /// [`stateful`](EmulatorConfig::stateful)).
     pub fn expire_mcp_sessions(&self) {
         self.state
             .mcp_sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.state.runtime().expire_all();
+    }
+
+    /// Expires the MCP session `id`, in either mode, as a timeout would (or a server that ended
+    /// it): a request naming it then gets the 404 of an unknown session. Whether it was live.
+    pub fn expire_mcp_session(&self, id: &str) -> bool {
+        let gateway = self
+            .state
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some_and(|s| s.started.elapsed() < self.state.config.gateway_session_timeout);
+        let limits = self.state.limits();
+        let runtime = self
+            .state
+            .runtime()
+            .expire(id, tokio::time::Instant::now(), &limits);
+        gateway || runtime
+    }
+
+    /// Ends the microVM of runtime session `runtime_session_id` now, as its idle timeout or
+    /// lifetime would: the session's next request meets a new microVM (a cold start, which
+    /// provisions), whose MCP server knows none of the old one's MCP sessions. The runtime
+    /// session itself goes on (unlike `StopRuntimeSession`). Whether a microVM was running.
+    pub fn end_microvm(&self, runtime_session_id: &str) -> bool {
+        let limits = self.state.limits();
+        self.state
+            .runtime()
+            .end_microvm(runtime_session_id, tokio::time::Instant::now(), &limits)
+    }
+
+    /// Ends every runtime session's microVM now, as [`end_microvm`](Self::end_microvm) does
+    /// one's: how many were running.
+    pub fn end_microvms(&self) -> usize {
+        let limits = self.state.limits();
+        self.state
+            .runtime()
+            .end_microvms(tokio::time::Instant::now(), &limits)
     }
 }
 
