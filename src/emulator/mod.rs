@@ -10,10 +10,15 @@
 //!   ([`signing_name`](EmulatorConfig::signing_name)) or a mismatch get a 403
 //!   `InvalidSignatureException` (or `UnrecognizedClientException`), as AWS answers.
 //! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
-//!   returned when absent). A new session is provisioning for
-//!   [`provisioning`](EmulatorConfig::provisioning) and answers the session-busy refusal
-//!   meanwhile, in the configured form ([`BusyForm`]). `StopRuntimeSession` ends a session.
-//! * **MCP** itself: `initialize` (with an `Mcp-Session-Id`), notifications (202), `ping`,
+//!   returned when absent), each in a microVM that provisions for
+//!   [`provisioning`](EmulatorConfig::provisioning) (answering the session-busy refusal
+//!   meanwhile, in the configured form: [`BusyForm`]) and ends after its
+//!   [`idle_timeout`](EmulatorConfig::idle_timeout) or its
+//!   [`max_lifetime`](EmulatorConfig::max_lifetime); the next request then cold-starts a new
+//!   one. `StopRuntimeSession` ends a session. See [the session
+//!   lifecycle](#the-session-lifecycle).
+//! * **MCP** itself: `initialize` (answered with a new `Mcp-Session-Id`, which the microVM
+//!   remembers), notifications (202), `ping`,
 //!   `tools/list`, `tools/call` with `add` (idempotent), `echo` (read-only) and `counter`
 //!   (NOT idempotent: every execution increments it, and a test can read how many ran); and,
 //!   unlisted, `blob` (`{"bytes": N}`), whose answer text is N bytes streamed in 64 KiB chunks
@@ -95,10 +100,11 @@
 //!   ("Missing required Mcp-Session-Id header"); an unknown or expired id, or another
 //!   principal's, gets 404 ("Session not found or expired"), nothing runs. The bodies are
 //!   JSON-RPC errors -32000 and -32001 *(emulator: the codes of the MCP TypeScript SDK's
-//!   transport; AWS's bodies are not documented)*. A session lasts one hour from its
-//!   `initialize` (the gateway's default, absolute) or until
-//!   [`Emulator::expire_mcp_sessions`]. The principal is the access key id for SigV4 (AWS
-//!   takes the principal ARN) and, for a bearer token, its `sub` claim when it is a JWT that
+//!   transport; AWS's bodies are not documented)*. A session lasts
+//!   [`gateway_session_timeout`](EmulatorConfig::gateway_session_timeout) from its
+//!   `initialize` (one hour by default) or until [`Emulator::expire_mcp_session`] (or
+//!   [`expire_mcp_sessions`](Emulator::expire_mcp_sessions)). The principal is the access
+//!   key id for SigV4 (AWS takes the principal ARN) and, for a bearer token, its `sub` claim when it is a JWT that
 //!   has one, as AWS scopes sessions *(guide: gateway sessions)*, so a refreshed token of the
 //!   same user keeps the user's sessions; another token is a principal of its own.
 //! * Faults apply to `tools/call` as on the runtime.
@@ -133,6 +139,96 @@
 //! assert_eq!(emulator.gateway_url(), format!("{}/mcp", emulator.endpoint()));
 //! // Later: the client's token goes stale, and only a refreshed one is accepted.
 //! emulator.set_bearer_tokens(["token-2"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The session lifecycle
+//!
+//! The emulator keeps time on tokio's clock ([`tokio::time::Instant`]): on a paused clock
+//! (`#[tokio::test(start_paused = true)]`), `tokio::time::advance` moves provisioning, idle
+//! timeouts, lifetimes and gateway session timeouts exactly as real time would, and a test of
+//! hours takes milliseconds. (SigV4 dates stay on the wall clock, as AWS checks them.) Where a
+//! fact comes from is tagged as above.
+//!
+//! * **Cold start.** A runtime session's first request starts its microVM, which provisions
+//!   for [`provisioning`](EmulatorConfig::provisioning): none by default *(emulator)*; seconds
+//!   on AWS, up to about 12.6 s reported *(observed: a public code comment)*. Every request of
+//!   the session meanwhile gets the session-busy refusal before the MCP server sees it, in the
+//!   configured [`BusyForm`]: HTTP 200 with JSON-RPC -32005 "Session operation in progress,
+//!   please retry", or HTTP 409 with `x-amzn-errortype: RetryableConflictException` *(guide:
+//!   the MCP protocol contract's error table; the API reference)*. Nothing runs.
+//! * **Idle timeout**: [`idle_timeout`](EmulatorConfig::idle_timeout), by default
+//!   [`DEFAULT_IDLE_TIMEOUT`] (900 s), AgentCore's `idleRuntimeSessionTimeout` (60 to 28,800 s)
+//!   *(guide: runtime lifecycle settings)*. A request arriving that long after its session's
+//!   last request (answered or refused) meets a new microVM.
+//! * **Lifetime**: [`max_lifetime`](EmulatorConfig::max_lifetime), by default
+//!   [`DEFAULT_MAX_LIFETIME`] (28,800 s, 8 hours), `maxLifetime` (60 to 28,800 s) *(guide: the
+//!   same)*, counted from the request that started the microVM, however busy it has been since.
+//! * **A new microVM** is a cold start again: it provisions (busy refusals), and its MCP server
+//!   knows none of the old one's MCP sessions. The runtime session id stays the same
+//!   ([`Audit::sessions_started`] counts session ids, [`Audit::microvms_started`] cold
+//!   starts). A microVM ends at the instant its time is up, found so by the next request; AWS
+//!   may take up to 15 s to terminate one *(guide)*. `StopRuntimeSession` ends the session and
+//!   its microVM.
+//! * **MCP sessions live in the microVM.** `initialize` always opens a new one and answers its
+//!   new `Mcp-Session-Id`, whatever the request carried ("AgentCore always returns an
+//!   `Mcp-Session-Id`" *(guide: the MCP protocol contract)*); the microVM's MCP server
+//!   remembers the ids it issued until the microVM ends or
+//!   [`Emulator::expire_mcp_session`] expires one.
+//! * **A session the server does not know**: a request other than `initialize` that carries
+//!   such an `Mcp-Session-Id` gets HTTP 404, as MCP's Streamable HTTP transport requires of a
+//!   server that ended a session (the client must then initialize again) *(MCP specification,
+//!   session management)*, with the body
+//!   `{"jsonrpc":"2.0","id":<the request's id, or null>,"error":{"code":-32001,"message":"Session not found"}}`
+//!   *(emulator: the code and message of the MCP TypeScript SDK's transport; AWS relays what
+//!   the server answers)*, `content-type: application/json`, the runtime session id, and no
+//!   `x-amzn-errortype`: the MCP server's own 404, relayed. The platform's 404 for an unknown
+//!   runtime ARN or qualifier is another: it carries `x-amzn-errortype:
+//!   ResourceNotFoundException` *(guide: the API reference)*. Nothing runs and no scripted
+//!   fault is used up ([`Audit::mcp_sessions_not_found`]).
+//! * **Which ids get that 404** depends on [`stateful`](EmulatorConfig::stateful). Off (the
+//!   default): only an id a microVM issued and then lost, because the microVM ended or the
+//!   session was expired; a request without `Mcp-Session-Id`, or with an id the emulator never
+//!   issued (or one another runtime session's microVM issued and still knows), goes on, as at
+//!   a server that does not check *(emulator: the many ways tests and stateless clients call
+//!   it)*. On: every id that microVM did not issue or no longer knows, and a request without
+//!   `Mcp-Session-Id` gets HTTP 400
+//!   `{"jsonrpc":"2.0","id":<the request's id, or null>,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}`
+//!   *(emulator: the message of the MCP Python SDK's transport, FastMCP's)*.
+//! * **Gateway sessions** end [`gateway_session_timeout`](EmulatorConfig::gateway_session_timeout)
+//!   after their `initialize`, used or not: by default [`DEFAULT_GATEWAY_SESSION_TIMEOUT`]
+//!   (3,600 s), `sessionTimeoutInSeconds` (900 to 28,800 s) *(guide: gateway sessions)*; then
+//!   the gateway's 404 above.
+//! * **Faults a test scripts**: [`Emulator::expire_mcp_session`] and
+//!   [`Emulator::expire_mcp_sessions`] (either mode), [`Emulator::end_microvm`] and
+//!   [`Emulator::end_microvms`] (the next request of the session cold-starts).
+//!
+//! Not modelled: a request without a runtime session id is routed by its `Mcp-Session-Id` on
+//! AWS *(observed: a public sample's measurements)*, and gets a session of its own here; a
+//! cold start that outlasts the platform's initialization limit (-32010 "Runtime
+//! initialization time exceeded", 120 s) stays a long run of busy refusals here.
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentcore_tower::emulator::{
+//!     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, Emulator, EmulatorConfig,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! assert_eq!((DEFAULT_IDLE_TIMEOUT.as_secs(), DEFAULT_MAX_LIFETIME.as_secs()), (900, 28_800));
+//! // A stateful MCP server behind 12 s cold starts and a one-minute idle timeout.
+//! let emulator = Emulator::start(
+//!     EmulatorConfig::default()
+//!         .provisioning(Duration::from_secs(12))
+//!         .idle_timeout(Duration::from_secs(60))
+//!         .stateful(true),
+//! )
+//! .await?;
+//! // No runtime session has a microVM yet: nothing to end.
+//! assert!(!emulator.end_microvm("a-runtime-session-id-of-33-characters"));
+//! assert_eq!(emulator.audit().microvms_started, 0);
 //! # Ok(())
 //! # }
 //! ```
@@ -363,8 +459,8 @@ impl EmulatorConfig {
 
     /// How long a new microVM provisions, answering every request of its runtime session with
     /// the session-busy refusal (default: none). Each cold start provisions this long: a new
-    /// runtime session's first microVM, and each one after the last ended (see the module
-    /// docs, "The session lifecycle").
+    /// runtime session's first microVM, and each one after the last ended (see [the session
+    /// lifecycle](crate::emulator#the-session-lifecycle)).
     pub fn provisioning(mut self, time: Duration) -> Self {
         self.provisioning = time;
         self
