@@ -10,10 +10,15 @@
 //!   ([`signing_name`](EmulatorConfig::signing_name)) or a mismatch get a 403
 //!   `InvalidSignatureException` (or `UnrecognizedClientException`), as AWS answers.
 //! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
-//!   returned when absent). A new session is provisioning for
-//!   [`provisioning`](EmulatorConfig::provisioning) and answers the session-busy refusal
-//!   meanwhile, in the configured form ([`BusyForm`]). `StopRuntimeSession` ends a session.
-//! * **MCP** itself: `initialize` (with an `Mcp-Session-Id`), notifications (202), `ping`,
+//!   returned when absent), each in a microVM that provisions for
+//!   [`provisioning`](EmulatorConfig::provisioning) (answering the session-busy refusal
+//!   meanwhile, in the configured form: [`BusyForm`]) and ends after its
+//!   [`idle_timeout`](EmulatorConfig::idle_timeout) or its
+//!   [`max_lifetime`](EmulatorConfig::max_lifetime); the next request then cold-starts a new
+//!   one. `StopRuntimeSession` ends a session. See [the session
+//!   lifecycle](#the-session-lifecycle).
+//! * **MCP** itself: `initialize` (answered with a new `Mcp-Session-Id`, which the microVM
+//!   remembers), notifications (202), `ping`,
 //!   `tools/list`, `tools/call` with `add` (idempotent), `echo` (read-only) and `counter`
 //!   (NOT idempotent: every execution increments it, and a test can read how many ran); and,
 //!   unlisted, `blob` (`{"bytes": N}`), whose answer text is N bytes streamed in 64 KiB chunks
@@ -95,10 +100,11 @@
 //!   ("Missing required Mcp-Session-Id header"); an unknown or expired id, or another
 //!   principal's, gets 404 ("Session not found or expired"), nothing runs. The bodies are
 //!   JSON-RPC errors -32000 and -32001 *(emulator: the codes of the MCP TypeScript SDK's
-//!   transport; AWS's bodies are not documented)*. A session lasts one hour from its
-//!   `initialize` (the gateway's default, absolute) or until
-//!   [`Emulator::expire_mcp_sessions`]. The principal is the access key id for SigV4 (AWS
-//!   takes the principal ARN) and, for a bearer token, its `sub` claim when it is a JWT that
+//!   transport; AWS's bodies are not documented)*. A session lasts
+//!   [`gateway_session_timeout`](EmulatorConfig::gateway_session_timeout) from its
+//!   `initialize` (one hour by default) or until [`Emulator::expire_mcp_session`] (or
+//!   [`expire_mcp_sessions`](Emulator::expire_mcp_sessions)). The principal is the access
+//!   key id for SigV4 (AWS takes the principal ARN) and, for a bearer token, its `sub` claim when it is a JWT that
 //!   has one, as AWS scopes sessions *(guide: gateway sessions)*, so a refreshed token of the
 //!   same user keeps the user's sessions; another token is a principal of its own.
 //! * Faults apply to `tools/call` as on the runtime.
@@ -136,7 +142,98 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # The session lifecycle
+//!
+//! The emulator keeps time on tokio's clock ([`tokio::time::Instant`]): on a paused clock
+//! (`#[tokio::test(start_paused = true)]`), `tokio::time::advance` moves provisioning, idle
+//! timeouts, lifetimes and gateway session timeouts exactly as real time would, and a test of
+//! hours takes milliseconds. (SigV4 dates stay on the wall clock, as AWS checks them.) Where a
+//! fact comes from is tagged as above.
+//!
+//! * **Cold start.** A runtime session's first request starts its microVM, which provisions
+//!   for [`provisioning`](EmulatorConfig::provisioning): none by default *(emulator)*; seconds
+//!   on AWS, up to about 12.6 s reported *(observed: a public code comment)*. Every request of
+//!   the session meanwhile gets the session-busy refusal before the MCP server sees it, in the
+//!   configured [`BusyForm`]: HTTP 200 with JSON-RPC -32005 "Session operation in progress,
+//!   please retry", or HTTP 409 with `x-amzn-errortype: RetryableConflictException` *(guide:
+//!   the MCP protocol contract's error table; the API reference)*. Nothing runs.
+//! * **Idle timeout**: [`idle_timeout`](EmulatorConfig::idle_timeout), by default
+//!   [`DEFAULT_IDLE_TIMEOUT`] (900 s), AgentCore's `idleRuntimeSessionTimeout` (60 to 28,800 s)
+//!   *(guide: runtime lifecycle settings)*. A request arriving that long after its session's
+//!   last request (answered or refused) meets a new microVM.
+//! * **Lifetime**: [`max_lifetime`](EmulatorConfig::max_lifetime), by default
+//!   [`DEFAULT_MAX_LIFETIME`] (28,800 s, 8 hours), `maxLifetime` (60 to 28,800 s) *(guide: the
+//!   same)*, counted from the request that started the microVM, however busy it has been since.
+//! * **A new microVM** is a cold start again: it provisions (busy refusals), and its MCP server
+//!   knows none of the old one's MCP sessions. The runtime session id stays the same
+//!   ([`Audit::sessions_started`] counts session ids, [`Audit::microvms_started`] cold
+//!   starts). A microVM ends at the instant its time is up, found so by the next request; AWS
+//!   may take up to 15 s to terminate one *(guide)*. `StopRuntimeSession` ends the session and
+//!   its microVM.
+//! * **MCP sessions live in the microVM.** `initialize` always opens a new one and answers its
+//!   new `Mcp-Session-Id`, whatever the request carried ("AgentCore always returns an
+//!   `Mcp-Session-Id`" *(guide: the MCP protocol contract)*); the microVM's MCP server
+//!   remembers the ids it issued until the microVM ends or
+//!   [`Emulator::expire_mcp_session`] expires one.
+//! * **A session the server does not know**: a request other than `initialize` that carries
+//!   such an `Mcp-Session-Id` gets HTTP 404, as MCP's Streamable HTTP transport requires of a
+//!   server that ended a session (the client must then initialize again) *(MCP specification,
+//!   session management)*, with the body
+//!   `{"jsonrpc":"2.0","id":<the request's id, or null>,"error":{"code":-32001,"message":"Session not found"}}`
+//!   *(emulator: the code and message of the MCP TypeScript SDK's transport; AWS relays what
+//!   the server answers)*, `content-type: application/json`, the runtime session id, and no
+//!   `x-amzn-errortype`: the MCP server's own 404, relayed. The platform's 404 for an unknown
+//!   runtime ARN or qualifier is another: it carries `x-amzn-errortype:
+//!   ResourceNotFoundException` *(guide: the API reference)*. Nothing runs and no scripted
+//!   fault is used up ([`Audit::mcp_sessions_not_found`]).
+//! * **Which ids get that 404** depends on [`stateful`](EmulatorConfig::stateful). Off (the
+//!   default): only an id a microVM issued and then lost, because the microVM ended or the
+//!   session was expired; a request without `Mcp-Session-Id`, or with an id the emulator never
+//!   issued (or one another runtime session's microVM issued and still knows), goes on, as at
+//!   a server that does not check *(emulator: the many ways tests and stateless clients call
+//!   it)*. On: every id that microVM did not issue or no longer knows, and a request without
+//!   `Mcp-Session-Id` gets HTTP 400
+//!   `{"jsonrpc":"2.0","id":<the request's id, or null>,"error":{"code":-32600,"message":"Bad Request: Missing session ID"}}`
+//!   *(emulator: the message of the MCP Python SDK's transport, FastMCP's)*.
+//! * **Gateway sessions** end [`gateway_session_timeout`](EmulatorConfig::gateway_session_timeout)
+//!   after their `initialize`, used or not: by default [`DEFAULT_GATEWAY_SESSION_TIMEOUT`]
+//!   (3,600 s), `sessionTimeoutInSeconds` (900 to 28,800 s) *(guide: gateway sessions)*; then
+//!   the gateway's 404 above.
+//! * **Faults a test scripts**: [`Emulator::expire_mcp_session`] and
+//!   [`Emulator::expire_mcp_sessions`] (either mode), [`Emulator::end_microvm`] and
+//!   [`Emulator::end_microvms`] (the next request of the session cold-starts).
+//!
+//! Not modelled: a request without a runtime session id is routed by its `Mcp-Session-Id` on
+//! AWS *(observed: a public sample's measurements)*, and gets a session of its own here; a
+//! cold start that outlasts the platform's initialization limit (-32010 "Runtime
+//! initialization time exceeded", 120 s) stays a long run of busy refusals here.
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentcore_tower::emulator::{
+//!     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, Emulator, EmulatorConfig,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! assert_eq!((DEFAULT_IDLE_TIMEOUT.as_secs(), DEFAULT_MAX_LIFETIME.as_secs()), (900, 28_800));
+//! // A stateful MCP server behind 12 s cold starts and a one-minute idle timeout.
+//! let emulator = Emulator::start(
+//!     EmulatorConfig::default()
+//!         .provisioning(Duration::from_secs(12))
+//!         .idle_timeout(Duration::from_secs(60))
+//!         .stateful(true),
+//! )
+//! .await?;
+//! // No runtime session has a microVM yet: nothing to end.
+//! assert!(!emulator.end_microvm("a-runtime-session-id-of-33-characters"));
+//! assert_eq!(emulator.audit().microvms_started, 0);
+//! # Ok(())
+//! # }
+//! ```
 
+mod lifecycle;
 mod mcp;
 mod server;
 mod verify;
@@ -259,7 +356,23 @@ pub struct EmulatorConfig {
     issuer: String,
     gateway: bool,
     signing_name: String,
+    idle_timeout: Duration,
+    max_lifetime: Duration,
+    stateful: bool,
+    gateway_session_timeout: Duration,
 }
+
+/// A runtime session's idle timeout, unless configured: AgentCore's default
+/// `idleRuntimeSessionTimeout`, 900 s (AWS takes 60 to 28,800 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// A runtime session's microVM lifetime, unless configured: AgentCore's default `maxLifetime`,
+/// 28,800 s (8 hours; AWS takes 60 to 28,800 s).
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
+
+/// A gateway MCP session's timeout from its `initialize`, unless configured: the gateway's
+/// default `sessionTimeoutInSeconds`, 3,600 s (AWS takes 900 to 28,800 s).
+pub const DEFAULT_GATEWAY_SESSION_TIMEOUT: Duration = Duration::from_secs(3_600);
 
 /// The authorization server the emulator's protected-resource metadata names, unless configured.
 pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
@@ -287,6 +400,10 @@ impl Default for EmulatorConfig {
             issuer: DEFAULT_ISSUER.to_owned(),
             gateway: false,
             signing_name: DEFAULT_SIGNING_NAME.to_owned(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_lifetime: DEFAULT_MAX_LIFETIME,
+            stateful: false,
+            gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
         }
     }
 }
@@ -313,6 +430,10 @@ impl fmt::Debug for EmulatorConfig {
             .field("issuer", &self.issuer)
             .field("gateway", &self.gateway)
             .field("signing_name", &self.signing_name)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("stateful", &self.stateful)
+            .field("gateway_session_timeout", &self.gateway_session_timeout)
             .finish()
     }
 }
@@ -336,9 +457,50 @@ impl EmulatorConfig {
         self
     }
 
-    /// How long a new runtime session answers the session-busy refusal (default: none).
+    /// How long a new microVM provisions, answering every request of its runtime session with
+    /// the session-busy refusal (default: none). Each cold start provisions this long: a new
+    /// runtime session's first microVM, and each one after the last ended (see [the session
+    /// lifecycle](crate::emulator#the-session-lifecycle)).
     pub fn provisioning(mut self, time: Duration) -> Self {
         self.provisioning = time;
+        self
+    }
+
+    /// How long a runtime session may go without a request before its microVM ends (default
+    /// [`DEFAULT_IDLE_TIMEOUT`], 900 s). The next request then meets a new microVM: a cold
+    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken;
+    /// AWS takes 60 to 28,800 s.
+    pub fn idle_timeout(mut self, time: Duration) -> Self {
+        self.idle_timeout = time;
+        self
+    }
+
+    /// How long a microVM lives, in use or not, from the request that started it (default
+    /// [`DEFAULT_MAX_LIFETIME`], 8 hours). The next request then meets a new microVM, as after
+    /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
+    pub fn max_lifetime(mut self, time: Duration) -> Self {
+        self.max_lifetime = time;
+        self
+    }
+
+    /// Makes the runtime's MCP server check every request's `Mcp-Session-Id` (default: off).
+    ///
+    /// On: a request other than `initialize` must carry an `Mcp-Session-Id` that the MCP server
+    /// in its microVM issued and still knows, else it is answered 400 (no header) or 404 (an id
+    /// this microVM did not issue, or no longer knows), and nothing runs. Off: a request
+    /// without the header, or with an id the emulator never issued, goes on; an id a microVM
+    /// issued and then lost (the microVM ended, or the session was expired) still gets the
+    /// 404. Either way `initialize` opens a new MCP session. Gateway mode always checks.
+    pub fn stateful(mut self, stateful: bool) -> Self {
+        self.stateful = stateful;
+        self
+    }
+
+    /// How long a gateway MCP session lasts from its `initialize`, used or not (default
+    /// [`DEFAULT_GATEWAY_SESSION_TIMEOUT`], one hour). Any duration is taken; AWS takes 900
+    /// to 28,800 s.
+    pub fn gateway_session_timeout(mut self, time: Duration) -> Self {
+        self.gateway_session_timeout = time;
         self
     }
 
@@ -411,8 +573,15 @@ pub struct Audit {
     pub dropped: u64,
     /// 500s sent.
     pub server_errors: u64,
-    /// Runtime sessions started.
+    /// Runtime sessions started: requests that named a runtime session id not seen before (or
+    /// not since its `StopRuntimeSession`), or none (the emulator then makes one up). A
+    /// session whose microVM ended and was replaced is still the same session: see
+    /// `microvms_started`.
     pub sessions_started: u64,
+    /// MicroVMs started (cold starts): a runtime session's first, and each one started because
+    /// the last had ended (idle timeout, lifetime, [`Emulator::end_microvm`]). Each provisions
+    /// for [`provisioning`](EmulatorConfig::provisioning).
+    pub microvms_started: u64,
     /// Runtime sessions stopped by `StopRuntimeSession`.
     pub sessions_stopped: u64,
     /// 401s sent (a missing or refused bearer token).
@@ -420,13 +589,17 @@ pub struct Audit {
     /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
     /// or a bearer token sent to a runtime that takes SigV4.
     pub auth_method_mismatches: u64,
-    /// Gateway mode: MCP sessions started by `initialize`.
+    /// MCP sessions started by `initialize` (each answered with a new `Mcp-Session-Id`), in
+    /// either mode.
     pub mcp_sessions_started: u64,
     /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
     pub mcp_sessions_ended: u64,
-    /// Gateway mode: requests refused for their MCP session, with 400 (no `Mcp-Session-Id`) or
-    /// 404 (an unknown, expired or another principal's session).
+    /// Requests refused for their MCP session, in either mode: 400 (no `Mcp-Session-Id`, at a
+    /// gateway or a [`stateful`](EmulatorConfig::stateful) runtime) and 404 (below).
     pub mcp_session_refusals: u64,
+    /// Of those, the 404s: an MCP session unknown to the server (never issued, lost with its
+    /// microVM, expired, or another principal's at a gateway). Nothing ran.
+    pub mcp_sessions_not_found: u64,
     /// Every request, in the order received.
     pub received: Vec<Received>,
 }
@@ -478,7 +651,8 @@ pub(crate) struct State {
     endpoint: String,
     /// The accepted bearer tokens; `None` when SigV4 is the door.
     tokens: Mutex<Option<Vec<String>>>,
-    sessions: Mutex<HashMap<String, std::time::Instant>>,
+    /// Runtime mode: the runtime sessions, their microVMs and the MCP sessions they issued.
+    runtime: Mutex<lifecycle::Runtime>,
     /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
     mcp_sessions: Mutex<HashMap<String, McpSession>>,
     faults: Mutex<VecDeque<Fault>>,
@@ -502,7 +676,7 @@ pub(crate) enum Principal {
 /// A gateway MCP session.
 pub(crate) struct McpSession {
     principal: Principal,
-    started: std::time::Instant,
+    started: tokio::time::Instant,
 }
 
 impl State {
@@ -512,6 +686,18 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+
+    fn limits(&self) -> lifecycle::Limits {
+        lifecycle::Limits {
+            provisioning: self.config.provisioning,
+            idle_timeout: self.config.idle_timeout,
+            max_lifetime: self.config.max_lifetime,
+        }
+    }
+
+    fn runtime(&self) -> std::sync::MutexGuard<'_, lifecycle::Runtime> {
+        self.runtime.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn record(&self, f: impl FnOnce(&mut Audit)) {
@@ -609,7 +795,7 @@ impl Emulator {
             tokens: Mutex::new(config.bearer_tokens.clone()),
             config,
             verifier,
-            sessions: Mutex::new(HashMap::new()),
+            runtime: Mutex::new(lifecycle::Runtime::default()),
             mcp_sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(VecDeque::new()),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
@@ -719,14 +905,54 @@ impl Emulator {
             Some(tokens.into_iter().map(Into::into).collect());
     }
 
-    /// Gateway mode: expires every live MCP session, as its timeout would; a request naming one
-    /// then gets the 404 of an expired session.
+    /// Expires every live MCP session, in either mode, as a timeout would: a request naming one
+    /// then gets the 404 of an unknown session (at a runtime, whether or not it is
+    /// [`stateful`](EmulatorConfig::stateful)).
     pub fn expire_mcp_sessions(&self) {
         self.state
             .mcp_sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.state.runtime().expire_all();
+    }
+
+    /// Expires the MCP session `id`, in either mode, as a timeout would (or a server that ended
+    /// it): a request naming it then gets the 404 of an unknown session. Whether it was live.
+    pub fn expire_mcp_session(&self, id: &str) -> bool {
+        let gateway = self
+            .state
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some_and(|s| s.started.elapsed() < self.state.config.gateway_session_timeout);
+        let limits = self.state.limits();
+        let runtime = self
+            .state
+            .runtime()
+            .expire(id, tokio::time::Instant::now(), &limits);
+        gateway || runtime
+    }
+
+    /// Ends the microVM of runtime session `runtime_session_id` now, as its idle timeout or
+    /// lifetime would: the session's next request meets a new microVM (a cold start, which
+    /// provisions), whose MCP server knows none of the old one's MCP sessions. The runtime
+    /// session itself goes on (unlike `StopRuntimeSession`). Whether a microVM was running.
+    pub fn end_microvm(&self, runtime_session_id: &str) -> bool {
+        let limits = self.state.limits();
+        self.state
+            .runtime()
+            .end_microvm(runtime_session_id, tokio::time::Instant::now(), &limits)
+    }
+
+    /// Ends every runtime session's microVM now, as [`end_microvm`](Self::end_microvm) does
+    /// one's: how many were running.
+    pub fn end_microvms(&self) -> usize {
+        let limits = self.state.limits();
+        self.state
+            .runtime()
+            .end_microvms(tokio::time::Instant::now(), &limits)
     }
 }
 

@@ -3,13 +3,15 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
+use super::lifecycle::McpCheck;
 use super::mcp;
 use super::{
     BusyForm, Fault, McpSession, PlatformForm, Principal, Received, RetryAfter, SignatureError,
@@ -282,17 +284,7 @@ fn live_session(
     state: &State,
 ) -> Result<String, Box<Response<AnswerBody>>> {
     let refuse = |status: StatusCode, code: i64, message: &str| {
-        state.record(|a| a.mcp_session_refusals += 1);
-        let reply =
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        with_session(
-            respond(
-                status,
-                &[("content-type", "application/json")],
-                reply.to_string(),
-            ),
-            None,
-        )
+        with_session(mcp_session_refusal(state, id, status, code, message), None)
     };
     let Some(session) = parts
         .headers
@@ -307,7 +299,7 @@ fn live_session(
     };
     let mut sessions = state.mcp_sessions.lock().unwrap_or_else(|p| p.into_inner());
     let live = match sessions.get(session) {
-        Some(s) if s.started.elapsed() >= MCP_SESSION_TIMEOUT => {
+        Some(s) if s.started.elapsed() >= state.config.gateway_session_timeout => {
             sessions.remove(session);
             false
         }
@@ -324,6 +316,30 @@ fn live_session(
             "Session not found or expired",
         )))
     }
+}
+
+/// An MCP server's refusal of a request for its MCP session (400 or 404), nothing run: a
+/// JSON-RPC error with the request's id (or `null`), without `x-amzn-errortype` (the server's
+/// own answer, not the platform's).
+fn mcp_session_refusal(
+    state: &State,
+    id: &Value,
+    status: StatusCode,
+    code: i64,
+    message: &str,
+) -> Response<AnswerBody> {
+    state.record(|a| {
+        a.mcp_session_refusals += 1;
+        if status == StatusCode::NOT_FOUND {
+            a.mcp_sessions_not_found += 1;
+        }
+    });
+    let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    respond(
+        status,
+        &[("content-type", "application/json")],
+        reply.to_string(),
+    )
 }
 
 /// How a request presented itself, and the emulator's verdict on it.
@@ -471,9 +487,6 @@ const AUTH_METHOD_MISMATCH: &str = "Authorization method mismatch. The agent is 
 const METADATA_OPERATION: &str = "oauth-protected-resource";
 const GATEWAY_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 const RUNTIME_METADATA_OPERATION: &str = "invocations/.well-known/oauth-protected-resource";
-
-/// A gateway MCP session's lifetime: absolute, from its `initialize` (the gateway's default).
-const MCP_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The `qualifier` of the query, as requested (still encoded), or `DEFAULT`.
 fn qualifier(parts: &http::request::Parts) -> &str {
@@ -651,12 +664,7 @@ fn stop(session: Option<String>, state: &State) -> Response<AnswerBody> {
             "The runtime session id is required.",
         );
     };
-    let known = state
-        .sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&session)
-        .is_some();
+    let known = state.runtime().stop(&session);
     if !known {
         return aws_error(
             StatusCode::NOT_FOUND,
@@ -686,33 +694,80 @@ async fn invoke(
     state: &State,
 ) -> Answer {
     let session = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let provisioning = {
-        let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let started = *sessions.entry(session.clone()).or_insert_with(|| {
-            state.record(|a| a.sessions_started += 1);
-            Instant::now()
-        });
-        started.elapsed() < state.config.provisioning
-    };
     let inspected = mcp::inspect(body);
+    let initialize = inspected.method.as_deref() == Some("initialize");
+    // A header that is not text names no session the server issued.
+    let mcp_session = parts
+        .headers
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap_or_default());
+    let (arrival, check) = {
+        let (now, limits) = (Instant::now(), state.limits());
+        let mut runtime = state.runtime();
+        let arrival = runtime.arrive(&session, now, &limits);
+        let check = if arrival.provisioning || initialize {
+            McpCheck::Accepted
+        } else {
+            runtime.check(
+                &session,
+                arrival.microvm,
+                mcp_session,
+                state.config.stateful,
+                now,
+                &limits,
+            )
+        };
+        (arrival, check)
+    };
+    state.record(|a| {
+        a.sessions_started += u64::from(arrival.new_session);
+        a.microvms_started += u64::from(arrival.new_microvm);
+    });
     let session_header = (RUNTIME_SESSION_ID, session.as_str());
-    if provisioning {
+    // The platform refuses before the microVM's MCP server sees the request.
+    if arrival.provisioning {
         return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
     }
-    let initialize = inspected.method.as_deref() == Some("initialize");
+    let refused = match check {
+        McpCheck::Accepted => None,
+        McpCheck::Missing => Some((
+            StatusCode::BAD_REQUEST,
+            MISSING_SESSION_CODE,
+            MISSING_SESSION_MESSAGE,
+        )),
+        McpCheck::NotFound => Some((
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND_CODE,
+            SESSION_NOT_FOUND_MESSAGE,
+        )),
+    };
+    if let Some((status, code, message)) = refused {
+        let response = mcp_session_refusal(state, &inspected.id, status, code, message);
+        return Ok(with_session(response, Some(session_header)));
+    }
     let mut answer = serve_mcp(inspected, state, Some(session_header)).await;
-    if initialize && let Ok(response) = &mut answer {
-        let mcp_session = parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    // `initialize` always opens a new MCP session, whatever it carried.
+    if initialize
+        && let Ok(response) = &mut answer
+        && response.status() == StatusCode::OK
+    {
+        let mcp_session = state.runtime().issue(&session, arrival.microvm);
+        state.record(|a| a.mcp_sessions_started += 1);
         if let Ok(value) = HeaderValue::from_str(&mcp_session) {
             response.headers_mut().insert("mcp-session-id", value);
         }
     }
     answer
 }
+
+/// A runtime MCP server's 404 for an MCP session it does not know: the code and message of the
+/// MCP TypeScript SDK's Streamable HTTP transport.
+const SESSION_NOT_FOUND_CODE: i64 = -32001;
+const SESSION_NOT_FOUND_MESSAGE: &str = "Session not found";
+/// A stateful runtime MCP server's 400 for a request without `Mcp-Session-Id`: the code and
+/// message of the MCP Python SDK's Streamable HTTP transport (FastMCP's).
+const MISSING_SESSION_CODE: i64 = -32600;
+const MISSING_SESSION_MESSAGE: &str = "Bad Request: Missing session ID";
 
 /// Answers one MCP POST: faults for `tools/call`, then the emulator's MCP server. The runtime
 /// adds its session header (`session_header`); the gateway has none.
