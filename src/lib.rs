@@ -15,6 +15,9 @@
 //! * [`SigV4InvokeLayer`] — carries an MCP Streamable HTTP POST as AgentCore's
 //!   `InvokeAgentRuntime`, signed afresh with `aws-sigv4` on every attempt, answering locally
 //!   what the operation cannot carry.
+//! * [`McpSessionRecoveryLayer`] — an MCP session that outlives the server's: MCP's 404 for a
+//!   session the server no longer knows (a microVM replaced after its idle timeout, a Gateway
+//!   session past its timeout) opens a new session and sends the request once more.
 //!
 //! The three retry layers are one generic [`RetryLayer<P>`](retry::RetryLayer) over their policies
 //! ([`Throttled`](throttle::Throttled), [`SessionBusy`](session_busy::SessionBusy), [`ReplayDeclarations`](replay::ReplayDeclarations)), as tower's `RetryLayer<P>` is over its
@@ -25,6 +28,7 @@
 //! ```text
 //! ServiceBuilder::new()
 //!     .layer(TimeoutLayer)            // tower::timeout: one deadline for the whole call, retries included
+//!     .layer(McpSessionRecoveryLayer) // MCP's 404 for an expired session → a new session, the request again
 //!     .layer(ReplayGuardLayer)        // the replay rule; re-sends what may have run only when replayable
 //!     .layer(ThrottleRetryLayer)      // 429 → wait (Retry-After) → same request again
 //!     .layer(SessionBusyRetryLayer)   // -32005 / 409 RetryableConflictException → short backoff → again
@@ -42,7 +46,9 @@
 //!   fires once, when the call ends or is dropped;
 //! * **one budget**: a layer's `max_attempts` and `max_total_wait` bound the *call's* attempts
 //!   and waits, counted over every layer — so the call's cap is the largest cap of its layers,
-//!   never their product, and its waits never pass the largest ceiling. An app sets limits of
+//!   never their product, and its waits never pass the largest ceiling. Refusals that ran
+//!   nothing do not eat the allowance for failures that may have run (see
+//!   [`RetryLayer::max_attempts`](retry::RetryLayer::max_attempts)). An app sets limits of
 //!   its own for a call with a [`CallBudget`] (a deadline among them);
 //! * **one rule**: every retry layer asks the call's replay rules before a re-send — the app's
 //!   [`SharedReplayRule`](rule::SharedReplayRule) and the rule of each guard the call passed, also for the layers
