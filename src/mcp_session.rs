@@ -340,14 +340,16 @@ impl Sessions {
 
 /// A request kept to be sent again: its head and its body (the client's body type, erased).
 struct Kept {
-    head: Head,
+    head: Arc<Head>,
     body: Arc<dyn Any + Send + Sync>,
 }
 
 impl Kept {
-    fn of<B: Clone + Send + Sync + 'static>(request: &Request<B>) -> Self {
+    fn of<B: Clone + Send + Sync + 'static>(request: &Request<B>, context: &CallContext) -> Self {
+        let head = Arc::new(Head::of(request));
+        context.share_head(head.clone());
         Self {
-            head: Head::of(request),
+            head,
             body: Arc::new(request.body().clone()),
         }
     }
@@ -524,13 +526,6 @@ where
         Role::Of(session) => Some(session.clone()),
         _ => None,
     };
-    let kept = match (&role, method.as_deref()) {
-        (Role::Of(_), _) | (Role::MayOpen, Some("initialize")) => Some((
-            Kept::of(&request),
-            context.keep_extensions(request.extensions()),
-        )),
-        _ => None,
-    };
     // The session's id now, which the request carries in place of the client's.
     let sent_with = session.as_ref().map(|session| {
         let current = session.current();
@@ -541,6 +536,15 @@ where
         }
         current
     });
+    // A copy for a re-send, or to open the session again; its head shared with the retry
+    // layers below, which keep the same.
+    let kept = match (&role, method.as_deref()) {
+        (Role::Of(_), _) | (Role::MayOpen, Some("initialize")) => Some((
+            Kept::of(&request, context),
+            context.keep_extensions(request.extensions()),
+        )),
+        _ => None,
+    };
     let request_method = request.method().clone();
     let authorization = request.headers().get(AUTHORIZATION).cloned();
     let answer = send(&mut service, request, context).await?;
@@ -886,7 +890,10 @@ mod tests {
         for id in ["a", "b", "c"] {
             sessions.open(Session {
                 client_id: id.into(),
-                initialize: Kept::of(&Request::new(String::new())),
+                initialize: Kept {
+                    head: Arc::new(Head::of(&Request::new(()))),
+                    body: Arc::new(String::new()),
+                },
                 initialized: Mutex::new(None),
                 current: Mutex::new(id.into()),
                 failures: AtomicU64::new(0),

@@ -8,12 +8,15 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault};
+use agentcore_tower::emulator::{Audit, BusyForm, Emulator, EmulatorConfig, Fault};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 /// How long any one stdout line may take.
 const LINE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long an answer may take when the proxy waits out a cold start: its session-busy retries
+/// wait at most 30 s per call, and the call's deadline is 120 s.
+const COLD_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the proxy may take to exit once stdin is closed.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// A well-formed runtime ARN, for arguments that are refused before anything is sent.
@@ -115,11 +118,16 @@ impl Proxy {
 
     /// The next stdout line, which must be one JSON value; panics after [`LINE_TIMEOUT`].
     async fn next(&mut self) -> Value {
-        match tokio::time::timeout(LINE_TIMEOUT, self.lines.recv()).await {
+        self.next_within(LINE_TIMEOUT).await
+    }
+
+    /// The next stdout line, which must be one JSON value; panics after `limit`.
+    async fn next_within(&mut self, limit: Duration) -> Value {
+        match tokio::time::timeout(limit, self.lines.recv()).await {
             Ok(Some(line)) => self.parse(line),
             Ok(None) => panic!("stdout closed; stderr:\n{}", self.stderr()),
             Err(_) => panic!(
-                "no stdout line within {LINE_TIMEOUT:?}; stderr:\n{}",
+                "no stdout line within {limit:?}; stderr:\n{}",
                 self.stderr()
             ),
         }
@@ -803,6 +811,8 @@ struct HttpClient {
     token: Option<String>,
     session: Option<String>,
     protocol_version: Option<String>,
+    /// How long an answer may take (head and body each).
+    timeout: Duration,
 }
 
 impl HttpClient {
@@ -816,12 +826,22 @@ impl HttpClient {
             token: token.map(str::to_owned),
             session: None,
             protocol_version: None,
+            timeout: LINE_TIMEOUT,
         }
     }
 
     /// Sends `method` with the client's headers, then `extra` (which may replace them).
     async fn send(&self, method: &str, body: Option<&Value>, extra: &[(&str, &str)]) -> Answer {
-        send_to(&self.client, method, &self.url, body, &self.headers(extra)).await
+        let headers = self.headers(extra);
+        send_within(
+            &self.client,
+            method,
+            &self.url,
+            body,
+            &headers,
+            self.timeout,
+        )
+        .await
     }
 
     fn headers<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(String, String)> {
@@ -884,6 +904,21 @@ async fn send_to(
     body: Option<&Value>,
     headers: &[(String, String)],
 ) -> Answer {
+    send_within(client, method, url, body, headers, LINE_TIMEOUT).await
+}
+
+/// [`send_to`], the answer's head and its body each allowed `limit`.
+async fn send_within(
+    client: &hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    method: &str,
+    url: &str,
+    body: Option<&Value>,
+    headers: &[(String, String)],
+    limit: Duration,
+) -> Answer {
     use http_body_util::BodyExt;
     let mut request = http::Request::builder().method(method).uri(url);
     for (name, value) in headers {
@@ -893,12 +928,12 @@ async fn send_to(
     let request = request
         .body(http_body_util::Full::new(bytes::Bytes::from(body)))
         .unwrap();
-    let response = tokio::time::timeout(LINE_TIMEOUT, client.request(request))
+    let response = tokio::time::timeout(limit, client.request(request))
         .await
         .expect("an answer in time")
         .expect("the endpoint answers");
     let (parts, body) = response.into_parts();
-    let body = tokio::time::timeout(LINE_TIMEOUT, body.collect())
+    let body = tokio::time::timeout(limit, body.collect())
         .await
         .expect("the whole body in time")
         .unwrap()
