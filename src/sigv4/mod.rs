@@ -94,7 +94,12 @@
 //!   [`RuntimeSessions::PerLayer`] (the default) that is the layer's own — a UUID v4 unless
 //!   configured — shared by its clones and the services it builds: one layer per MCP client.
 //!   With [`RuntimeSessions::PerMcpSession`] it is the one bound to the request's
-//!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions.
+//!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions. A binding is
+//!   forgotten once idle longer than the runtime's idle timeout (its microVM is gone by then:
+//!   [`runtime_session_idle_timeout`](SigV4InvokeLayerBuilder::runtime_session_idle_timeout),
+//!   default 900 s), or when the layer holds
+//!   [`max_bound_mcp_sessions`](SigV4InvokeLayerBuilder::max_bound_mcp_sessions) (default
+//!   100,000) and binds one more: the least recently used goes.
 //! * Only an answer to a request the layer picked the session for may replace it, and only
 //!   what that request used (an id the service returns: 33 to 256 visible ASCII characters,
 //!   read after the answer was redacted, so an attempt's secret is never taken for one).
@@ -103,6 +108,7 @@
 //!   the SDK does.
 //!
 //! ```
+//! use std::time::Duration;
 //! use agentcore_tower::sigv4::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 //! use aws_credential_types::Credentials;
 //! # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
@@ -112,6 +118,8 @@
 //!     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
 //! )
 //! .runtime_sessions(RuntimeSessions::PerMcpSession)
+//! // The runtime's `idleRuntimeSessionTimeout`, when it is not AgentCore's default 900 s.
+//! .runtime_session_idle_timeout(Duration::from_secs(3600))
 //! .stop_session_on_delete(true)
 //! .build()?;
 //! assert_eq!(signer.runtime_sessions(), RuntimeSessions::PerMcpSession);
@@ -251,7 +259,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
 use bytes::Bytes;
@@ -280,7 +288,7 @@ use crate::rule::{Failure, Refusal};
 use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
-use session::{Chosen, Sessions, mcp_session_of};
+use session::{Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions, mcp_session_of};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
@@ -353,6 +361,8 @@ pub struct SigV4InvokeLayerBuilder {
     auth: AuthSource,
     session_id: Option<String>,
     sessions: RuntimeSessions,
+    idle_timeout: Duration,
+    max_bound: usize,
     user_id: Option<String>,
     stop_on_delete: bool,
     clock: Clock,
@@ -372,6 +382,40 @@ impl SigV4InvokeLayerBuilder {
     /// many MCP sessions over one layer).
     pub fn runtime_sessions(mut self, sessions: RuntimeSessions) -> Self {
         self.sessions = sessions;
+        self
+    }
+
+    /// With [`RuntimeSessions::PerMcpSession`]: how long the binding of an MCP session to its
+    /// runtime session is kept after the session's last request or answer. Set it to the
+    /// runtime's `idleRuntimeSessionTimeout`; the default, 900 s, is AgentCore's default for
+    /// it. After that long idle AgentCore has stopped the microVM, so the next request of that
+    /// MCP session gets a new runtime session (as it would get a new microVM anyway), and the
+    /// binding's memory is freed.
+    ///
+    /// At least 60 s, AgentCore's least `idleRuntimeSessionTimeout`: a shorter time (zero
+    /// among them) is taken as 60 s — no runtime stops an idle microVM sooner, so forgetting
+    /// it sooner would only send a live MCP session to a new microVM, without its state. A
+    /// longer one is taken as given (up to 8 hours for a runtime on microVMs, 14 days on
+    /// instances). The time counts from when the layer last chose the binding for a request
+    /// or read an answer's head for it: an answer streamed for longer than this (an SSE stream
+    /// may last an hour) leaves the binding idle meanwhile — set the time above your longest
+    /// stream if a session's next request must find its microVM after one. Time is read from
+    /// tokio's clock, so a test with a paused clock drives it. Ignored with
+    /// [`RuntimeSessions::PerLayer`].
+    pub fn runtime_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// With [`RuntimeSessions::PerMcpSession`]: how many MCP sessions are bound at most; binding
+    /// one more forgets the one used least recently (its next request gets a new runtime
+    /// session). Default 100,000: a memory bound — about 300 bytes a binding, so some 30 MB
+    /// full — a hundred times the runtime sessions an account may have active by default (its
+    /// AgentCore quota: 1,000 in us-east-1 and us-west-2, 500 elsewhere), so that the idle time
+    /// forgets, not the count. Raise it with the quota. At least 1: zero is taken as 1. Ignored
+    /// with [`RuntimeSessions::PerLayer`].
+    pub fn max_bound_mcp_sessions(mut self, max: usize) -> Self {
+        self.max_bound = max;
         self
     }
 
@@ -424,7 +468,12 @@ impl SigV4InvokeLayerBuilder {
                 auth,
                 mapping: Mapping::Invoke(Box::new(Invoke {
                     target,
-                    sessions: Sessions::new(self.sessions, session_id),
+                    sessions: Sessions::new(
+                        self.sessions,
+                        session_id,
+                        self.idle_timeout,
+                        self.max_bound,
+                    ),
                     user_id: self.user_id,
                     stop_on_delete: self.stop_on_delete,
                 })),
@@ -440,6 +489,8 @@ impl fmt::Debug for SigV4InvokeLayerBuilder {
             .field("auth", &self.auth)
             .field("runtime_session_id", &self.session_id)
             .field("runtime_sessions", &self.sessions)
+            .field("runtime_session_idle_timeout", &self.idle_timeout)
+            .field("max_bound_mcp_sessions", &self.max_bound)
             .field("runtime_user_id", &self.user_id)
             .field("stop_session_on_delete", &self.stop_on_delete)
             .finish_non_exhaustive()
@@ -501,6 +552,8 @@ impl SigV4InvokeLayer {
             auth,
             session_id: None,
             sessions: RuntimeSessions::PerLayer,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_bound: DEFAULT_MAX_BOUND,
             user_id: None,
             stop_on_delete: false,
             clock: Arc::new(SystemTime::now),
