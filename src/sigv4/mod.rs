@@ -288,7 +288,9 @@ use crate::rule::{Failure, Refusal};
 use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
-use session::{Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions, mcp_session_of};
+use session::{
+    Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, RenewedFrom, Sessions, mcp_session_of,
+};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
@@ -1306,18 +1308,20 @@ fn sign_attempt<S>(
         Some(_) => None,
         None => {
             let mcp_session = mcp_session_of(headers);
+            // An `initialize` that re-opens an expired MCP session: on that session's microVM.
+            let renewed_from = extensions.get::<RenewedFrom>();
             let mut picked = None;
             let id = context.runtime_session(|| {
                 let chosen = match pending.operation {
                     Operation::StopSession => invoke.sessions.to_stop(headers),
                     Operation::Invoke | Operation::Forward => None,
                 }
-                .unwrap_or_else(|| invoke.sessions.choose(mcp_session));
+                .unwrap_or_else(|| invoke.sessions.choose(mcp_session, renewed_from));
                 let id = chosen.id.clone();
                 picked = Some(chosen);
                 id
             });
-            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session)))
+            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session, renewed_from)))
         }
     };
     let session_id = chosen.as_ref().map(|c| &*c.id);
@@ -1421,6 +1425,79 @@ mod sdk_config_tests {
             SigV4InvokeLayer::from_sdk_config(InvokeTarget::runtime_id("x", "123456789012"), &bare)
                 .err(),
             Some(ConfigError::NoCredentials)
+        );
+    }
+}
+
+#[cfg(test)]
+mod session_tests {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use aws_credential_types::Credentials;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+
+    /// An `initialize` carrying [`RenewedFrom`] goes to the expired MCP session's microVM, and
+    /// the new MCP session takes it over.
+    #[tokio::test]
+    async fn a_renewal_is_read_from_the_requests_extensions() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let server = service_fn({
+            let seen = seen.clone();
+            move |request: Request<Full<Bytes>>| {
+                let runtime = request.headers()[RUNTIME_SESSION_ID]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                let opens = !request.headers().contains_key("mcp-session-id");
+                seen.lock().unwrap().push(runtime);
+                let mut answer = Response::builder().status(200);
+                if opens {
+                    answer = answer.header("mcp-session-id", "new");
+                }
+                async move { Ok::<_, Infallible>(answer.body(Full::new(Bytes::new())).unwrap()) }
+            }
+        });
+        let signer = SigV4InvokeLayer::builder(
+            InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-AbC123"),
+            Credentials::new("AKID", "secret", None, None, "test"),
+        )
+        .runtime_sessions(RuntimeSessions::PerMcpSession)
+        .build()
+        .unwrap();
+        let service = signer.layer(server);
+        let send = |mcp_session: Option<&str>, renewed_from: Option<&str>| {
+            let mut request = Request::post("http://mcp.invalid/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            if let Some(mcp_session) = mcp_session {
+                request = request.header("mcp-session-id", mcp_session);
+            }
+            let mut request = request
+                .body(Full::new(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+                )))
+                .unwrap();
+            if let Some(old) = renewed_from {
+                request.extensions_mut().insert(RenewedFrom(old.into()));
+            }
+            service.clone().oneshot(request)
+        };
+        send(Some("old"), None).await.unwrap();
+        send(None, Some("old")).await.unwrap();
+        send(Some("new"), None).await.unwrap();
+        send(Some("old"), None).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[1], seen[0],
+            "the renewal goes to the old session's microVM"
+        );
+        assert_eq!(seen[2], seen[0], "and the new MCP session stays there");
+        assert_ne!(
+            seen[3], seen[0],
+            "the old MCP session is bound to it no more"
         );
     }
 }

@@ -62,6 +62,20 @@ pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// us-west-2, 500 elsewhere), so that in practice the idle time, not the count, forgets.
 pub(crate) const DEFAULT_MAX_BOUND: usize = 100_000;
 
+/// A request extension: this request — an `initialize` without `Mcp-Session-Id` — opens a new
+/// MCP session in place of the expired one named here.
+///
+/// With [`RuntimeSessions::PerMcpSession`], the request goes to the runtime session bound to
+/// that MCP session, if one is (the microVM its last request provisioned: no second cold
+/// start), and the new `Mcp-Session-Id` its answer carries takes that binding over — the old
+/// one is dropped, its id is dead. With [`RuntimeSessions::PerLayer`] it changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(
+    dead_code,
+    reason = "put on the request by the layer that re-opens an expired MCP session"
+)]
+pub(crate) struct RenewedFrom(pub(crate) Arc<str>);
+
 /// The runtime sessions of one layer.
 pub(crate) struct Sessions {
     mode: RuntimeSessions,
@@ -269,6 +283,9 @@ impl Bound {
 pub(crate) struct Chosen {
     pub(crate) id: Arc<str>,
     mcp_session: Option<String>,
+    /// The expired MCP session the request opens a new one in place of
+    /// ([`RuntimeSessions::PerMcpSession`] only).
+    renewed_from: Option<Arc<str>>,
 }
 
 impl Sessions {
@@ -313,11 +330,33 @@ impl Sessions {
         }
     }
 
-    /// The runtime session for a request that names none, in the MCP session `mcp_session`.
-    pub(crate) fn choose(&self, mcp_session: Option<&str>) -> Chosen {
+    /// The MCP session a request without one renews: only with
+    /// [`RuntimeSessions::PerMcpSession`].
+    fn renewal_of(
+        &self,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Option<Arc<str>> {
+        match (self.mode, mcp_session) {
+            (RuntimeSessions::PerMcpSession, None) => renewed_from.map(|r| r.0.clone()),
+            _ => None,
+        }
+    }
+
+    /// The runtime session for a request that names none, in the MCP session `mcp_session`
+    /// or, for an `initialize`, renewing the MCP session `renewed_from`.
+    pub(crate) fn choose(
+        &self,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Chosen {
+        let renewed_from = self.renewal_of(mcp_session, renewed_from);
         let id = match (self.mode, mcp_session) {
             (RuntimeSessions::PerLayer, _) => self.default_id(),
-            (RuntimeSessions::PerMcpSession, None) => new_id(),
+            (RuntimeSessions::PerMcpSession, None) => renewed_from
+                .as_deref()
+                .and_then(|old| self.lock_bound().get(old, Instant::now()))
+                .unwrap_or_else(new_id),
             (RuntimeSessions::PerMcpSession, Some(key)) => {
                 let now = Instant::now();
                 let mut bound = self.lock_bound();
@@ -334,6 +373,7 @@ impl Sessions {
         Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from,
         }
     }
 
@@ -350,14 +390,21 @@ impl Sessions {
         Some(Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from: None,
         })
     }
 
     /// What a later attempt of a call uses: the id its first attempt was given.
-    pub(crate) fn pinned(&self, id: Arc<str>, mcp_session: Option<&str>) -> Chosen {
+    pub(crate) fn pinned(
+        &self,
+        id: Arc<str>,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Chosen {
         Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from: self.renewal_of(mcp_session, renewed_from),
         }
     }
 
@@ -391,14 +438,23 @@ impl Sessions {
                 let now = Instant::now();
                 let mut bound = self.lock_bound();
                 // Never another MCP session's runtime session: that would put two sessions'
-                // state in one microVM.
-                let taken = bound.holder(&id, now).is_some_and(|holder| holder != key);
+                // state in one microVM. But the expired one this request renews gives its own
+                // up.
+                let renewed = chosen.renewed_from.as_deref().filter(|old| *old != key);
+                let taken = bound
+                    .holder(&id, now)
+                    .is_some_and(|holder| holder != key && Some(holder) != renewed);
                 if taken {
                     return;
                 }
                 match bound.peek(key, now) {
                     Some(current) if current != chosen.id => {}
-                    _ => bound.bind(key, id, now),
+                    _ => {
+                        bound.bind(key, id, now);
+                        if let Some(old) = renewed {
+                            bound.unbind(old);
+                        }
+                    }
                 }
             }
         }
@@ -469,6 +525,10 @@ mod tests {
         )
     }
 
+    fn renewing(old: &str) -> RenewedFrom {
+        RenewedFrom(old.into())
+    }
+
     impl Sessions {
         /// How many MCP sessions are bound (those idle too long among them, until dropped).
         fn bound(&self) -> usize {
@@ -510,7 +570,7 @@ mod tests {
             DEFAULT_IDLE_TIMEOUT,
             DEFAULT_MAX_BOUND,
         );
-        let first = s.choose(None);
+        let first = s.choose(None, None);
         let b = "b".repeat(36);
         s.adopt(&first, &answer(&b, None));
         assert_eq!(&*s.default_id(), b.as_str());
@@ -518,7 +578,7 @@ mod tests {
         s.adopt(&first, &answer(&"c".repeat(36), None));
         assert_eq!(&*s.default_id(), b.as_str());
         // Invalid or redacted ids are never adopted.
-        let now = s.choose(None);
+        let now = s.choose(None, None);
         s.adopt(&now, &answer("[redacted]", None));
         assert_eq!(&*s.default_id(), b.as_str());
     }
@@ -526,43 +586,47 @@ mod tests {
     #[test]
     fn per_mcp_session_binds_and_separates() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let init_a = s.choose(None);
-        let init_b = s.choose(None);
+        let init_a = s.choose(None, None);
+        let init_b = s.choose(None, None);
         assert_ne!(init_a.id, init_b.id, "each initialize gets its own");
         s.adopt(&init_a, &answer(&init_a.id, Some("mcp-a")));
         s.adopt(&init_b, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id);
-        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
+        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id);
+        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
         // An answer to A's request never changes B's session, nor puts A in B's.
-        let a = s.choose(Some("mcp-a"));
+        let a = s.choose(Some("mcp-a"), None);
         s.adopt(&a, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id, "B's id is B's");
+        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id, "B's id is B's");
         s.adopt(&a, &answer(&"e".repeat(36), Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
-        assert_eq!(&*s.choose(Some("mcp-a")).id, "e".repeat(36).as_str());
-        s.forget(&s.choose(Some("mcp-b")));
-        assert_ne!(s.choose(Some("mcp-b")).id, init_b.id, "stopped: a new one");
+        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
+        assert_eq!(&*s.choose(Some("mcp-a"), None).id, "e".repeat(36).as_str());
+        s.forget(&s.choose(Some("mcp-b"), None));
+        assert_ne!(
+            s.choose(Some("mcp-b"), None).id,
+            init_b.id,
+            "stopped: a new one"
+        );
         s.by_use();
     }
 
     #[test]
     fn the_cap_forgets_the_least_recently_used() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 3);
-        let a = s.choose(Some("a")).id;
-        let b = s.choose(Some("b")).id;
-        let c = s.choose(Some("c")).id;
+        let a = s.choose(Some("a"), None).id;
+        let b = s.choose(Some("b"), None).id;
+        let c = s.choose(Some("c"), None).id;
         // A is used again: B is now the least recently used, and goes for D.
-        assert_eq!(s.choose(Some("a")).id, a);
-        let d = s.choose(Some("d")).id;
+        assert_eq!(s.choose(Some("a"), None).id, a);
+        let d = s.choose(Some("d"), None).id;
         assert_eq!(s.by_use(), ["c", "a", "d"]);
         assert_eq!(s.bound_to("b"), None);
         assert_eq!(s.bound_to("a"), Some(a));
         assert_eq!(s.bound_to("c"), Some(c));
         assert_eq!(s.bound_to("d"), Some(d.clone()));
         // An answer confirming D's session is a use too: C goes next.
-        let chosen = s.choose(Some("d"));
+        let chosen = s.choose(Some("d"), None);
         s.adopt(&chosen, &answer(&d, None));
-        let b_again = s.choose(Some("b")).id;
+        let b_again = s.choose(Some("b"), None).id;
         assert_ne!(b_again, b, "forgotten: a new microVM");
         assert_eq!(s.by_use(), ["a", "d", "b"]);
         assert_eq!(s.bound(), 3);
@@ -572,7 +636,7 @@ mod tests {
     fn the_cap_holds_at_scale_and_forgets_in_order() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 1_000);
         let ids: Vec<_> = (0..1_010)
-            .map(|i| s.choose(Some(&format!("mcp-{i}"))).id)
+            .map(|i| s.choose(Some(&format!("mcp-{i}")), None).id)
             .collect();
         assert_eq!(s.bound(), 1_000);
         for (i, id) in ids.iter().enumerate() {
@@ -587,9 +651,9 @@ mod tests {
     #[test]
     fn a_zero_cap_keeps_one() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 0);
-        let a = s.choose(Some("a")).id;
+        let a = s.choose(Some("a"), None).id;
         assert_eq!(s.bound_to("a"), Some(a));
-        let b = s.choose(Some("b")).id;
+        let b = s.choose(Some("b"), None).id;
         assert_eq!(s.by_use(), ["b"]);
         assert_eq!(s.bound_to("b"), Some(b));
     }
@@ -597,13 +661,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_binding_idle_longer_than_the_timeout_is_forgotten() {
         let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a")).id;
+        let a = s.choose(Some("a"), None).id;
         tokio::time::advance(Duration::from_secs(900)).await;
         assert_eq!(s.bound_to("a"), Some(a.clone()), "idle 900 s: not longer");
         tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(s.bound_to("a"), None, "idle longer: forgotten");
         assert_eq!(s.bound(), 0, "dropped when looked up");
-        let again = s.choose(Some("a")).id;
+        let again = s.choose(Some("a"), None).id;
         assert_ne!(again, a, "a new microVM");
         assert_eq!(s.bound_to("a"), Some(again));
     }
@@ -611,31 +675,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_use_keeps_a_binding() {
         let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a")).id;
-        let b = s.choose(Some("b")).id;
+        let a = s.choose(Some("a"), None).id;
+        let b = s.choose(Some("b"), None).id;
         tokio::time::advance(Duration::from_secs(600)).await;
-        assert_eq!(s.choose(Some("a")).id, a, "a request uses it");
+        assert_eq!(s.choose(Some("a"), None).id, a, "a request uses it");
         tokio::time::advance(Duration::from_secs(600)).await;
         // An answer is a use too.
-        let chosen = s.choose(Some("a"));
+        let chosen = s.choose(Some("a"), None);
         tokio::time::advance(Duration::from_secs(600)).await;
         s.adopt(&chosen, &answer(&a, None));
         tokio::time::advance(Duration::from_secs(600)).await;
         assert_eq!(s.bound_to("a"), Some(a), "idle 600 s");
         assert_eq!(s.bound_to("b"), None, "idle 2,400 s");
-        assert_ne!(s.choose(Some("b")).id, b);
+        assert_ne!(s.choose(Some("b"), None).id, b);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_bind_drops_the_expired_at_the_least_recent_end() {
         let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
-        s.choose(Some("a"));
-        s.choose(Some("b"));
+        s.choose(Some("a"), None);
+        s.choose(Some("b"), None);
         tokio::time::advance(Duration::from_secs(30)).await;
-        let c = s.choose(Some("c")).id;
+        let c = s.choose(Some("c"), None).id;
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(s.bound(), 3, "nothing dropped before it is touched");
-        let d = s.choose(Some("d")).id;
+        let d = s.choose(Some("d"), None).id;
         assert_eq!(s.by_use(), ["c", "d"], "A and B dropped, C is idle 31 s");
         assert_eq!(s.bound_to("c"), Some(c));
         assert_eq!(s.bound_to("d"), Some(d));
@@ -644,7 +708,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_time_below_agentcores_least_is_taken_as_60_seconds() {
         let s = per_mcp_session(Duration::ZERO, DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a")).id;
+        let a = s.choose(Some("a"), None).id;
         tokio::time::advance(Duration::from_secs(60)).await;
         assert_eq!(s.bound_to("a"), Some(a));
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -655,7 +719,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_expired_binding_has_nothing_to_stop() {
         let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a")).id;
+        let a = s.choose(Some("a"), None).id;
         let mut delete = HeaderMap::new();
         delete.insert("mcp-session-id", "a".parse().unwrap());
         assert_eq!(s.to_stop(&delete).map(|c| c.id), Some(a));
@@ -666,16 +730,120 @@ mod tests {
     #[test]
     fn forget_unbinds_only_what_was_stopped() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"));
-        let b = s.choose(Some("b"));
+        let a = s.choose(Some("a"), None);
+        let b = s.choose(Some("b"), None);
         // A stop of a session the MCP session no longer has changes nothing.
         s.adopt(&a, &answer(&"f".repeat(36), None));
         s.forget(&a);
         assert_eq!(&*s.bound_to("a").unwrap(), "f".repeat(36).as_str());
-        s.forget(&s.choose(Some("a")));
+        s.forget(&s.choose(Some("a"), None));
         assert_eq!(s.bound_to("a"), None);
         assert_eq!(s.bound_to("b"), Some(b.id));
         assert_eq!(s.by_use(), ["b"]);
+    }
+
+    #[test]
+    fn a_renewal_goes_to_the_expired_sessions_microvm_and_takes_it_over() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("old")));
+        assert_eq!(init.id, old, "the microVM the old session provisioned");
+        s.adopt(&init, &answer(&old, Some("new")));
+        assert_eq!(s.bound_to("new"), Some(old.clone()));
+        assert_eq!(s.bound_to("old"), None, "the old id is dead");
+        assert_eq!(s.bound_to("other"), Some(other));
+        assert_eq!(s.by_use(), ["other", "new"]);
+        assert_eq!(s.choose(Some("new"), None).id, old);
+        assert_ne!(s.choose(Some("old"), None).id, old, "never shared");
+    }
+
+    #[test]
+    fn a_renewal_holds_for_every_attempt_and_an_answer_without_the_header() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let first = s.choose(None, Some(&renewing("old")));
+        // A later attempt of the call: the id its first attempt had, the same hint.
+        let again = s.pinned(first.id.clone(), None, Some(&renewing("old")));
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-session-id", "new".parse().unwrap());
+        s.adopt(&again, &headers);
+        assert_eq!(s.bound_to("new"), Some(old));
+        assert_eq!(s.by_use(), ["new"]);
+    }
+
+    #[test]
+    fn a_renewal_of_a_session_bound_to_none_gets_a_new_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("unknown")));
+        assert_ne!(init.id, other);
+        s.adopt(&init, &answer(&init.id, Some("new")));
+        assert_eq!(s.bound_to("new"), Some(init.id));
+        assert_eq!(s.bound_to("other"), Some(other));
+        assert_eq!(s.by_use(), ["other", "new"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_of_an_idle_binding_gets_a_new_microvm() {
+        let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        tokio::time::advance(Duration::from_secs(901)).await;
+        let init = s.choose(None, Some(&renewing("old")));
+        assert_ne!(init.id, old, "that microVM is gone");
+        s.adopt(&init, &answer(&init.id, Some("new")));
+        assert_eq!(s.by_use(), ["new"]);
+    }
+
+    #[test]
+    fn two_renewals_of_one_session_never_share_its_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let first = s.choose(None, Some(&renewing("old")));
+        let second = s.choose(None, Some(&renewing("old")));
+        assert_eq!((&first.id, &second.id), (&old, &old));
+        s.adopt(&first, &answer(&old, Some("new-1")));
+        s.adopt(&second, &answer(&old, Some("new-2")));
+        assert_eq!(s.bound_to("new-1"), Some(old));
+        assert_eq!(s.bound_to("new-2"), None, "the first took it over");
+        assert_eq!(s.by_use(), ["new-1"]);
+    }
+
+    #[test]
+    fn a_renewal_never_takes_a_third_sessions_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("old")));
+        s.adopt(&init, &answer(&other, Some("new")));
+        assert_eq!(s.bound_to("new"), None);
+        assert_eq!(
+            s.bound_to("old"),
+            Some(old),
+            "nothing taken over: nothing dropped"
+        );
+        assert_eq!(s.bound_to("other"), Some(other));
+    }
+
+    #[test]
+    fn the_hint_changes_nothing_in_an_mcp_session_nor_per_layer() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let a = s.choose(Some("a"), Some(&renewing("old")));
+        assert_ne!(a.id, old, "a request of an MCP session goes to its own");
+        s.adopt(&a, &answer(&a.id, None));
+        assert_eq!(s.bound_to("old"), Some(old));
+
+        let layer = Sessions::new(
+            RuntimeSessions::PerLayer,
+            "a".repeat(36),
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_BOUND,
+        );
+        let chosen = layer.choose(None, Some(&renewing("old")));
+        assert_eq!(&*chosen.id, "a".repeat(36).as_str());
+        layer.adopt(&chosen, &answer(&chosen.id, Some("new")));
+        assert_eq!(layer.bound(), 0);
     }
 
     /// Bindings, lookups, stops and time in a seeded random mix, against a plain list kept in
@@ -695,7 +863,7 @@ mod tests {
             let at = model.iter().position(|(k, _, _)| *k == key);
             match rng.u8(..10) {
                 0..=5 => {
-                    let id = s.choose(Some(&key)).id;
+                    let id = s.choose(Some(&key), None).id;
                     match at {
                         Some(at) => {
                             let (k, kept, _) = model.remove(at);
