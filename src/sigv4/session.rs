@@ -57,9 +57,10 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
 pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers, unless
-/// configured: a memory bound (some 300 bytes a binding: about 30 MB full), a hundred times
-/// the runtime sessions an AWS account may have active by default (1,000 in us-east-1 and
-/// us-west-2, 500 elsewhere), so that in practice the idle time, not the count, forgets.
+/// configured: a memory bound (some 260 bytes a binding with UUID ids: 26 MB full, measured by
+/// `compat/benches/runtime_sessions.rs`), a hundred times the runtime sessions an AWS account
+/// may have active by default (1,000 in us-east-1 and us-west-2, 500 elsewhere), so that in
+/// practice the idle time, not the count, forgets.
 pub(crate) const DEFAULT_MAX_BOUND: usize = 100_000;
 
 /// A request extension: this request — an `initialize` without `Mcp-Session-Id` — opens a new
