@@ -786,11 +786,14 @@ where
     ResB: Body<Data = Bytes>,
     ResB::Error: Into<BoxError>,
 {
-    let Some(initialize) = session.initialize.request::<ReqB>(None, authorization) else {
+    let Some(mut initialize) = session.initialize.request::<ReqB>(None, authorization) else {
         return Err("the initialize request was of another body type".into());
     };
-    // TODO(renewal hint): initialize.extensions_mut().insert(crate::sigv4::RenewedFrom(dead.clone()));
-    let _ = dead;
+    // A runtime signer binding runtime sessions per MCP session keeps the new one on the
+    // microVM the old one's last request brought up.
+    initialize
+        .extensions_mut()
+        .insert(crate::sigv4::RenewedFrom(dead.clone()));
     let answer = call(service, initialize).await?;
     let Some(id) = opened_id(&answer) else {
         return Err(format!(

@@ -94,7 +94,12 @@
 //!   [`RuntimeSessions::PerLayer`] (the default) that is the layer's own — a UUID v4 unless
 //!   configured — shared by its clones and the services it builds: one layer per MCP client.
 //!   With [`RuntimeSessions::PerMcpSession`] it is the one bound to the request's
-//!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions.
+//!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions. A binding is
+//!   forgotten once idle longer than the runtime's idle timeout (its microVM is gone by then:
+//!   [`runtime_session_idle_timeout`](SigV4InvokeLayerBuilder::runtime_session_idle_timeout),
+//!   default 900 s), or when the layer holds
+//!   [`max_bound_mcp_sessions`](SigV4InvokeLayerBuilder::max_bound_mcp_sessions) (default
+//!   100,000) and binds one more: the least recently used goes.
 //! * Only an answer to a request the layer picked the session for may replace it, and only
 //!   what that request used (an id the service returns: 33 to 256 visible ASCII characters,
 //!   read after the answer was redacted, so an attempt's secret is never taken for one).
@@ -103,6 +108,7 @@
 //!   the SDK does.
 //!
 //! ```
+//! use std::time::Duration;
 //! use agentcore_tower::sigv4::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 //! use aws_credential_types::Credentials;
 //! # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
@@ -112,6 +118,8 @@
 //!     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
 //! )
 //! .runtime_sessions(RuntimeSessions::PerMcpSession)
+//! // The runtime's `idleRuntimeSessionTimeout`, when it is not AgentCore's default 900 s.
+//! .runtime_session_idle_timeout(Duration::from_secs(3600))
 //! .stop_session_on_delete(true)
 //! .build()?;
 //! assert_eq!(signer.runtime_sessions(), RuntimeSessions::PerMcpSession);
@@ -251,7 +259,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
 use bytes::Bytes;
@@ -267,7 +275,7 @@ pub use credentials::CachedCredentials;
 pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use session::RuntimeSessions;
-pub(crate) use session::mcp_session_of;
+pub(crate) use session::{RenewedFrom, mcp_session_of};
 /// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
 #[cfg(feature = "emulator")]
 pub(crate) use target::encode as encode_label;
@@ -281,7 +289,7 @@ use crate::rule::{Failure, Refusal};
 use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
-use session::{Chosen, Sessions};
+use session::{Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
@@ -354,6 +362,8 @@ pub struct SigV4InvokeLayerBuilder {
     auth: AuthSource,
     session_id: Option<String>,
     sessions: RuntimeSessions,
+    idle_timeout: Duration,
+    max_bound: usize,
     user_id: Option<String>,
     stop_on_delete: bool,
     clock: Clock,
@@ -373,6 +383,40 @@ impl SigV4InvokeLayerBuilder {
     /// many MCP sessions over one layer).
     pub fn runtime_sessions(mut self, sessions: RuntimeSessions) -> Self {
         self.sessions = sessions;
+        self
+    }
+
+    /// With [`RuntimeSessions::PerMcpSession`]: how long the binding of an MCP session to its
+    /// runtime session is kept after the session's last request or answer. Set it to the
+    /// runtime's `idleRuntimeSessionTimeout`; the default, 900 s, is AgentCore's default for
+    /// it. After that long idle AgentCore has stopped the microVM, so the next request of that
+    /// MCP session gets a new runtime session (as it would get a new microVM anyway), and the
+    /// binding's memory is freed.
+    ///
+    /// At least 60 s, AgentCore's least `idleRuntimeSessionTimeout`: a shorter time (zero
+    /// among them) is taken as 60 s — no runtime stops an idle microVM sooner, so forgetting
+    /// it sooner would only send a live MCP session to a new microVM, without its state. A
+    /// longer one is taken as given (up to 8 hours for a runtime on microVMs, 14 days on
+    /// instances). The time counts from when the layer last chose the binding for a request
+    /// or read an answer's head for it: an answer streamed for longer than this (an SSE stream
+    /// may last an hour) leaves the binding idle meanwhile — set the time above your longest
+    /// stream if a session's next request must find its microVM after one. Time is read from
+    /// tokio's clock, so a test with a paused clock drives it. Ignored with
+    /// [`RuntimeSessions::PerLayer`].
+    pub fn runtime_session_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// With [`RuntimeSessions::PerMcpSession`]: how many MCP sessions are bound at most; binding
+    /// one more forgets the one used least recently (its next request gets a new runtime
+    /// session). Default 100,000: a memory bound — some 260 bytes a binding with UUID ids, so
+    /// 26 MB full (`compat/benches/runtime_sessions.rs`) — a hundred times the runtime sessions
+    /// an account may have active by default (its AgentCore quota: 1,000 in us-east-1 and
+    /// us-west-2, 500 elsewhere), so that the idle time forgets, not the count. Raise it with
+    /// the quota. At least 1: zero is taken as 1. Ignored with [`RuntimeSessions::PerLayer`].
+    pub fn max_bound_mcp_sessions(mut self, max: usize) -> Self {
+        self.max_bound = max;
         self
     }
 
@@ -425,7 +469,12 @@ impl SigV4InvokeLayerBuilder {
                 auth,
                 mapping: Mapping::Invoke(Box::new(Invoke {
                     target,
-                    sessions: Sessions::new(self.sessions, session_id),
+                    sessions: Sessions::new(
+                        self.sessions,
+                        session_id,
+                        self.idle_timeout,
+                        self.max_bound,
+                    ),
                     user_id: self.user_id,
                     stop_on_delete: self.stop_on_delete,
                 })),
@@ -441,6 +490,8 @@ impl fmt::Debug for SigV4InvokeLayerBuilder {
             .field("auth", &self.auth)
             .field("runtime_session_id", &self.session_id)
             .field("runtime_sessions", &self.sessions)
+            .field("runtime_session_idle_timeout", &self.idle_timeout)
+            .field("max_bound_mcp_sessions", &self.max_bound)
             .field("runtime_user_id", &self.user_id)
             .field("stop_session_on_delete", &self.stop_on_delete)
             .finish_non_exhaustive()
@@ -502,6 +553,8 @@ impl SigV4InvokeLayer {
             auth,
             session_id: None,
             sessions: RuntimeSessions::PerLayer,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_bound: DEFAULT_MAX_BOUND,
             user_id: None,
             stop_on_delete: false,
             clock: Arc::new(SystemTime::now),
@@ -1254,18 +1307,20 @@ fn sign_attempt<S>(
         Some(_) => None,
         None => {
             let mcp_session = mcp_session_of(headers);
+            // An `initialize` that re-opens an expired MCP session: on that session's microVM.
+            let renewed_from = extensions.get::<RenewedFrom>();
             let mut picked = None;
             let id = context.runtime_session(|| {
                 let chosen = match pending.operation {
                     Operation::StopSession => invoke.sessions.to_stop(headers),
                     Operation::Invoke | Operation::Forward => None,
                 }
-                .unwrap_or_else(|| invoke.sessions.choose(mcp_session));
+                .unwrap_or_else(|| invoke.sessions.choose(mcp_session, renewed_from));
                 let id = chosen.id.clone();
                 picked = Some(chosen);
                 id
             });
-            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session)))
+            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session, renewed_from)))
         }
     };
     let session_id = chosen.as_ref().map(|c| &*c.id);
@@ -1369,6 +1424,79 @@ mod sdk_config_tests {
             SigV4InvokeLayer::from_sdk_config(InvokeTarget::runtime_id("x", "123456789012"), &bare)
                 .err(),
             Some(ConfigError::NoCredentials)
+        );
+    }
+}
+
+#[cfg(test)]
+mod session_tests {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use aws_credential_types::Credentials;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+
+    /// An `initialize` carrying [`RenewedFrom`] goes to the expired MCP session's microVM, and
+    /// the new MCP session takes it over.
+    #[tokio::test]
+    async fn a_renewal_is_read_from_the_requests_extensions() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let server = service_fn({
+            let seen = seen.clone();
+            move |request: Request<Full<Bytes>>| {
+                let runtime = request.headers()[RUNTIME_SESSION_ID]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                let opens = !request.headers().contains_key("mcp-session-id");
+                seen.lock().unwrap().push(runtime);
+                let mut answer = Response::builder().status(200);
+                if opens {
+                    answer = answer.header("mcp-session-id", "new");
+                }
+                async move { Ok::<_, Infallible>(answer.body(Full::new(Bytes::new())).unwrap()) }
+            }
+        });
+        let signer = SigV4InvokeLayer::builder(
+            InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-AbC123"),
+            Credentials::new("AKID", "secret", None, None, "test"),
+        )
+        .runtime_sessions(RuntimeSessions::PerMcpSession)
+        .build()
+        .unwrap();
+        let service = signer.layer(server);
+        let send = |mcp_session: Option<&str>, renewed_from: Option<&str>| {
+            let mut request = Request::post("http://mcp.invalid/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            if let Some(mcp_session) = mcp_session {
+                request = request.header("mcp-session-id", mcp_session);
+            }
+            let mut request = request
+                .body(Full::new(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+                )))
+                .unwrap();
+            if let Some(old) = renewed_from {
+                request.extensions_mut().insert(RenewedFrom(old.into()));
+            }
+            service.clone().oneshot(request)
+        };
+        send(Some("old"), None).await.unwrap();
+        send(None, Some("old")).await.unwrap();
+        send(Some("new"), None).await.unwrap();
+        send(Some("old"), None).await.unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[1], seen[0],
+            "the renewal goes to the old session's microVM"
+        );
+        assert_eq!(seen[2], seen[0], "and the new MCP session stays there");
+        assert_ne!(
+            seen[3], seen[0],
+            "the old MCP session is bound to it no more"
         );
     }
 }

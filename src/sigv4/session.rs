@@ -3,8 +3,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use http::HeaderMap;
+use tokio::time::Instant;
 
 use super::request::{RUNTIME_SESSION_ID, is_valid_session_id};
 use crate::contract::MCP_SESSION_ID;
@@ -26,8 +28,17 @@ pub enum RuntimeSessions {
     /// own; the `Mcp-Session-Id` its answer carries is then bound to it, so every later request
     /// of that MCP session goes to the same microVM, and no other does. A successful
     /// `StopRuntimeSession` unbinds it; a DELETE of an MCP session bound to none is answered
-    /// 405 here (there is nothing to stop). At most 10,000 MCP sessions are remembered: beyond
-    /// that, the one used least recently is forgotten (its next request gets a new microVM).
+    /// 405 here (there is nothing to stop).
+    ///
+    /// A binding is forgotten once its MCP session has sent nothing for longer than
+    /// [`runtime_session_idle_timeout`](super::SigV4InvokeLayerBuilder::runtime_session_idle_timeout)
+    /// (default 900 s, AgentCore's default `idleRuntimeSessionTimeout`: by then AgentCore has
+    /// stopped the microVM, so there is nothing left to go back to), and when more than
+    /// [`max_bound_mcp_sessions`](super::SigV4InvokeLayerBuilder::max_bound_mcp_sessions)
+    /// (default 100,000) are bound, the one used least recently is. Either way, the next request
+    /// of that MCP session gets a new microVM. Each costs O(1): nothing is scanned, and no task
+    /// runs in the background — an idle binding is dropped when it is next looked up, or when a
+    /// new one is bound.
     ///
     /// A server that never hands out an `Mcp-Session-Id` — a stateless one, as AgentCore's
     /// guide sets MCP servers up, and every server on MCP's stateless protocol versions
@@ -37,8 +48,32 @@ pub enum RuntimeSessions {
     PerMcpSession,
 }
 
-/// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers.
-const MAX_BOUND: usize = 10_000;
+/// How long a binding is kept after its MCP session's last request, unless configured:
+/// AgentCore's default `idleRuntimeSessionTimeout`, after which the microVM is gone.
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The shortest idle time taken: AgentCore's least `idleRuntimeSessionTimeout`. No runtime
+/// stops an idle microVM sooner, so forgetting it sooner would only throw away a live one.
+pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers, unless
+/// configured: a memory bound (some 260 bytes a binding with UUID ids: 26 MB full, measured by
+/// `compat/benches/runtime_sessions.rs`), a hundred times the runtime sessions an AWS account
+/// may have active by default (1,000 in us-east-1 and us-west-2, 500 elsewhere), so that in
+/// practice the idle time, not the count, forgets.
+pub(crate) const DEFAULT_MAX_BOUND: usize = 100_000;
+
+/// A request extension: this request — an `initialize` without `Mcp-Session-Id` — opens a new
+/// MCP session in place of the expired one named here.
+///
+/// With [`RuntimeSessions::PerMcpSession`], the request goes to the runtime session bound to
+/// that MCP session, if one is (the microVM its last request provisioned: no second cold
+/// start), and the new `Mcp-Session-Id` its answer carries takes that binding over — the old
+/// one is dropped, its id is dead. With [`RuntimeSessions::PerLayer`] it changes nothing.
+/// [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer) puts it on the `initialize`
+/// that re-opens an expired session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RenewedFrom(pub(crate) Arc<str>);
 
 /// The runtime sessions of one layer.
 pub(crate) struct Sessions {
@@ -47,39 +82,197 @@ pub(crate) struct Sessions {
     bound: Mutex<Bound>,
 }
 
-/// The runtime session of each MCP session, with when it was last used.
-#[derive(Default)]
+/// No slot: either end of the list.
+const NIL: usize = usize::MAX;
+
+/// One MCP session bound to its runtime session.
+struct Slot {
+    mcp_session: Arc<str>,
+    runtime_session: Arc<str>,
+    /// When a request of the MCP session last chose it, or an answer confirmed it.
+    used: Instant,
+    /// The slot used just before this one, and just after (the list runs from the least
+    /// recently used to the most).
+    older: usize,
+    newer: usize,
+}
+
+/// The runtime session of each MCP session: a map from either id to its slot, the slots in a
+/// list by when they were last used — so finding, refreshing, and forgetting the least recently
+/// used are O(1).
+///
+/// Written here rather than taken from a crate: the two maps share the slots (a runtime session
+/// is never bound to two MCP sessions, and finding who holds one must not scan), which no LRU
+/// crate offers, and the list is a few index links in a `Vec`, without `unsafe`.
 struct Bound {
-    ids: HashMap<String, (Arc<str>, u64)>,
-    clock: u64,
+    /// Dense: a slot removed is replaced by the last one.
+    slots: Vec<Slot>,
+    by_mcp_session: HashMap<Arc<str>, usize>,
+    by_runtime_session: HashMap<Arc<str>, usize>,
+    oldest: usize,
+    newest: usize,
+    /// A binding idle longer than this is forgotten.
+    idle_timeout: Duration,
+    /// At most this many are kept.
+    max: usize,
 }
 
 impl Bound {
-    fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
+    fn new(idle_timeout: Duration, max: usize) -> Self {
+        Self {
+            slots: Vec::new(),
+            by_mcp_session: HashMap::new(),
+            by_runtime_session: HashMap::new(),
+            oldest: NIL,
+            newest: NIL,
+            idle_timeout,
+            max: max.max(1),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn expired(&self, slot: usize, now: Instant) -> bool {
+        now.saturating_duration_since(self.slots[slot].used) > self.idle_timeout
+    }
+
+    /// `slot`, unless it has been idle too long: then it is dropped.
+    fn live(&mut self, slot: usize, now: Instant) -> Option<usize> {
+        if self.expired(slot, now) {
+            self.remove(slot);
+            None
+        } else {
+            Some(slot)
+        }
+    }
+
+    /// The live slot of `mcp_session`.
+    fn slot_of(&mut self, mcp_session: &str, now: Instant) -> Option<usize> {
+        let slot = *self.by_mcp_session.get(mcp_session)?;
+        self.live(slot, now)
     }
 
     /// The runtime session of `mcp_session`, marked used now.
-    fn get(&mut self, mcp_session: &str) -> Option<Arc<str>> {
-        let now = self.tick();
-        let (id, used) = self.ids.get_mut(mcp_session)?;
-        *used = now;
-        Some(id.clone())
+    fn get(&mut self, mcp_session: &str, now: Instant) -> Option<Arc<str>> {
+        let slot = self.slot_of(mcp_session, now)?;
+        self.touch(slot, now);
+        Some(self.slots[slot].runtime_session.clone())
     }
 
-    /// Binds `mcp_session` to `id`; over the cap, forgets the MCP session used least recently.
-    fn bind(&mut self, mcp_session: &str, id: Arc<str>) {
-        let now = self.tick();
-        self.ids.insert(mcp_session.to_owned(), (id, now));
-        if self.ids.len() > MAX_BOUND
-            && let Some(oldest) = self
-                .ids
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(key, _)| key.clone())
+    /// The runtime session of `mcp_session`, its use left as it is.
+    fn peek(&mut self, mcp_session: &str, now: Instant) -> Option<Arc<str>> {
+        let slot = self.slot_of(mcp_session, now)?;
+        Some(self.slots[slot].runtime_session.clone())
+    }
+
+    /// The MCP session `runtime_session` is bound to.
+    fn holder(&mut self, runtime_session: &str, now: Instant) -> Option<&str> {
+        let slot = *self.by_runtime_session.get(runtime_session)?;
+        let slot = self.live(slot, now)?;
+        Some(&self.slots[slot].mcp_session)
+    }
+
+    /// Binds `mcp_session` to `id`, marked used now; an MCP session bound to `id` before loses
+    /// it (one MCP session per microVM). Over the cap, forgets the MCP session used least
+    /// recently; first, every binding idle too long at that end of the list.
+    fn bind(&mut self, mcp_session: &str, id: Arc<str>, now: Instant) {
+        if let Some(&other) = self.by_runtime_session.get(&*id)
+            && *self.slots[other].mcp_session != *mcp_session
         {
-            self.ids.remove(&oldest);
+            self.remove(other);
+        }
+        if let Some(&slot) = self.by_mcp_session.get(mcp_session) {
+            let before = std::mem::replace(&mut self.slots[slot].runtime_session, id.clone());
+            if before != id {
+                self.by_runtime_session.remove(&*before);
+                self.by_runtime_session.insert(id, slot);
+            }
+            self.touch(slot, now);
+            return;
+        }
+        while self.oldest != NIL && self.expired(self.oldest, now) {
+            self.remove(self.oldest);
+        }
+        if self.slots.len() >= self.max {
+            self.remove(self.oldest);
+        }
+        let slot = self.slots.len();
+        let mcp_session: Arc<str> = mcp_session.into();
+        self.slots.push(Slot {
+            mcp_session: mcp_session.clone(),
+            runtime_session: id.clone(),
+            used: now,
+            older: NIL,
+            newer: NIL,
+        });
+        self.push_newest(slot);
+        self.by_mcp_session.insert(mcp_session, slot);
+        self.by_runtime_session.insert(id, slot);
+    }
+
+    /// Forgets `mcp_session`'s binding, whichever runtime session it is.
+    fn unbind(&mut self, mcp_session: &str) {
+        if let Some(&slot) = self.by_mcp_session.get(mcp_session) {
+            self.remove(slot);
+        }
+    }
+
+    /// Marks `slot` used now: the newest.
+    fn touch(&mut self, slot: usize, now: Instant) {
+        self.slots[slot].used = now;
+        if self.newest != slot {
+            self.unlink(slot);
+            self.push_newest(slot);
+        }
+    }
+
+    fn push_newest(&mut self, slot: usize) {
+        self.slots[slot].older = self.newest;
+        self.slots[slot].newer = NIL;
+        match self.newest {
+            NIL => self.oldest = slot,
+            newest => self.slots[newest].newer = slot,
+        }
+        self.newest = slot;
+    }
+
+    fn unlink(&mut self, slot: usize) {
+        let Slot { older, newer, .. } = self.slots[slot];
+        match older {
+            NIL => self.oldest = newer,
+            older => self.slots[older].newer = newer,
+        }
+        match newer {
+            NIL => self.newest = older,
+            newer => self.slots[newer].older = older,
+        }
+    }
+
+    /// Drops `slot`; the last slot takes its place.
+    fn remove(&mut self, slot: usize) {
+        self.unlink(slot);
+        let removed = self.slots.swap_remove(slot);
+        self.by_mcp_session.remove(&*removed.mcp_session);
+        self.by_runtime_session.remove(&*removed.runtime_session);
+        if let Some(moved) = self.slots.get(slot) {
+            let Slot { older, newer, .. } = *moved;
+            match older {
+                NIL => self.oldest = slot,
+                older => self.slots[older].newer = slot,
+            }
+            match newer {
+                NIL => self.newest = slot,
+                newer => self.slots[newer].older = slot,
+            }
+            let moved = &self.slots[slot];
+            if let Some(index) = self.by_mcp_session.get_mut(&*moved.mcp_session) {
+                *index = slot;
+            }
+            if let Some(index) = self.by_runtime_session.get_mut(&*moved.runtime_session) {
+                *index = slot;
+            }
         }
     }
 }
@@ -89,14 +282,25 @@ impl Bound {
 pub(crate) struct Chosen {
     pub(crate) id: Arc<str>,
     mcp_session: Option<String>,
+    /// The expired MCP session the request opens a new one in place of
+    /// ([`RuntimeSessions::PerMcpSession`] only).
+    renewed_from: Option<Arc<str>>,
 }
 
 impl Sessions {
-    pub(crate) fn new(mode: RuntimeSessions, default: String) -> Self {
+    /// The runtime sessions of a layer in `mode`, its own `default`; with
+    /// [`RuntimeSessions::PerMcpSession`], a binding idle longer than `idle_timeout` (at least
+    /// [`MIN_IDLE_TIMEOUT`]) is forgotten, and at most `max_bound` (at least 1) are kept.
+    pub(crate) fn new(
+        mode: RuntimeSessions,
+        default: String,
+        idle_timeout: Duration,
+        max_bound: usize,
+    ) -> Self {
         Self {
             mode,
             default: RwLock::new(default.into()),
-            bound: Mutex::new(Bound::default()),
+            bound: Mutex::new(Bound::new(idle_timeout.max(MIN_IDLE_TIMEOUT), max_bound)),
         }
     }
 
@@ -112,11 +316,6 @@ impl Sessions {
             .clone()
     }
 
-    /// How many MCP sessions are bound to a runtime session.
-    pub(crate) fn bound(&self) -> usize {
-        self.lock_bound().ids.len()
-    }
-
     fn lock_bound(&self) -> std::sync::MutexGuard<'_, Bound> {
         self.bound.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -130,18 +329,41 @@ impl Sessions {
         }
     }
 
-    /// The runtime session for a request that names none, in the MCP session `mcp_session`.
-    pub(crate) fn choose(&self, mcp_session: Option<&str>) -> Chosen {
+    /// The MCP session a request without one renews: only with
+    /// [`RuntimeSessions::PerMcpSession`].
+    fn renewal_of(
+        &self,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Option<Arc<str>> {
+        match (self.mode, mcp_session) {
+            (RuntimeSessions::PerMcpSession, None) => renewed_from.map(|r| r.0.clone()),
+            _ => None,
+        }
+    }
+
+    /// The runtime session for a request that names none, in the MCP session `mcp_session`
+    /// or, for an `initialize`, renewing the MCP session `renewed_from`.
+    pub(crate) fn choose(
+        &self,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Chosen {
+        let renewed_from = self.renewal_of(mcp_session, renewed_from);
         let id = match (self.mode, mcp_session) {
             (RuntimeSessions::PerLayer, _) => self.default_id(),
-            (RuntimeSessions::PerMcpSession, None) => new_id(),
+            (RuntimeSessions::PerMcpSession, None) => renewed_from
+                .as_deref()
+                .and_then(|old| self.lock_bound().get(old, Instant::now()))
+                .unwrap_or_else(new_id),
             (RuntimeSessions::PerMcpSession, Some(key)) => {
+                let now = Instant::now();
                 let mut bound = self.lock_bound();
-                match bound.get(key) {
+                match bound.get(key, now) {
                     Some(id) => id,
                     None => {
                         let id = new_id();
-                        bound.bind(key, id.clone());
+                        bound.bind(key, id.clone(), now);
                         id
                     }
                 }
@@ -150,6 +372,7 @@ impl Sessions {
         Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from,
         }
     }
 
@@ -159,23 +382,28 @@ impl Sessions {
         let mcp_session = mcp_session_of(request);
         let id = match self.mode {
             RuntimeSessions::PerLayer => self.default_id(),
-            RuntimeSessions::PerMcpSession => self
-                .lock_bound()
-                .ids
-                .get(mcp_session?)
-                .map(|(id, _)| id.clone())?,
+            RuntimeSessions::PerMcpSession => {
+                self.lock_bound().peek(mcp_session?, Instant::now())?
+            }
         };
         Some(Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from: None,
         })
     }
 
     /// What a later attempt of a call uses: the id its first attempt was given.
-    pub(crate) fn pinned(&self, id: Arc<str>, mcp_session: Option<&str>) -> Chosen {
+    pub(crate) fn pinned(
+        &self,
+        id: Arc<str>,
+        mcp_session: Option<&str>,
+        renewed_from: Option<&RenewedFrom>,
+    ) -> Chosen {
         Chosen {
             id,
             mcp_session: self.key_of(mcp_session),
+            renewed_from: self.renewal_of(mcp_session, renewed_from),
         }
     }
 
@@ -206,18 +434,26 @@ impl Sessions {
                 });
                 let Some(key) = key else { return };
                 let id: Arc<str> = returned.map_or_else(|| chosen.id.clone(), Into::into);
+                let now = Instant::now();
                 let mut bound = self.lock_bound();
                 // Never another MCP session's runtime session: that would put two sessions'
-                // state in one microVM.
-                let taken = id != chosen.id
-                    && bound
-                        .ids
-                        .iter()
-                        .any(|(other, (other_id, _))| other != key && *other_id == id);
-                match bound.ids.get(key) {
-                    _ if taken => {}
-                    Some((current, _)) if *current != chosen.id => {}
-                    _ => bound.bind(key, id),
+                // state in one microVM. But the expired one this request renews gives its own
+                // up.
+                let renewed = chosen.renewed_from.as_deref().filter(|old| *old != key);
+                let taken = bound
+                    .holder(&id, now)
+                    .is_some_and(|holder| holder != key && Some(holder) != renewed);
+                if taken {
+                    return;
+                }
+                match bound.peek(key, now) {
+                    Some(current) if current != chosen.id => {}
+                    _ => {
+                        bound.bind(key, id, now);
+                        if let Some(old) = renewed {
+                            bound.unbind(old);
+                        }
+                    }
                 }
             }
         }
@@ -227,8 +463,11 @@ impl Sessions {
     pub(crate) fn forget(&self, chosen: &Chosen) {
         if let (RuntimeSessions::PerMcpSession, Some(key)) = (self.mode, &chosen.mcp_session) {
             let mut bound = self.lock_bound();
-            if bound.ids.get(key).is_some_and(|(id, _)| *id == chosen.id) {
-                bound.ids.remove(key);
+            if bound
+                .peek(key, Instant::now())
+                .is_some_and(|id| id == chosen.id)
+            {
+                bound.unbind(key);
             }
         }
     }
@@ -244,7 +483,12 @@ impl fmt::Debug for Sessions {
         s.field("mode", &self.mode);
         match self.mode {
             RuntimeSessions::PerLayer => s.field("runtime_session_id", &self.default_id()),
-            RuntimeSessions::PerMcpSession => s.field("bound_mcp_sessions", &self.bound()),
+            RuntimeSessions::PerMcpSession => {
+                let bound = self.lock_bound();
+                s.field("bound_mcp_sessions", &bound.len())
+                    .field("runtime_session_idle_timeout", &bound.idle_timeout)
+                    .field("max_bound_mcp_sessions", &bound.max)
+            }
         };
         s.finish()
     }
@@ -271,10 +515,61 @@ mod tests {
         h
     }
 
+    fn per_mcp_session(idle_timeout: Duration, max_bound: usize) -> Sessions {
+        Sessions::new(
+            RuntimeSessions::PerMcpSession,
+            "d".repeat(36),
+            idle_timeout,
+            max_bound,
+        )
+    }
+
+    fn renewing(old: &str) -> RenewedFrom {
+        RenewedFrom(old.into())
+    }
+
+    impl Sessions {
+        /// How many MCP sessions are bound (those idle too long among them, until dropped).
+        fn bound(&self) -> usize {
+            self.lock_bound().len()
+        }
+
+        /// The runtime session bound to `mcp_session`, its use left as it is.
+        fn bound_to(&self, mcp_session: &str) -> Option<Arc<str>> {
+            self.lock_bound().peek(mcp_session, Instant::now())
+        }
+
+        /// The MCP sessions bound, from the least recently used to the most, after checking
+        /// that the maps and the list agree.
+        fn by_use(&self) -> Vec<String> {
+            let bound = self.lock_bound();
+            let mut order = Vec::new();
+            let (mut slot, mut older) = (bound.oldest, NIL);
+            while slot != NIL {
+                let s = &bound.slots[slot];
+                assert_eq!(s.older, older, "links agree");
+                assert_eq!(bound.by_mcp_session[&s.mcp_session], slot);
+                assert_eq!(bound.by_runtime_session[&s.runtime_session], slot);
+                order.push(s.mcp_session.to_string());
+                (older, slot) = (slot, s.newer);
+            }
+            assert_eq!(bound.newest, older);
+            assert_eq!(order.len(), bound.slots.len());
+            assert_eq!(bound.by_mcp_session.len(), bound.slots.len());
+            assert_eq!(bound.by_runtime_session.len(), bound.slots.len());
+            order
+        }
+    }
+
     #[test]
     fn per_layer_adopts_only_over_what_the_request_used() {
-        let s = Sessions::new(RuntimeSessions::PerLayer, "a".repeat(36));
-        let first = s.choose(None);
+        let s = Sessions::new(
+            RuntimeSessions::PerLayer,
+            "a".repeat(36),
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_BOUND,
+        );
+        let first = s.choose(None, None);
         let b = "b".repeat(36);
         s.adopt(&first, &answer(&b, None));
         assert_eq!(&*s.default_id(), b.as_str());
@@ -282,38 +577,320 @@ mod tests {
         s.adopt(&first, &answer(&"c".repeat(36), None));
         assert_eq!(&*s.default_id(), b.as_str());
         // Invalid or redacted ids are never adopted.
-        let now = s.choose(None);
+        let now = s.choose(None, None);
         s.adopt(&now, &answer("[redacted]", None));
         assert_eq!(&*s.default_id(), b.as_str());
     }
 
     #[test]
     fn per_mcp_session_binds_and_separates() {
-        let s = Sessions::new(RuntimeSessions::PerMcpSession, "d".repeat(36));
-        let init_a = s.choose(None);
-        let init_b = s.choose(None);
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let init_a = s.choose(None, None);
+        let init_b = s.choose(None, None);
         assert_ne!(init_a.id, init_b.id, "each initialize gets its own");
         s.adopt(&init_a, &answer(&init_a.id, Some("mcp-a")));
         s.adopt(&init_b, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id);
-        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
+        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id);
+        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
         // An answer to A's request never changes B's session, nor puts A in B's.
-        let a = s.choose(Some("mcp-a"));
+        let a = s.choose(Some("mcp-a"), None);
         s.adopt(&a, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a")).id, init_a.id, "B's id is B's");
+        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id, "B's id is B's");
         s.adopt(&a, &answer(&"e".repeat(36), Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-b")).id, init_b.id);
-        assert_eq!(&*s.choose(Some("mcp-a")).id, "e".repeat(36).as_str());
-        s.forget(&s.choose(Some("mcp-b")));
-        assert_ne!(s.choose(Some("mcp-b")).id, init_b.id, "stopped: a new one");
+        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
+        assert_eq!(&*s.choose(Some("mcp-a"), None).id, "e".repeat(36).as_str());
+        s.forget(&s.choose(Some("mcp-b"), None));
+        assert_ne!(
+            s.choose(Some("mcp-b"), None).id,
+            init_b.id,
+            "stopped: a new one"
+        );
+        s.by_use();
     }
 
     #[test]
-    fn the_bound_sessions_are_capped() {
-        let s = Sessions::new(RuntimeSessions::PerMcpSession, "d".repeat(36));
-        for i in 0..MAX_BOUND + 5 {
-            s.choose(Some(&format!("mcp-{i}")));
+    fn the_cap_forgets_the_least_recently_used() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 3);
+        let a = s.choose(Some("a"), None).id;
+        let b = s.choose(Some("b"), None).id;
+        let c = s.choose(Some("c"), None).id;
+        // A is used again: B is now the least recently used, and goes for D.
+        assert_eq!(s.choose(Some("a"), None).id, a);
+        let d = s.choose(Some("d"), None).id;
+        assert_eq!(s.by_use(), ["c", "a", "d"]);
+        assert_eq!(s.bound_to("b"), None);
+        assert_eq!(s.bound_to("a"), Some(a));
+        assert_eq!(s.bound_to("c"), Some(c));
+        assert_eq!(s.bound_to("d"), Some(d.clone()));
+        // An answer confirming D's session is a use too: C goes next.
+        let chosen = s.choose(Some("d"), None);
+        s.adopt(&chosen, &answer(&d, None));
+        let b_again = s.choose(Some("b"), None).id;
+        assert_ne!(b_again, b, "forgotten: a new microVM");
+        assert_eq!(s.by_use(), ["a", "d", "b"]);
+        assert_eq!(s.bound(), 3);
+    }
+
+    #[test]
+    fn the_cap_holds_at_scale_and_forgets_in_order() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 1_000);
+        let ids: Vec<_> = (0..1_010)
+            .map(|i| s.choose(Some(&format!("mcp-{i}")), None).id)
+            .collect();
+        assert_eq!(s.bound(), 1_000);
+        for (i, id) in ids.iter().enumerate() {
+            let kept = s.bound_to(&format!("mcp-{i}"));
+            assert_eq!(kept.as_ref(), (i >= 10).then_some(id), "mcp-{i}");
         }
-        assert_eq!(s.bound(), MAX_BOUND);
+        let order = s.by_use();
+        assert_eq!(order.first().map(String::as_str), Some("mcp-10"));
+        assert_eq!(order.last().map(String::as_str), Some("mcp-1009"));
+    }
+
+    #[test]
+    fn a_zero_cap_keeps_one() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 0);
+        let a = s.choose(Some("a"), None).id;
+        assert_eq!(s.bound_to("a"), Some(a));
+        let b = s.choose(Some("b"), None).id;
+        assert_eq!(s.by_use(), ["b"]);
+        assert_eq!(s.bound_to("b"), Some(b));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_binding_idle_longer_than_the_timeout_is_forgotten() {
+        let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None).id;
+        tokio::time::advance(Duration::from_secs(900)).await;
+        assert_eq!(s.bound_to("a"), Some(a.clone()), "idle 900 s: not longer");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(s.bound_to("a"), None, "idle longer: forgotten");
+        assert_eq!(s.bound(), 0, "dropped when looked up");
+        let again = s.choose(Some("a"), None).id;
+        assert_ne!(again, a, "a new microVM");
+        assert_eq!(s.bound_to("a"), Some(again));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_use_keeps_a_binding() {
+        let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None).id;
+        let b = s.choose(Some("b"), None).id;
+        tokio::time::advance(Duration::from_secs(600)).await;
+        assert_eq!(s.choose(Some("a"), None).id, a, "a request uses it");
+        tokio::time::advance(Duration::from_secs(600)).await;
+        // An answer is a use too.
+        let chosen = s.choose(Some("a"), None);
+        tokio::time::advance(Duration::from_secs(600)).await;
+        s.adopt(&chosen, &answer(&a, None));
+        tokio::time::advance(Duration::from_secs(600)).await;
+        assert_eq!(s.bound_to("a"), Some(a), "idle 600 s");
+        assert_eq!(s.bound_to("b"), None, "idle 2,400 s");
+        assert_ne!(s.choose(Some("b"), None).id, b);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bind_drops_the_expired_at_the_least_recent_end() {
+        let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
+        s.choose(Some("a"), None);
+        s.choose(Some("b"), None);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let c = s.choose(Some("c"), None).id;
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert_eq!(s.bound(), 3, "nothing dropped before it is touched");
+        let d = s.choose(Some("d"), None).id;
+        assert_eq!(s.by_use(), ["c", "d"], "A and B dropped, C is idle 31 s");
+        assert_eq!(s.bound_to("c"), Some(c));
+        assert_eq!(s.bound_to("d"), Some(d));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_time_below_agentcores_least_is_taken_as_60_seconds() {
+        let s = per_mcp_session(Duration::ZERO, DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None).id;
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(s.bound_to("a"), Some(a));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(s.bound_to("a"), None);
+        assert!(format!("{s:?}").contains("runtime_session_idle_timeout: 60s"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_binding_has_nothing_to_stop() {
+        let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None).id;
+        let mut delete = HeaderMap::new();
+        delete.insert("mcp-session-id", "a".parse().unwrap());
+        assert_eq!(s.to_stop(&delete).map(|c| c.id), Some(a));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert!(s.to_stop(&delete).is_none());
+    }
+
+    #[test]
+    fn forget_unbinds_only_what_was_stopped() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None);
+        let b = s.choose(Some("b"), None);
+        // A stop of a session the MCP session no longer has changes nothing.
+        s.adopt(&a, &answer(&"f".repeat(36), None));
+        s.forget(&a);
+        assert_eq!(&*s.bound_to("a").unwrap(), "f".repeat(36).as_str());
+        s.forget(&s.choose(Some("a"), None));
+        assert_eq!(s.bound_to("a"), None);
+        assert_eq!(s.bound_to("b"), Some(b.id));
+        assert_eq!(s.by_use(), ["b"]);
+    }
+
+    #[test]
+    fn a_renewal_goes_to_the_expired_sessions_microvm_and_takes_it_over() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("old")));
+        assert_eq!(init.id, old, "the microVM the old session provisioned");
+        s.adopt(&init, &answer(&old, Some("new")));
+        assert_eq!(s.bound_to("new"), Some(old.clone()));
+        assert_eq!(s.bound_to("old"), None, "the old id is dead");
+        assert_eq!(s.bound_to("other"), Some(other));
+        assert_eq!(s.by_use(), ["other", "new"]);
+        assert_eq!(s.choose(Some("new"), None).id, old);
+        assert_ne!(s.choose(Some("old"), None).id, old, "never shared");
+    }
+
+    #[test]
+    fn a_renewal_holds_for_every_attempt_and_an_answer_without_the_header() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let first = s.choose(None, Some(&renewing("old")));
+        // A later attempt of the call: the id its first attempt had, the same hint.
+        let again = s.pinned(first.id.clone(), None, Some(&renewing("old")));
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-session-id", "new".parse().unwrap());
+        s.adopt(&again, &headers);
+        assert_eq!(s.bound_to("new"), Some(old));
+        assert_eq!(s.by_use(), ["new"]);
+    }
+
+    #[test]
+    fn a_renewal_of_a_session_bound_to_none_gets_a_new_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("unknown")));
+        assert_ne!(init.id, other);
+        s.adopt(&init, &answer(&init.id, Some("new")));
+        assert_eq!(s.bound_to("new"), Some(init.id));
+        assert_eq!(s.bound_to("other"), Some(other));
+        assert_eq!(s.by_use(), ["other", "new"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_of_an_idle_binding_gets_a_new_microvm() {
+        let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        tokio::time::advance(Duration::from_secs(901)).await;
+        let init = s.choose(None, Some(&renewing("old")));
+        assert_ne!(init.id, old, "that microVM is gone");
+        s.adopt(&init, &answer(&init.id, Some("new")));
+        assert_eq!(s.by_use(), ["new"]);
+    }
+
+    #[test]
+    fn two_renewals_of_one_session_never_share_its_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let first = s.choose(None, Some(&renewing("old")));
+        let second = s.choose(None, Some(&renewing("old")));
+        assert_eq!((&first.id, &second.id), (&old, &old));
+        s.adopt(&first, &answer(&old, Some("new-1")));
+        s.adopt(&second, &answer(&old, Some("new-2")));
+        assert_eq!(s.bound_to("new-1"), Some(old));
+        assert_eq!(s.bound_to("new-2"), None, "the first took it over");
+        assert_eq!(s.by_use(), ["new-1"]);
+    }
+
+    #[test]
+    fn a_renewal_never_takes_a_third_sessions_microvm() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let other = s.choose(Some("other"), None).id;
+        let init = s.choose(None, Some(&renewing("old")));
+        s.adopt(&init, &answer(&other, Some("new")));
+        assert_eq!(s.bound_to("new"), None);
+        assert_eq!(
+            s.bound_to("old"),
+            Some(old),
+            "nothing taken over: nothing dropped"
+        );
+        assert_eq!(s.bound_to("other"), Some(other));
+    }
+
+    #[test]
+    fn the_hint_changes_nothing_in_an_mcp_session_nor_per_layer() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None).id;
+        let a = s.choose(Some("a"), Some(&renewing("old")));
+        assert_ne!(a.id, old, "a request of an MCP session goes to its own");
+        s.adopt(&a, &answer(&a.id, None));
+        assert_eq!(s.bound_to("old"), Some(old));
+
+        let layer = Sessions::new(
+            RuntimeSessions::PerLayer,
+            "a".repeat(36),
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_BOUND,
+        );
+        let chosen = layer.choose(None, Some(&renewing("old")));
+        assert_eq!(&*chosen.id, "a".repeat(36).as_str());
+        layer.adopt(&chosen, &answer(&chosen.id, Some("new")));
+        assert_eq!(layer.bound(), 0);
+    }
+
+    /// Bindings, lookups, stops and time in a seeded random mix, against a plain list kept in
+    /// order of use.
+    #[tokio::test(start_paused = true)]
+    async fn the_bindings_match_a_plain_model() {
+        const MAX: usize = 8;
+        let idle = Duration::from_secs(60);
+        let s = per_mcp_session(idle, MAX);
+        let mut rng = fastrand::Rng::with_seed(7);
+        // (MCP session, runtime session, last used), least recently used first.
+        let mut model: Vec<(String, Arc<str>, Instant)> = Vec::new();
+        for _ in 0..20_000 {
+            let key = format!("mcp-{}", rng.usize(..16));
+            let now = Instant::now();
+            model.retain(|(_, _, used)| now.saturating_duration_since(*used) <= idle);
+            let at = model.iter().position(|(k, _, _)| *k == key);
+            match rng.u8(..10) {
+                0..=5 => {
+                    let id = s.choose(Some(&key), None).id;
+                    match at {
+                        Some(at) => {
+                            let (k, kept, _) = model.remove(at);
+                            assert_eq!(kept, id, "{key}");
+                            model.push((k, kept, now));
+                        }
+                        None => {
+                            if model.len() == MAX {
+                                model.remove(0);
+                            }
+                            model.push((key, id, now));
+                        }
+                    }
+                }
+                6 => {
+                    if let Some(chosen) = s.to_stop(&answer(&"x".repeat(36), Some(&key))) {
+                        s.forget(&chosen);
+                    }
+                    if let Some(at) = at {
+                        model.remove(at);
+                    }
+                }
+                _ => tokio::time::advance(Duration::from_secs(rng.u64(..20))).await,
+            }
+            let live: Vec<_> = model.iter().map(|(k, _, _)| k.clone()).collect();
+            let kept = s.by_use();
+            // Expired bindings may still be there until touched: they are the oldest.
+            assert!(kept.ends_with(&live), "{kept:?} {live:?}");
+        }
     }
 }
