@@ -469,3 +469,46 @@ async fn a_declared_tool_dropped_after_a_12_s_cold_start_is_sent_again() {
     assert!(layers.contains(&"mcp_session"), "{}", answer.record);
     assert_eq!(emulator.audit().executions_of("add"), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_a_runtime_session_per_mcp_session_the_new_session_stays_on_the_microvm_brought_up() {
+    let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(12))).await;
+    let signer = emulator
+        .signer()
+        .runtime_sessions(agentcore_tower::sigv4::RuntimeSessions::PerMcpSession)
+        .build()
+        .unwrap();
+    let stack = boxed(
+        ServiceBuilder::new()
+            .layer(McpSessionRecoveryLayer::new())
+            .layer(recommended_layers(ReplayGuardLayer::new(), signer))
+            .service(http_client()),
+    );
+    let mut client = Client::new(stack, "http://agentcore.invalid/mcp".into());
+    client.open().await;
+    assert_eq!(client.call("counter", json!({})).await.text(), "1");
+    // Under the signer's idle time (900 s) but past the emulated runtime's, so the binding is
+    // still there when the microVM is gone.
+    emulator.end_microvms();
+    let started = Instant::now();
+    let answer = client.call("counter", json!({})).await;
+    assert_eq!(answer.text(), "2", "{}", answer.record);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(12) && waited < Duration::from_secs(14),
+        "one cold start, not two: {waited:?}"
+    );
+    let audit = emulator.audit();
+    assert_eq!(audit.microvms_started, 2, "one cold start, not two");
+    assert_eq!(audit.sessions_started, 1, "one runtime session throughout");
+    let runtime_sessions: std::collections::BTreeSet<_> = audit
+        .received
+        .iter()
+        .filter_map(|r| r.runtime_session_id.clone())
+        .collect();
+    assert_eq!(runtime_sessions.len(), 1, "{runtime_sessions:?}");
+    // And the next call goes there at once.
+    let answer = client.call("counter", json!({})).await;
+    assert_eq!(answer.text(), "3");
+    assert_eq!(answer.record.len(), 1);
+}
