@@ -108,6 +108,15 @@
 //!   with `PerMcpSession` the new `initialize`, carrying no `Mcp-Session-Id`, gets a runtime
 //!   session of its own, and the new `Mcp-Session-Id` is bound to it.
 //!
+//! Or let the stack recover instead: with
+//! [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer) in the stack (above the signer),
+//! the 404 never reaches rmcp — the layer opens the new session itself, re-sends the request
+//! within the same call (one record, asked of the replay rule, `assumes
+//! refused-before-execution`), and with `PerMcpSession` keeps the new session on the old one's
+//! runtime session. rmcp's own recovery then never runs: one of the two recovers, never both. It
+//! runs only when the layer could not (opening the new session failed, or the layer never saw
+//! the session opened), and the 404 reaches rmcp as above.
+//!
 //! `tests/rmcp_client.rs` (`an_expired_mcp_session_is_opened_again_and_the_call_runs_once`)
 //! shows it with the non-idempotent `counter`: two calls, one 404, one run.
 //!
