@@ -207,28 +207,29 @@ fn tool(session: &str, id: u64, name: &str) -> Request<Full<Bytes>> {
 
 type Client = agentcore_tower::mcp_session::McpSessionRecovery<Server>;
 
+/// One request through the client, once it is ready.
+async fn send<S>(client: &mut S, request: Request<Full<Bytes>>) -> S::Response
+where
+    S: Service<Request<Full<Bytes>>>,
+    S::Error: std::fmt::Debug,
+{
+    client.ready().await.unwrap().call(request).await.unwrap()
+}
+
 /// A client with an open session (`session-1`), its `notifications/initialized` sent.
 async fn opened(layer: McpSessionRecoveryLayer) -> (Client, Server) {
     let server = Server::default();
     let mut client = layer.layer(server.clone());
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(initialize())
-        .await
-        .unwrap();
+    let answer = send(&mut client, initialize()).await;
     assert_eq!(answer.headers()["mcp-session-id"], "session-1");
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(post(
+    let answer = send(
+        &mut client,
+        post(
             Some("session-1"),
             json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-        ))
-        .await
-        .unwrap();
+        ),
+    )
+    .await;
     assert_eq!(answer.status(), StatusCode::ACCEPTED);
     (client, server)
 }
@@ -244,13 +245,7 @@ async fn an_expired_session_is_opened_again_and_the_call_sent_once_more() {
     let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
     server.forget_sessions();
 
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-1", 1, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client, tool("session-1", 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::OK);
     // The answer names the id the client holds, not the server's new one.
     assert_eq!(answer.headers()["mcp-session-id"], "session-1");
@@ -276,13 +271,7 @@ async fn an_expired_session_is_opened_again_and_the_call_sent_once_more() {
     assert_eq!(server.executions("counter"), 1);
 
     // Later requests carry the new id, whatever the client holds.
-    client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-1", 2, "counter"))
-        .await
-        .unwrap();
+    send(&mut client, tool("session-1", 2, "counter")).await;
     assert_eq!(
         server.seen(),
         owned(&[
@@ -299,13 +288,7 @@ async fn an_expired_session_is_opened_again_and_the_call_sent_once_more() {
 
     // It expires again later: recovered again, from the new id.
     server.forget_sessions();
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-1", 3, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client, tool("session-1", 3, "counter")).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(server.initializes(), 3);
     assert_eq!(
@@ -337,13 +320,7 @@ async fn fifty_requests_meeting_one_expiry_share_one_initialize() {
 async fn a_platform_404_is_delivered_at_once() {
     let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
     server.state().platform_404 = true;
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-1", 1, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client, tool("session-1", 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     assert_eq!(
         agentcore_tower::record::aws_error_type(answer.headers()),
@@ -359,26 +336,15 @@ async fn a_404_without_a_session_or_with_an_unknown_one_is_delivered() {
     let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
     server.forget_sessions();
     // Another session's id, which this layer never saw opened.
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-elsewhere", 1, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client, tool("session-elsewhere", 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     assert_eq!(AttemptRecord::of_response(&answer).unwrap().len(), 1);
     // No id at all.
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(post(
-            None,
-            json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
-        ))
-        .await
-        .unwrap();
+    let answer = send(
+        &mut client,
+        post(None, json!({"jsonrpc":"2.0","id":2,"method":"tools/list"})),
+    )
+    .await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     assert_eq!(AttemptRecord::of_response(&answer).unwrap().len(), 1);
     assert_eq!(server.initializes(), 1);
@@ -404,24 +370,12 @@ async fn a_404_right_after_a_recovery_is_delivered_without_a_loop() {
     let layer = McpSessionRecoveryLayer::new();
     let mut client2 = layer.layer(forgetful);
     // Open a session through the forgetful server's layer.
-    let opened = client2
-        .ready()
-        .await
-        .unwrap()
-        .call(initialize())
-        .await
-        .unwrap();
+    let opened = send(&mut client2, initialize()).await;
     let id = opened.headers()["mcp-session-id"]
         .to_str()
         .unwrap()
         .to_owned();
-    let answer = client2
-        .ready()
-        .await
-        .unwrap()
-        .call(tool(&id, 1, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client2, tool(&id, 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let record = AttemptRecord::of_response(&answer).unwrap().clone();
     assert_eq!(record.len(), 2, "{record}");
@@ -453,7 +407,7 @@ async fn a_rule_that_forbids_it_is_obeyed() {
     request
         .extensions_mut()
         .insert(SharedReplayRule::new(Never));
-    let answer = client.ready().await.unwrap().call(request).await.unwrap();
+    let answer = send(&mut client, request).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let record = AttemptRecord::of_response(&answer).unwrap();
     assert_eq!(
@@ -519,16 +473,10 @@ async fn a_deleted_session_is_forgotten() {
         .header("mcp-session-id", "session-1")
         .body(Full::new(Bytes::new()))
         .unwrap();
-    let answer = client.ready().await.unwrap().call(delete).await.unwrap();
+    let answer = send(&mut client, delete).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(layer.sessions(), 0);
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(tool("session-1", 1, "counter"))
-        .await
-        .unwrap();
+    let answer = send(&mut client, tool("session-1", 1, "counter")).await;
     assert_eq!(
         answer.status(),
         StatusCode::NOT_FOUND,
