@@ -2174,3 +2174,840 @@ async fn a_gateway_is_signed_for_bedrock_agentcore() {
     );
     assert!(!stderr.contains(secret));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The session lifecycle, on the real clock: cold starts waited out, and an MCP session that
+// outlives the server's (a microVM replaced, a session expired), for MCP clients over stdio and
+// over --listen. Every call answered, none run twice, the client's session id never changes.
+
+/// A `tools/call` answer of the emulator: one text, no error.
+fn tool_answer(id: u64, text: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": false}
+    })
+}
+
+/// A tool call: its JSON-RPC id, the tool, its arguments, and the text its answer must carry.
+type Step = (u64, &'static str, Value, &'static str);
+
+/// Each call in turn over stdio: each answered exactly, in the usual time.
+async fn stdio_calls(proxy: &mut Proxy, steps: Vec<Step>) {
+    for (id, tool, arguments, text) in steps {
+        proxy.send(&call(id, tool, arguments));
+        let answer = proxy.next().await;
+        assert_eq!(answer, tool_answer(id, text), "{tool} #{id}");
+    }
+}
+
+/// Each call in turn over HTTP: each answered 200 with exactly its result, and no
+/// `Mcp-Session-Id` (only an `initialize` answer names one); the answers, kept in `seen`.
+async fn http_calls(client: &HttpClient, steps: Vec<Step>, seen: &mut Vec<Answer>) {
+    for (id, tool, arguments, text) in steps {
+        let answer = client.post(&call(id, tool, arguments)).await;
+        assert_eq!(answer.status, 200, "{tool} #{id}: {answer:?}");
+        assert_eq!(answer.message(), tool_answer(id, text), "{tool} #{id}");
+        assert_eq!(answer.header("mcp-session-id"), None, "{answer:?}");
+        seen.push(answer);
+    }
+}
+
+/// Waits until the emulator has received `count` requests of the JSON-RPC `method`: a
+/// notification has no answer to wait for, and the stdio proxy sends concurrently.
+async fn until_received(emulator: &Emulator, method: &str, count: usize) {
+    let deadline = Instant::now() + LINE_TIMEOUT;
+    loop {
+        let audit = emulator.audit();
+        let received = audit
+            .received
+            .iter()
+            .filter(|r| r.method.as_deref() == Some(method))
+            .count();
+        if received >= count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{received} of {count} {method}: {:?}",
+            audit.received
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every request the emulator received, one line each: the JSON-RPC method and id (or the
+/// HTTP method and the operation), the MCP session it named (`A`, `B`, … in the order the ids
+/// first appeared; `-` for none) and, at a runtime, its runtime session (`r1`, `r2`, …).
+fn received_lines(audit: &Audit) -> Vec<String> {
+    fn label(seen: &mut Vec<String>, id: &str) -> usize {
+        seen.iter().position(|s| s == id).unwrap_or_else(|| {
+            seen.push(id.to_owned());
+            seen.len() - 1
+        })
+    }
+    let (mut mcp, mut runtime) = (Vec::new(), Vec::new());
+    audit
+        .received
+        .iter()
+        .map(|r| {
+            let what = match (&r.method, &r.id) {
+                (Some(method), Some(id)) => format!("{method} #{id}"),
+                (Some(method), None) => method.clone(),
+                (None, _) => format!(
+                    "{} {}",
+                    r.http_method,
+                    r.operation.as_deref().unwrap_or("?")
+                ),
+            };
+            let session = r.mcp_session_id.as_deref().map_or("-".to_owned(), |id| {
+                char::from(b'A' + label(&mut mcp, id) as u8).to_string()
+            });
+            match r.runtime_session_id.as_deref() {
+                Some(id) => format!("{what} {session} r{}", label(&mut runtime, id) + 1),
+                None => format!("{what} {session}"),
+            }
+        })
+        .collect()
+}
+
+/// [`received_lines`], each run of one line (the busy refusals of a cold start) folded into
+/// one.
+fn trail(audit: &Audit) -> Vec<String> {
+    let mut lines = received_lines(audit);
+    lines.dedup();
+    lines
+}
+
+/// How often `line` of [`received_lines`] was received.
+fn times_received(audit: &Audit, line: &str) -> usize {
+    received_lines(audit).iter().filter(|l| *l == line).count()
+}
+
+/// The MCP session ids requests named, in the order they first appeared.
+fn mcp_session_ids(audit: &Audit) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for id in audit
+        .received
+        .iter()
+        .filter_map(|r| r.mcp_session_id.clone())
+    {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// Each of these tool calls ran exactly once, and nothing else ran.
+fn ran_once_each(audit: &Audit, calls: &[(&str, u64)]) {
+    let expected: std::collections::HashMap<(String, String), u64> = calls
+        .iter()
+        .map(|(tool, id)| (((*tool).to_owned(), id.to_string()), 1))
+        .collect();
+    assert_eq!(audit.executions_by_id, expected, "{audit:?}");
+}
+
+fn lines(lines: &[&str]) -> Vec<String> {
+    lines.iter().map(|l| (*l).to_owned()).collect()
+}
+
+/// The calls of a session before its server loses it.
+fn before_the_loss() -> Vec<Step> {
+    vec![
+        (2, "add", json!({"a": 2, "b": 3}), "5"),
+        (3, "counter", json!({}), "1"),
+        (
+            4,
+            "echo",
+            json!({"text": "before the session was lost"}),
+            "before the session was lost",
+        ),
+    ]
+}
+
+/// The calls after the first recovery (#5, `counter`, met the loss).
+fn after_the_loss() -> Vec<Step> {
+    vec![
+        (6, "add", json!({"a": 40, "b": 2}), "42"),
+        (
+            7,
+            "echo",
+            json!({"text": "in the new session"}),
+            "in the new session",
+        ),
+        (8, "counter", json!({}), "3"),
+    ]
+}
+
+/// What ran of the calls above, #9 (`counter`, after the second loss) and #10 (`echo`)
+/// included: each once.
+const RAN: [(&str, u64); 9] = [
+    ("add", 2),
+    ("counter", 3),
+    ("echo", 4),
+    ("counter", 5),
+    ("add", 6),
+    ("echo", 7),
+    ("counter", 8),
+    ("counter", 9),
+    ("echo", 10),
+];
+
+/// What a runtime received of the session above, the first request of each phase folded with
+/// its busy refusals: one runtime session throughout; the MCP session lost twice (a new
+/// microVM, then an expiry), each time opened again with the remembered `initialize` (#1) and
+/// `notifications/initialized`, and the call that met the 404 sent again once.
+fn runtime_trail() -> Vec<String> {
+    lines(&[
+        "initialize #1 - r1",
+        "notifications/initialized A r1",
+        "tools/call #2 A r1",
+        "tools/call #3 A r1",
+        "tools/call #4 A r1",
+        // The microVM ended: a cold start (busy refusals), then the new MCP server's 404.
+        "tools/call #5 A r1",
+        "initialize #1 - r1",
+        "notifications/initialized B r1",
+        "tools/call #5 B r1",
+        "tools/call #6 B r1",
+        "tools/call #7 B r1",
+        "tools/call #8 B r1",
+        // The MCP session expired: the 404 at once.
+        "tools/call #9 B r1",
+        "initialize #1 - r1",
+        "notifications/initialized C r1",
+        "tools/call #9 C r1",
+        "tools/call #10 C r1",
+    ])
+}
+
+/// The counts a runtime's audit must show after the session above.
+fn assert_runtime_audit(audit: &Audit) {
+    // One runtime session, two microVMs (the first cold start, the one after the first ended).
+    assert_eq!(audit.sessions_started, 1, "{audit:?}");
+    assert_eq!(audit.microvms_started, 2, "{audit:?}");
+    // The client's initialize, and one re-initialize for each loss.
+    assert_eq!(audit.mcp_sessions_started, 3, "{audit:?}");
+    assert_eq!(audit.mcp_sessions_not_found, 2, "{audit:?}");
+    assert_eq!(audit.mcp_session_refusals, 2, "{audit:?}");
+    assert_eq!(audit.signature_failures, 0, "{audit:?}");
+    assert_eq!(audit.executions_of("counter"), 4, "{audit:?}");
+    assert_eq!(audit.executions_of("add"), 2, "{audit:?}");
+    assert_eq!(audit.executions_of("echo"), 3, "{audit:?}");
+    ran_once_each(audit, &RAN);
+    // #5 met the cold start's refusals (at least two: waits of at most 2 s) and then the 404;
+    // #9 met the 404 alone.
+    assert!(
+        times_received(audit, "tools/call #5 A r1") >= 3,
+        "{audit:?}"
+    );
+    assert_eq!(times_received(audit, "tools/call #5 B r1"), 1, "{audit:?}");
+    assert_eq!(times_received(audit, "tools/call #9 B r1"), 1, "{audit:?}");
+    assert_eq!(times_received(audit, "tools/call #9 C r1"), 1, "{audit:?}");
+}
+
+/// The stdio proxy at a runtime whose microVMs provision for `provisioning`, refusing in
+/// `form` meanwhile: the session's first cold start, its microVM replaced mid-session (a
+/// cold start again, then the 404 of a server that never knew the session), then its MCP
+/// session expired.
+async fn a_stdio_session_outlives_its_microvm_and_its_mcp_session(
+    form: BusyForm,
+    provisioning: Duration,
+) {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .provisioning(provisioning)
+            .busy_form(form)
+            .stateful(true),
+    )
+    .await
+    .unwrap();
+    let mut proxy = Proxy::start(&emulator, &["--stop-session-on-exit"]);
+
+    // The runtime session's first microVM provisions: initialize is refused until it is up.
+    let sent = Instant::now();
+    proxy.send(&initialize(1));
+    let answer = proxy.next_within(COLD_START_TIMEOUT).await;
+    let waited = sent.elapsed();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-06-18",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "agentcore-tower-emulator",
+        "{answer}"
+    );
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(waited >= provisioning, "{waited:?}");
+    let audit = emulator.audit();
+    assert!(audit.busy_refusals >= 2, "{audit:?}");
+    assert_eq!(
+        (audit.microvms_started, audit.mcp_sessions_started),
+        (1, 1),
+        "{audit:?}"
+    );
+    proxy.send(&initialized());
+    until_received(&emulator, "notifications/initialized", 1).await;
+    stdio_calls(&mut proxy, before_the_loss()).await;
+
+    // The microVM ends (its idle timeout, its lifetime): the next call meets a cold start, then
+    // a server that does not know the session; the proxy waits, opens a new session, and
+    // sends the call again — `counter` runs once.
+    let refused = emulator.audit().busy_refusals;
+    assert_eq!(emulator.end_microvms(), 1);
+    let sent = Instant::now();
+    proxy.send(&call(5, "counter", json!({})));
+    let answer = proxy.next_within(COLD_START_TIMEOUT).await;
+    let waited = sent.elapsed();
+    assert_eq!(answer, tool_answer(5, "2"), "stderr:\n{}", proxy.stderr());
+    assert!(
+        waited >= provisioning && waited < 2 * provisioning,
+        "one cold start waited out: {waited:?}"
+    );
+    assert!(emulator.audit().busy_refusals >= refused + 2);
+    stdio_calls(&mut proxy, after_the_loss()).await;
+
+    // The MCP session expires (the microVM stays): recovered at once.
+    emulator.expire_mcp_sessions();
+    stdio_calls(
+        &mut proxy,
+        vec![
+            (9, "counter", json!({}), "4"),
+            (
+                10,
+                "echo",
+                json!({"text": "after the expiry"}),
+                "after the expiry",
+            ),
+        ],
+    )
+    .await;
+
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let audit = emulator.audit();
+    let mut expected = runtime_trail();
+    expected.push("POST stopruntimesession - r1".into());
+    assert_eq!(trail(&audit), expected, "stderr:\n{}", proxy.stderr());
+    assert_runtime_audit(&audit);
+    assert_eq!(audit.sessions_stopped, 1, "{audit:?}");
+    assert_eq!(emulator.counter(), 4);
+    // One line per request, none for the notification.
+    assert_eq!(proxy.stdout_seen.len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_12s_cold_start_in_the_409_form_and_a_replaced_microvm_lose_no_call() {
+    a_stdio_session_outlives_its_microvm_and_its_mcp_session(
+        BusyForm::Conflict409,
+        Duration::from_secs(12),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_an_8s_cold_start_in_the_jsonrpc_200_form_and_a_replaced_microvm_lose_no_call() {
+    a_stdio_session_outlives_its_microvm_and_its_mcp_session(
+        BusyForm::JsonRpc200,
+        Duration::from_secs(8),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_session_id() {
+    let provisioning = Duration::from_secs(12);
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .provisioning(provisioning)
+            .busy_form(BusyForm::Conflict409)
+            .stateful(true),
+    )
+    .await
+    .unwrap();
+    let listening = Listening::start(&emulator, &[]).await;
+    let mut client = HttpClient::new(&listening.url, None);
+    client.timeout = COLD_START_TIMEOUT;
+
+    // The MCP session's runtime session cold-starts: initialize waits it out.
+    let sent = Instant::now();
+    let opened = client.open().await;
+    let waited = sent.elapsed();
+    assert_eq!(opened["id"], 1, "{opened}");
+    assert_eq!(
+        opened["result"]["serverInfo"]["name"],
+        "agentcore-tower-emulator"
+    );
+    assert!(waited >= provisioning, "{waited:?}");
+    let held = client.session.clone().unwrap();
+    let mut seen = Vec::new();
+    http_calls(&client, before_the_loss(), &mut seen).await;
+    assert_eq!(
+        mcp_session_ids(&emulator.audit()),
+        std::slice::from_ref(&held)
+    );
+
+    // A new microVM: a cold start, then the 404; the client still sends the id it holds.
+    assert_eq!(emulator.end_microvms(), 1);
+    let sent = Instant::now();
+    let answer = client.post(&call(5, "counter", json!({}))).await;
+    let waited = sent.elapsed();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.message(),
+        tool_answer(5, "2"),
+        "stderr:\n{}",
+        listening.proxy.stderr()
+    );
+    assert_eq!(answer.header("mcp-session-id"), None, "{answer:?}");
+    seen.push(answer);
+    http_calls(&client, after_the_loss(), &mut seen).await;
+
+    // The MCP session expires.
+    emulator.expire_mcp_sessions();
+    http_calls(
+        &client,
+        vec![
+            (9, "counter", json!({}), "4"),
+            (
+                10,
+                "echo",
+                json!({"text": "after the expiry"}),
+                "after the expiry",
+            ),
+        ],
+        &mut seen,
+    )
+    .await;
+    assert_eq!(client.session.as_deref(), Some(held.as_str()));
+
+    // The client ends its session with the id it holds: the runtime session is stopped.
+    let ended = client.send("DELETE", None, &[]).await;
+    assert_eq!(ended.status, 200, "{ended:?}");
+    let audit = emulator.audit();
+    let mut expected = runtime_trail();
+    expected.push("POST stopruntimesession - r1".into());
+    assert_eq!(
+        trail(&audit),
+        expected,
+        "one cold start per lost microVM (waited {waited:?}); stderr:\n{}",
+        listening.proxy.stderr()
+    );
+    assert_runtime_audit(&audit);
+    assert_eq!(audit.sessions_stopped, 1, "{audit:?}");
+    assert!(waited < 2 * provisioning, "{waited:?}");
+
+    // The ids the server issued after the client's never reached the client.
+    let ids = mcp_session_ids(&audit);
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], held);
+    for answer in &seen {
+        let text = format!(
+            "{:?} {}",
+            answer.headers,
+            String::from_utf8_lossy(&answer.body)
+        );
+        assert!(!text.contains(&ids[1]) && !text.contains(&ids[2]), "{text}");
+    }
+
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+}
+
+/// A gateway's session lost twice mid-session (one expired, then all): the stdio proxy
+/// opens a new one each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_gateway_session_that_expires_mid_session_is_opened_again_and_no_tool_runs_twice()
+ {
+    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
+        .await
+        .unwrap();
+    let env = credentials_env(&emulator);
+    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let url = emulator.gateway_url();
+    let mut proxy = Proxy::start_with(&["--gateway-url", &url, "--region", "us-east-1"], &env);
+    proxy.send(&initialize(1));
+    let answer = proxy.next().await;
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "agentcore-tower-emulator",
+        "{answer}"
+    );
+    proxy.send(&initialized());
+    until_received(&emulator, "notifications/initialized", 1).await;
+    stdio_calls(&mut proxy, before_the_loss()).await;
+
+    // The gateway ends the session (its timeout): the next call meets its 404.
+    let first = mcp_session_ids(&emulator.audit());
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(emulator.expire_mcp_session(&first[0]));
+    stdio_calls(&mut proxy, vec![(5, "counter", json!({}), "2")]).await;
+    stdio_calls(&mut proxy, after_the_loss()).await;
+    emulator.expire_mcp_sessions();
+    stdio_calls(
+        &mut proxy,
+        vec![
+            (9, "counter", json!({}), "4"),
+            (
+                10,
+                "echo",
+                json!({"text": "after the expiry"}),
+                "after the expiry",
+            ),
+        ],
+    )
+    .await;
+
+    // At exit the proxy ends the session it holds: the gateway's live one.
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let audit = emulator.audit();
+    assert_eq!(
+        trail(&audit),
+        gateway_trail(),
+        "stderr:\n{}",
+        proxy.stderr()
+    );
+    assert_gateway_audit(&audit);
+    assert_eq!(emulator.counter(), 4);
+    assert_eq!(proxy.stdout_seen.len(), 10);
+}
+
+/// What a gateway received of the session above, each request once.
+fn gateway_trail() -> Vec<String> {
+    lines(&[
+        "initialize #1 -",
+        "notifications/initialized A",
+        "tools/call #2 A",
+        "tools/call #3 A",
+        "tools/call #4 A",
+        "tools/call #5 A",
+        "initialize #1 -",
+        "notifications/initialized B",
+        "tools/call #5 B",
+        "tools/call #6 B",
+        "tools/call #7 B",
+        "tools/call #8 B",
+        "tools/call #9 B",
+        "initialize #1 -",
+        "notifications/initialized C",
+        "tools/call #9 C",
+        "tools/call #10 C",
+        "DELETE mcp C",
+    ])
+}
+
+fn assert_gateway_audit(audit: &Audit) {
+    assert_eq!(received_lines(audit), gateway_trail(), "each request once");
+    assert_eq!(audit.mcp_sessions_started, 3, "{audit:?}");
+    assert_eq!(audit.mcp_sessions_not_found, 2, "{audit:?}");
+    assert_eq!(audit.mcp_session_refusals, 2, "{audit:?}");
+    assert_eq!(audit.mcp_sessions_ended, 1, "{audit:?}");
+    assert_eq!(audit.signature_failures, 0, "{audit:?}");
+    assert_eq!(audit.busy_refusals, 0, "{audit:?}");
+    assert_eq!(audit.executions_of("counter"), 4, "{audit:?}");
+    ran_once_each(audit, &RAN);
+}
+
+/// The same over --listen: the client holds the first id throughout, and ends the session
+/// with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_clients_session_id() {
+    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
+        .await
+        .unwrap();
+    let env = credentials_env(&emulator);
+    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let url = emulator.gateway_url();
+    let listening = Listening::of(Proxy::start_with(
+        &[
+            "--gateway-url",
+            &url,
+            "--region",
+            "us-east-1",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &env,
+    ))
+    .await;
+    let mut client = HttpClient::new(&listening.url, None);
+    client.open().await;
+    let held = client.session.clone().unwrap();
+    let mut seen = Vec::new();
+    http_calls(&client, before_the_loss(), &mut seen).await;
+
+    assert!(emulator.expire_mcp_session(&held));
+    http_calls(&client, vec![(5, "counter", json!({}), "2")], &mut seen).await;
+    http_calls(&client, after_the_loss(), &mut seen).await;
+    // The client's id is no longer the server's: expiring it expires nothing.
+    assert!(!emulator.expire_mcp_session(&held));
+    emulator.expire_mcp_sessions();
+    http_calls(
+        &client,
+        vec![
+            (9, "counter", json!({}), "4"),
+            (
+                10,
+                "echo",
+                json!({"text": "after the expiry"}),
+                "after the expiry",
+            ),
+        ],
+        &mut seen,
+    )
+    .await;
+    let ended = client.send("DELETE", None, &[]).await;
+    assert_eq!(ended.status, 200, "{ended:?}");
+
+    let audit = emulator.audit();
+    assert_eq!(
+        trail(&audit),
+        gateway_trail(),
+        "stderr:\n{}",
+        listening.proxy.stderr()
+    );
+    assert_gateway_audit(&audit);
+    let ids = mcp_session_ids(&audit);
+    assert_eq!(ids[0], held);
+    for answer in &seen {
+        let text = format!(
+            "{:?} {}",
+            answer.headers,
+            String::from_utf8_lossy(&answer.body)
+        );
+        assert!(!text.contains(&ids[1]) && !text.contains(&ids[2]), "{text}");
+    }
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+}
+
+/// rmcp, the official Rust MCP SDK, as the client of `--listen` (its Streamable HTTP client,
+/// over plain hyper through `agentcore_tower::rmcp::TowerClient`).
+#[cfg(feature = "rmcp")]
+mod with_rmcp {
+    use super::*;
+
+    use agentcore_tower::rmcp::TowerClient;
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use rmcp::ServiceExt as _;
+    use rmcp::model::{
+        CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    };
+
+    /// One request rmcp sent, and its answer, as they crossed the wire to the proxy.
+    #[derive(Debug)]
+    struct Wire {
+        method: String,
+        /// The JSON-RPC method of a POST.
+        rpc: Option<String>,
+        /// The request's `Mcp-Session-Id`.
+        sent_with: Option<String>,
+        status: u16,
+        /// The answer's `Mcp-Session-Id`.
+        answered_with: Option<String>,
+    }
+
+    type Client = rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>;
+
+    /// Calls `tool` and checks its one text (what crossed the wire so far, if it fails).
+    async fn call_tool(
+        client: &Client,
+        wire: &Mutex<Vec<Wire>>,
+        tool: &'static str,
+        arguments: Value,
+        text: &str,
+    ) {
+        let mut params = CallToolRequestParams::new(tool);
+        if let Value::Object(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let result = client
+            .call_tool(params)
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: {e}; the wire: {:#?}", wire.lock().unwrap()));
+        let texts: Vec<&str> = result
+            .content
+            .iter()
+            .map(|c| c.as_text().expect("text content").text.as_str())
+            .collect();
+        assert_eq!(texts, [text], "{tool}");
+        assert_eq!(result.is_error, Some(false), "{tool}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rmcp_over_listen_never_sees_a_12s_cold_start_or_a_lost_session() {
+        let provisioning = Duration::from_secs(12);
+        let emulator = Emulator::start(
+            EmulatorConfig::default()
+                .provisioning(provisioning)
+                .busy_form(BusyForm::JsonRpc200)
+                .stateful(true),
+        )
+        .await
+        .unwrap();
+        let listening = Listening::start(&emulator, &[]).await;
+        let wire: Arc<Mutex<Vec<Wire>>> = Arc::default();
+        let http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let tap = {
+            let wire = wire.clone();
+            tower::service_fn(move |request: http::Request<Full<Bytes>>| {
+                let (http, wire) = (http.clone(), wire.clone());
+                async move {
+                    use http_body_util::BodyExt;
+                    let header = |headers: &http::HeaderMap| {
+                        headers
+                            .get("mcp-session-id")
+                            .map(|v| v.to_str().unwrap().to_owned())
+                    };
+                    let body = request.body().clone().collect().await.unwrap().to_bytes();
+                    let rpc = serde_json::from_slice::<Value>(&body)
+                        .ok()
+                        .and_then(|m| m["method"].as_str().map(str::to_owned));
+                    let (method, sent_with) =
+                        (request.method().to_string(), header(request.headers()));
+                    let response = http.request(request).await?;
+                    wire.lock().unwrap().push(Wire {
+                        method,
+                        rpc,
+                        sent_with,
+                        status: response.status().as_u16(),
+                        answered_with: header(response.headers()),
+                    });
+                    Ok::<_, hyper_util::client::legacy::Error>(response)
+                }
+            })
+        };
+        let transport = TowerClient::new(tap).into_transport(listening.url.clone());
+
+        // initialize waits out the cold start; rmcp sees only its answer.
+        let sent = Instant::now();
+        let client: Client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("stdio-proxy-test-rmcp", "1"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+        .serve(transport)
+        .await
+        .unwrap();
+        let waited = sent.elapsed();
+        assert!(waited >= provisioning, "{waited:?}");
+        let server = client.peer_info().expect("initialised");
+        assert_eq!(
+            server.server_info.as_ref().map(|i| i.name.as_str()),
+            Some("agentcore-tower-emulator")
+        );
+        call_tool(&client, &wire, "add", json!({"a": 2, "b": 3}), "5").await;
+        call_tool(&client, &wire, "counter", json!({}), "1").await;
+
+        // A new microVM: a cold start and the 404, both behind the proxy.
+        assert_eq!(emulator.end_microvms(), 1);
+        let sent = Instant::now();
+        call_tool(&client, &wire, "counter", json!({}), "2").await;
+        let waited = sent.elapsed();
+        call_tool(
+            &client,
+            &wire,
+            "echo",
+            json!({"text": "in the new session"}),
+            "in the new session",
+        )
+        .await;
+        // The MCP session expires.
+        emulator.expire_mcp_sessions();
+        call_tool(&client, &wire, "counter", json!({}), "3").await;
+        call_tool(&client, &wire, "add", json!({"a": 40, "b": 2}), "42").await;
+        client.cancel().await.unwrap();
+
+        // rmcp initialized once and sent every request with the id it was given, and it never
+        // met a 404.
+        let wire = std::mem::take(&mut *wire.lock().unwrap());
+        let initialize: Vec<&Wire> = wire
+            .iter()
+            .filter(|w| w.rpc.as_deref() == Some("initialize"))
+            .collect();
+        assert_eq!(initialize.len(), 1, "{wire:?}");
+        let held = initialize[0].answered_with.clone().expect("a session id");
+        for w in wire
+            .iter()
+            .filter(|w| w.rpc.as_deref() != Some("initialize"))
+        {
+            assert_eq!(w.sent_with.as_deref(), Some(held.as_str()), "{wire:?}");
+            assert!(
+                w.answered_with.is_none() || w.answered_with == Some(held.clone()),
+                "{wire:?}"
+            );
+            assert_ne!(w.status, 404, "{wire:?}");
+        }
+        let posts: Vec<(Option<&str>, u16)> = wire
+            .iter()
+            .filter(|w| w.method == "POST")
+            .map(|w| (w.rpc.as_deref(), w.status))
+            .collect();
+        let mut expected = vec![
+            (Some("initialize"), 200),
+            (Some("notifications/initialized"), 202),
+        ];
+        expected.extend([(Some("tools/call"), 200); 6]);
+        assert_eq!(posts, expected, "{wire:?}");
+        // Its DELETE ended the session: the runtime session is stopped.
+        let deletes: Vec<u16> = wire
+            .iter()
+            .filter(|w| w.method == "DELETE")
+            .map(|w| w.status)
+            .collect();
+        assert_eq!(deletes, [200], "{wire:?}");
+
+        let audit = emulator.audit();
+        let ids = mcp_session_ids(&audit);
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert_eq!(ids[0], held);
+        assert_eq!(
+            trail(&audit),
+            lines(&[
+                "initialize #0 - r1",
+                "notifications/initialized A r1",
+                "tools/call #1 A r1",
+                "tools/call #2 A r1",
+                "tools/call #3 A r1",
+                "initialize #0 - r1",
+                "notifications/initialized B r1",
+                "tools/call #3 B r1",
+                "tools/call #4 B r1",
+                "tools/call #5 B r1",
+                "initialize #0 - r1",
+                "notifications/initialized C r1",
+                "tools/call #5 C r1",
+                "tools/call #6 C r1",
+                "POST stopruntimesession - r1",
+            ]),
+            "one cold start per lost microVM (waited {waited:?}); stderr:\n{}",
+            listening.proxy.stderr()
+        );
+        assert!(waited < 2 * provisioning, "{waited:?}");
+        assert_eq!(
+            (audit.sessions_started, audit.microvms_started),
+            (1, 2),
+            "{audit:?}"
+        );
+        assert_eq!(audit.mcp_sessions_started, 3, "{audit:?}");
+        assert_eq!(audit.mcp_sessions_not_found, 2, "{audit:?}");
+        assert_eq!(audit.sessions_stopped, 1, "{audit:?}");
+        assert_eq!(audit.executions_of("counter"), 3, "{audit:?}");
+        assert_eq!(emulator.counter(), 3);
+        assert!(
+            audit.executions_by_id.values().all(|n| *n == 1),
+            "{audit:?}"
+        );
+        assert_eq!(audit.executions_by_id.len(), 6, "{audit:?}");
+
+        let (status, proxy) = listening.terminate().await;
+        assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    }
+}
