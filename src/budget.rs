@@ -16,7 +16,9 @@
 //!
 //! **Session busy costs nothing** by default: a runtime session answers it while it provisions
 //! — the normal cold start of every MCP session, short, and not a sign of load — and a budget
-//! that failed cold starts under load would be wrong. The call's own caps bound it.
+//! that failed cold starts under load would be wrong. The call's own caps bound it. Nor does
+//! the re-send after an expired MCP session was opened again: it happens once per expiry, the
+//! ordinary end of an idle session, and is priced as session busy is.
 //!
 //! Each retry layer has a budget of its own unless given one; the call uses the budget of the
 //! first of the crate's layers it meets (the one that owns it), or the one in the request's
@@ -74,6 +76,7 @@ struct Counts {
     attempts: AtomicU64,
     throttled: AtomicU64,
     session_busy: AtomicU64,
+    session_expired: AtomicU64,
     failures: AtomicU64,
     refusals: AtomicU64,
     waited_ms: AtomicU64,
@@ -93,6 +96,9 @@ pub struct BudgetCounters {
     pub resent_throttled: u64,
     /// Re-sends after the session-busy refusal.
     pub resent_session_busy: u64,
+    /// Re-sends after an expired MCP session was opened again
+    /// ([`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer)).
+    pub resent_session_expired: u64,
     /// Re-sends after a failure that may have run or was never sent (and after a refused
     /// signature).
     pub resent_failures: u64,
@@ -144,8 +150,8 @@ impl RetryBudget {
         self.rebuilt(|c| c.failure = tokens)
     }
 
-    /// What a re-send after the session-busy refusal costs (default nothing: see the module
-    /// docs).
+    /// What a re-send after the session-busy refusal costs, and after an expired MCP session
+    /// was opened again (default nothing: see the module docs).
     pub fn session_busy_cost(self, tokens: u32) -> Self {
         self.rebuilt(|c| c.session_busy = tokens)
     }
@@ -164,7 +170,7 @@ impl RetryBudget {
         let costs = &self.0.costs;
         match failure {
             Failure::Refused(Refusal::Throttled) => costs.throttled,
-            Failure::Refused(Refusal::SessionBusy) => costs.session_busy,
+            Failure::Refused(Refusal::SessionBusy | Refusal::SessionExpired) => costs.session_busy,
             Failure::Refused(_) | Failure::MayHaveRun(_) | Failure::NeverDelivered => costs.failure,
         }
     }
@@ -180,12 +186,7 @@ impl RetryBudget {
         }
         *tokens -= cost;
         drop(tokens);
-        let counter = match failure {
-            Failure::Refused(Refusal::Throttled) => &self.0.counts.throttled,
-            Failure::Refused(Refusal::SessionBusy) => &self.0.counts.session_busy,
-            _ => &self.0.counts.failures,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.counter(failure).fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -195,12 +196,18 @@ impl RetryBudget {
         let mut tokens = self.lock();
         *tokens = tokens.saturating_add(cost).min(self.0.costs.capacity);
         drop(tokens);
-        let counter = match failure {
-            Failure::Refused(Refusal::Throttled) => &self.0.counts.throttled,
-            Failure::Refused(Refusal::SessionBusy) => &self.0.counts.session_busy,
-            _ => &self.0.counts.failures,
-        };
-        counter.fetch_sub(1, Ordering::Relaxed);
+        self.counter(failure).fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The count of re-sends after `failure`.
+    fn counter(&self, failure: &Failure) -> &AtomicU64 {
+        let counts = &self.0.counts;
+        match failure {
+            Failure::Refused(Refusal::Throttled) => &counts.throttled,
+            Failure::Refused(Refusal::SessionBusy) => &counts.session_busy,
+            Failure::Refused(Refusal::SessionExpired) => &counts.session_expired,
+            _ => &counts.failures,
+        }
     }
 
     /// Counts a wait before a re-send.
@@ -234,6 +241,7 @@ impl RetryBudget {
             attempts: load(&c.attempts),
             resent_throttled: load(&c.throttled),
             resent_session_busy: load(&c.session_busy),
+            resent_session_expired: load(&c.session_expired),
             resent_failures: load(&c.failures),
             budget_refusals: load(&c.refusals),
             waited: Duration::from_millis(load(&c.waited_ms)),

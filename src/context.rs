@@ -304,7 +304,12 @@ impl CallContext {
             remaining = remaining.min(call.saturating_sub(state.waited));
         }
         if let Some(deadline) = self.0.budget.deadline {
-            remaining = remaining.min(deadline.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            if now >= deadline {
+                // Past the deadline, not even a re-send without a wait.
+                return Err(Duration::ZERO);
+            }
+            remaining = remaining.min(deadline - now);
         }
         if wait > remaining {
             return Err(remaining);
@@ -319,6 +324,54 @@ impl CallContext {
             None => state.resends.push((layer, 1)),
         }
         Ok(())
+    }
+
+    /// The call's rule and budgets on a re-send by `layer` after `failure` (`cause` for the
+    /// record), `wait` from now, under the layer's cap and ceiling: the permission — the re-send
+    /// counted, its cost and wait taken — or the verdict that delivers the answer instead, with
+    /// the permission when the rule had granted one. The one gate every re-send of the crate
+    /// passes.
+    pub(crate) fn grant(
+        &self,
+        layer: &'static str,
+        failure: &Failure,
+        cause: &'static str,
+        (layer_cap, layer_ceiling): (u32, Duration),
+        wait: Duration,
+    ) -> Result<Permission, (Verdict, Option<Permission>)> {
+        if let Err(max_attempts) = self.may_attempt_again(failure, layer_cap) {
+            return Err((
+                Verdict::AttemptsExhausted {
+                    cause,
+                    max_attempts,
+                },
+                None,
+            ));
+        }
+        let permission = self
+            .permission(failure)
+            .map_err(|reason| (Verdict::Forbidden { cause, reason }, None))?;
+        // The budget shared by the calls of the stack, before the wait is taken.
+        if let Err(left) = self.withdraw(failure) {
+            let cost = self.cost(failure);
+            return Err((
+                Verdict::BudgetExhausted { cause, cost, left },
+                Some(permission),
+            ));
+        }
+        if let Err(remaining) = self.reserve_wait(layer, layer_ceiling, wait, failure) {
+            self.refund(failure);
+            return Err((
+                Verdict::WaitCeiling {
+                    cause,
+                    wait,
+                    remaining,
+                },
+                Some(permission),
+            ));
+        }
+        self.count_wait(wait);
+        Ok(permission)
     }
 
     /// Takes the cost of a re-send after `failure` out of the shared budget; the tokens left
@@ -398,14 +451,23 @@ impl CallContext {
 
     /// The runtime session id of this call: `choose`n by the first attempt, the same for every
     /// attempt after.
-    /// The head a retry layer above kept, if any.
-    pub(crate) fn shared_head(&self) -> Option<Arc<Head>> {
-        self.lock().head.clone()
+    /// The head of `request`, to keep for a re-send: the one a layer above kept when the
+    /// request still has it, else a copy, offered to the layers below.
+    pub(crate) fn head_of<B>(&self, request: &http::Request<B>) -> Arc<Head> {
+        let mut state = self.lock();
+        match &state.head {
+            Some(head) if head.is_of(request) => head.clone(),
+            _ => {
+                let head = Arc::new(Head::of(request));
+                state.head = Some(head.clone());
+                head
+            }
+        }
     }
 
-    /// Offers `head` to the layers below.
-    pub(crate) fn share_head(&self, head: Arc<Head>) {
-        self.lock().head = Some(head);
+    /// The retry budget the call draws from, if any.
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.0.retry_budget.as_ref()
     }
 
     pub(crate) fn runtime_session(&self, choose: impl FnOnce() -> Arc<str>) -> Arc<str> {

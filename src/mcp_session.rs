@@ -140,19 +140,39 @@
 //!
 //! # Many sessions over one layer
 //! The layer, its clones and the services it builds share one table of sessions, keyed by the
-//! id each client holds. It keeps at most [`max_sessions`](McpSessionRecoveryLayer::max_sessions)
-//! (default 10,000): past that, the session opened longest ago is forgotten (a later 404 of its
-//! own is then delivered as it came). A DELETE that ends a session (answered 2xx) forgets it at
-//! once. A session holds its two remembered requests (a few hundred bytes of JSON each, and
-//! their headers).
+//! id each client holds and the endpoint (scheme, authority, path) its `initialize` went to:
+//! two servers that give the same id keep two sessions, and a session is never re-opened
+//! with another server's `initialize`. It keeps at most
+//! [`max_sessions`](McpSessionRecoveryLayer::max_sessions) (default 10,000): past that, the
+//! session opened longest ago is forgotten (a later 404 of its own is then delivered as it
+//! came). A DELETE that ends a session (answered 2xx, or 404: the server had ended it) forgets
+//! it at once. A session holds its two remembered requests (a few hundred bytes of JSON each,
+//! and their headers).
+//!
+//! # Limits and budget
+//! The re-send is one of the call's attempts: it is asked of the replay rule, counted in the
+//! call's record and budget (priced as session busy is: nothing by default), and not made past
+//! the deadline of the call's [`CallBudget`]. The requests that open the new
+//! session are calls of their own through the layers below, carrying the call's `CallBudget`
+//! and retry budget, so a cold start they meet is waited out within the call's limits; their
+//! records reach the `on_record` hooks of those layers. A token the request carries in
+//! `Authorization` replaces the one the session was opened with (it may have been refreshed).
+//!
+//! A call dropped while it opens the new session (a deadline outside the stack) leaves the
+//! session as it was: the next request that meets the 404 opens one itself. With
+//! `PerMcpSession`, a new session whose `initialize` was answered before the drop may have
+//! taken the runtime session over, and the next one then starts on a runtime session of its
+//! own (one more cold start).
 //!
 //! # Request and response bodies
 //! The remembered requests are clones of the client's, so the request body must be `Clone`
 //! (as for every retry layer of the crate), and readable as bytes to tell an `initialize` from
-//! other requests: only requests that could open or complete a session are read (a POST without
-//! `Mcp-Session-Id`, and a session's requests until its `notifications/initialized` is seen).
-//! The answers to the re-opening requests are read to their end (at most 1 MiB) and dropped;
-//! every other answer is handed up as it came, only its `Mcp-Session-Id` header renamed.
+//! other requests: a clone of a POST without `Mcp-Session-Id` is read (for `Full<Bytes>`, a
+//! count, not a copy) and parsed only when the word `initialize` occurs in it, and likewise a
+//! session's requests until its `notifications/initialized` is seen. The answers to the
+//! re-opening requests are read until they hold their result (at most 1 MiB; an event stream
+//! the server keeps open is not waited for) and dropped; every other answer is handed up as it
+//! came, only its `Mcp-Session-Id` header renamed.
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
@@ -172,7 +192,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::body::ReadToBytes;
-use crate::budget::RetryBudget;
+use crate::budget::{CallBudget, RetryBudget};
 use crate::context::{CallContext, Head, OnRecord};
 use crate::contract::{AWS_ERROR_TYPE, MCP_SESSION_ID};
 use crate::error::{BoxError, Error};
@@ -243,7 +263,7 @@ impl McpSessionRecoveryLayer {
 
     /// How many sessions the layer remembers now.
     pub fn sessions(&self) -> usize {
-        self.sessions.lock().by_id.len()
+        self.sessions.lock().len
     }
 }
 
@@ -293,9 +313,30 @@ struct Sessions {
 
 #[derive(Default)]
 struct Table {
-    by_id: HashMap<Arc<str>, Arc<Session>>,
-    /// The ids in the order their sessions were opened (some may have been forgotten since).
-    opened: VecDeque<Arc<str>>,
+    /// The sessions by the id their client holds; two servers behind one layer may give the
+    /// same id, so each id has the sessions of every endpoint that gave it (almost always one).
+    by_id: HashMap<Arc<str>, Vec<Arc<Session>>>,
+    /// The sessions in the order they were opened; one forgotten since stays until it reaches
+    /// the front, and the queue is swept when it grows past twice the table.
+    opened: VecDeque<Arc<Session>>,
+    len: usize,
+}
+
+impl Table {
+    fn remove(&mut self, session: &Arc<Session>) -> bool {
+        let id = &session.client_id;
+        let Some(sessions) = self.by_id.get_mut(id) else {
+            return false;
+        };
+        let before = sessions.len();
+        sessions.retain(|s| !Arc::ptr_eq(s, session));
+        let removed = sessions.len() < before;
+        if sessions.is_empty() {
+            self.by_id.remove(id);
+        }
+        self.len -= usize::from(removed);
+        removed
+    }
 }
 
 impl Sessions {
@@ -310,35 +351,64 @@ impl Sessions {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn get(&self, id: &str) -> Option<Arc<Session>> {
-        self.lock().by_id.get(id).cloned()
+    /// The session `id` names at the endpoint `uri` is for.
+    fn get(&self, id: &str, uri: &http::Uri) -> Option<Arc<Session>> {
+        self.lock()
+            .by_id
+            .get(id)?
+            .iter()
+            .find(|s| s.is_at(uri))
+            .cloned()
     }
 
     fn open(&self, session: Session) {
+        let session = Arc::new(session);
         let mut table = self.lock();
-        let id = session.client_id.clone();
-        table.by_id.insert(id.clone(), Arc::new(session));
-        table.opened.push_back(id);
-        while table.by_id.len() > self.max {
+        // A server that gives an id again replaces the session it named.
+        if let Some(old) = table.get_old(&session) {
+            table.remove(&old);
+        }
+        table
+            .by_id
+            .entry(session.client_id.clone())
+            .or_default()
+            .push(session.clone());
+        table.len += 1;
+        table.opened.push_back(session);
+        while table.len > self.max {
             let Some(oldest) = table.opened.pop_front() else {
                 break;
             };
-            table.by_id.remove(&oldest);
+            table.remove(&oldest);
         }
-        // Ids forgotten by a DELETE leave their place in the queue: drop them as they reach
-        // the front, and keep the queue from growing past twice the table.
         if table.opened.len() > 2 * self.max {
-            let Table { by_id, opened } = &mut *table;
-            opened.retain(|id| by_id.contains_key(id));
+            let Table { by_id, opened, .. } = &mut *table;
+            opened.retain(|s| {
+                by_id
+                    .get(&s.client_id)
+                    .is_some_and(|live| live.iter().any(|l| Arc::ptr_eq(l, s)))
+            });
         }
     }
 
-    fn forget(&self, id: &str) {
-        self.lock().by_id.remove(id);
+    fn forget(&self, session: &Arc<Session>) {
+        self.lock().remove(session);
+    }
+}
+
+impl Table {
+    /// The session already kept under `session`'s id at its endpoint.
+    fn get_old(&self, session: &Session) -> Option<Arc<Session>> {
+        self.by_id
+            .get(&session.client_id)?
+            .iter()
+            .find(|s| s.is_at(session.initialize.head.uri()))
+            .cloned()
     }
 }
 
 /// A request kept to be sent again: its head and its body (the client's body type, erased).
+#[derive(Clone)]
 struct Kept {
     head: Arc<Head>,
     body: Arc<dyn Any + Send + Sync>,
@@ -346,10 +416,8 @@ struct Kept {
 
 impl Kept {
     fn of<B: Clone + Send + Sync + 'static>(request: &Request<B>, context: &CallContext) -> Self {
-        let head = Arc::new(Head::of(request));
-        context.share_head(head.clone());
         Self {
-            head,
+            head: context.head_of(request),
             body: Arc::new(request.body().clone()),
         }
     }
@@ -390,6 +458,26 @@ struct Session {
 }
 
 impl Session {
+    fn new(id: Arc<str>, initialize: Kept) -> Self {
+        Self {
+            client_id: id.clone(),
+            initialize,
+            initialized: Mutex::new(None),
+            current: Mutex::new(id),
+            failures: AtomicU64::new(0),
+            renewing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Whether a request for `uri` is for this session's endpoint (its scheme, authority and
+    /// path: the query may differ).
+    fn is_at(&self, uri: &http::Uri) -> bool {
+        let own = self.initialize.head.uri();
+        own.scheme() == uri.scheme()
+            && own.authority() == uri.authority()
+            && own.path() == uri.path()
+    }
+
     fn current(&self) -> Arc<str> {
         self.current
             .lock()
@@ -510,111 +598,87 @@ where
     ResB::Error: Into<BoxError>,
 {
     let role = match crate::sigv4::mcp_session_of(request.headers()) {
-        Some(id) => sessions.get(id).map_or(Role::Other, Role::Of),
+        Some(id) => sessions
+            .get(id, request.uri())
+            .map_or(Role::Other, Role::Of),
         None if request.method() == Method::POST => Role::MayOpen,
         None => Role::Other,
     };
-    // Read only what may open or complete a session.
-    let method = match &role {
-        Role::MayOpen => method_of(&request).await,
+    // Read only what may open or complete a session, and parse only a body that names it.
+    let opening = match &role {
+        Role::MayOpen => is_message(&request, "initialize").await,
         Role::Of(session) if !session.has_initialized() && request.method() == Method::POST => {
-            method_of(&request).await
+            is_message(&request, "notifications/initialized").await
         }
-        _ => None,
+        _ => false,
     };
-    let session = match &role {
-        Role::Of(session) => Some(session.clone()),
-        _ => None,
+    let session = match role {
+        Role::Of(session) => session,
+        Role::MayOpen if opening => {
+            // An `initialize`: sent once, remembered when it opened a session.
+            let initialize = Kept::of(&request, context);
+            let answer = send(&mut service, request, context).await?;
+            if let Some(id) = opened_id(&answer) {
+                sessions.open(Session::new(id, initialize));
+            }
+            return Ok(answer);
+        }
+        Role::MayOpen | Role::Other => return send(&mut service, request, context).await,
     };
+
     // The session's id now, which the request carries in place of the client's.
-    let sent_with = session.as_ref().map(|session| {
-        let current = session.current();
-        if current != session.client_id
-            && let Ok(value) = HeaderValue::from_str(&current)
-        {
-            request.headers_mut().insert(MCP_SESSION_ID, value);
-        }
-        current
-    });
-    // A copy for a re-send, or to open the session again; its head shared with the retry
-    // layers below, which keep the same.
-    let kept = match (&role, method.as_deref()) {
-        (Role::Of(_), _) | (Role::MayOpen, Some("initialize")) => Some((
-            Kept::of(&request, context),
-            context.keep_extensions(request.extensions()),
-        )),
-        _ => None,
-    };
-    let request_method = request.method().clone();
+    let sent_with = session.current();
+    if sent_with != session.client_id
+        && let Ok(value) = HeaderValue::from_str(&sent_with)
+    {
+        request.headers_mut().insert(MCP_SESSION_ID, value);
+    }
+    // A copy for a re-send; its head shared with the retry layers below, which keep the same.
+    let kept = Kept::of(&request, context);
+    let extensions = context.keep_extensions(request.extensions());
+    let budget = request.extensions().get::<CallBudget>().copied();
+    let deleting = request.method() == Method::DELETE;
     let authorization = request.headers().get(AUTHORIZATION).cloned();
     let answer = send(&mut service, request, context).await?;
-
-    let (Some(session), Some(sent_with)) = (session, sent_with) else {
-        // A new session: remember how it was opened.
-        if let (Some((initialize, _)), Some(id)) = (kept, opened_id(&answer)) {
-            sessions.open(Session {
-                client_id: id.clone(),
-                initialize,
-                initialized: Mutex::new(None),
-                current: Mutex::new(id),
-                failures: AtomicU64::new(0),
-                renewing: tokio::sync::Mutex::new(()),
-            });
-        }
-        return Ok(answer);
-    };
     if !is_expired(&answer) {
-        if answer.status().is_success() {
-            if method.as_deref() == Some("notifications/initialized") {
-                *session
-                    .initialized
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = kept.map(|(kept, _)| kept);
-            } else if request_method == Method::DELETE {
-                sessions.forget(&session.client_id);
-            }
-        }
+        return Ok(noted(
+            answer, &sessions, &session, &sent_with, opening, deleting, &kept,
+        ));
+    }
+    if deleting {
+        // The client ends a session the server has ended already: nothing to re-open.
+        sessions.forget(&session);
         return Ok(named_for_client(answer, &session, &sent_with));
     }
 
     // The server no longer knows the session: it ran nothing.
     let record = context.record();
     let failure = Failure::Refused(Refusal::SessionExpired);
-    if let Err(max_attempts) = context.may_attempt_again(&failure, u32::MAX) {
-        record.decide(Decision::new(
-            LAYER,
-            Verdict::AttemptsExhausted {
-                cause: EXPIRED,
-                max_attempts,
-            },
-            None,
-        ));
-        return Ok(answer);
-    }
-    let permission = match context.permission(&failure) {
+    let unlimited = (u32::MAX, Duration::MAX);
+    let permission = match context.grant(LAYER, &failure, EXPIRED, unlimited, Duration::ZERO) {
         Ok(permission) => permission,
-        Err(reason) => {
-            record.decide(Decision::new(
-                LAYER,
-                Verdict::Forbidden {
-                    cause: EXPIRED,
-                    reason,
-                },
-                None,
-            ));
-            return Ok(answer);
+        Err((verdict, permission)) => {
+            record.decide(Decision::new(LAYER, verdict, permission));
+            return Ok(named_for_client(answer, &session, &sent_with));
         }
     };
-    let renewed = renew(
-        &session,
-        &sent_with,
-        service.clone(),
-        authorization.as_ref(),
-    )
-    .await;
-    let id = match renewed {
+    // The requests that open the new session are calls of their own, within this call's
+    // limits and budget.
+    let mut carried = http::Extensions::new();
+    if let Some(budget) = budget {
+        carried.insert(budget);
+    }
+    if let Some(budget) = context.retry_budget() {
+        carried.insert(budget.clone());
+    }
+    let opening_with = Opening {
+        authorization: authorization.as_ref(),
+        extensions: &carried,
+    };
+    let id = match renew(&session, &sent_with, service.clone(), opening_with).await {
         Ok(id) => id,
         Err(reason) => {
+            context.refund(&failure);
             record.decide(Decision::new(
                 LAYER,
                 Verdict::NotRenewed {
@@ -623,21 +687,9 @@ where
                 },
                 Some(permission),
             ));
-            return Ok(answer);
+            return Ok(named_for_client(answer, &session, &sent_with));
         }
     };
-    if let Err(remaining) = context.reserve_wait(LAYER, Duration::MAX, Duration::ZERO, &failure) {
-        record.decide(Decision::new(
-            LAYER,
-            Verdict::WaitCeiling {
-                cause: EXPIRED,
-                wait: Duration::ZERO,
-                remaining,
-            },
-            Some(permission),
-        ));
-        return Ok(answer);
-    }
     record.decide(Decision::new(
         LAYER,
         Verdict::SentAgain {
@@ -647,24 +699,42 @@ where
         },
         Some(permission),
     ));
+    tracing::debug!(layer = LAYER, cause = EXPIRED, "sending again");
     // The refused answer is released before the request is sent again.
     drop(answer);
-    let Some((kept, extensions)) = kept else {
-        unreachable!("kept for every request of a session")
+    let Some(mut again) = kept.request::<ReqB>(Some(&id), None) else {
+        unreachable!("kept as this type")
     };
-    let mut again: Request<ReqB> = kept.head.request(
-        kept.body
-            .downcast_ref::<ReqB>()
-            .cloned()
-            .unwrap_or_else(|| unreachable!("kept as this type")),
-        context.restore_extensions(&extensions),
-    );
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        again.headers_mut().insert(MCP_SESSION_ID, value);
-    }
+    *again.extensions_mut() = context.restore_extensions(&extensions);
     service.ready().await.map_err(Error::from_service)?;
     let answer = send(&mut service, again, context).await?;
-    Ok(named_for_client(answer, &session, &id))
+    Ok(noted(
+        answer, &sessions, &session, &id, opening, deleting, &kept,
+    ))
+}
+
+/// Notes what an answer of a session means for it — its `notifications/initialized` taken, a
+/// DELETE that ended it — and names the client's id in it.
+fn noted<B>(
+    answer: Response<B>,
+    sessions: &Sessions,
+    session: &Arc<Session>,
+    sent_with: &str,
+    initialized: bool,
+    deleting: bool,
+    kept: &Kept,
+) -> Response<B> {
+    if answer.status().is_success() {
+        if initialized {
+            *session
+                .initialized
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(kept.clone());
+        } else if deleting {
+            sessions.forget(session);
+        }
+    }
+    named_for_client(answer, session, sent_with)
 }
 
 /// Sends one attempt of the call: recorded as it is handed down, completed when it is answered.
@@ -689,18 +759,23 @@ where
     result
 }
 
-/// The JSON-RPC method of a request body of one message.
-async fn method_of<B>(request: &Request<B>) -> Option<String>
+/// Whether a request body is one JSON-RPC message whose method is `method`. A body in which
+/// the method's name does not occur is not parsed (a clone of the body is read: for the
+/// bodies MCP clients send, a count, not a copy).
+async fn is_message<B>(request: &Request<B>, method: &str) -> bool
 where
     B: Body<Data = Bytes> + Clone,
 {
-    let bytes = ReadToBytes::new(request.body().clone(), READ_LIMIT)
-        .await
-        .ok()?;
-    match JsonRpcBody::parse(&bytes, false) {
-        JsonRpcBody::Single(message) => message.method.map(|m| m.into_owned()),
-        _ => None,
+    let Ok(bytes) = ReadToBytes::new(request.body().clone(), READ_LIMIT).await else {
+        return false;
+    };
+    if memchr::memmem::find(&bytes, method.as_bytes()).is_none() {
+        return false;
     }
+    matches!(
+        JsonRpcBody::parse(&bytes, false),
+        JsonRpcBody::Single(message) if message.method.as_deref() == Some(method)
+    )
 }
 
 /// The `Mcp-Session-Id` a successful answer opened a session with.
@@ -733,13 +808,22 @@ fn named_for_client<B>(mut answer: Response<B>, session: &Session, current: &str
     answer
 }
 
+/// What the requests that open a new session carry of the request that met the expiry.
+#[derive(Clone, Copy)]
+struct Opening<'a> {
+    /// Its `Authorization`, when it has one: a token refreshed since the session was opened.
+    authorization: Option<&'a HeaderValue>,
+    /// The call's limits and retry budget, for the opening calls to keep within.
+    extensions: &'a http::Extensions,
+}
+
 /// Opens a new session in place of `dead`, unless a request that met the same expiry did (or
 /// failed to) while this one waited: the id to send with, or why there is none.
 async fn renew<S, ReqB, ResB>(
     session: &Session,
     dead: &Arc<str>,
     mut service: S,
-    authorization: Option<&HeaderValue>,
+    opening: Opening<'_>,
 ) -> Result<Arc<str>, String>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
@@ -757,7 +841,7 @@ where
     if session.failures.load(Ordering::Acquire) != failures {
         return Err("opening a new session failed for a request that met the same expiry".into());
     }
-    let opened = open(session, dead, &mut service, authorization).await;
+    let opened = open(session, dead, &mut service, opening).await;
     match opened {
         Ok(id) => {
             *session.current.lock().unwrap_or_else(|p| p.into_inner()) = id.clone();
@@ -777,7 +861,7 @@ async fn open<S, ReqB, ResB>(
     session: &Session,
     dead: &Arc<str>,
     service: &mut S,
-    authorization: Option<&HeaderValue>,
+    opening: Opening<'_>,
 ) -> Result<Arc<str>, String>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
@@ -786,9 +870,13 @@ where
     ResB: Body<Data = Bytes>,
     ResB::Error: Into<BoxError>,
 {
-    let Some(mut initialize) = session.initialize.request::<ReqB>(None, authorization) else {
+    let Some(mut initialize) = session
+        .initialize
+        .request::<ReqB>(None, opening.authorization)
+    else {
         return Err("the initialize request was of another body type".into());
     };
+    *initialize.extensions_mut() = opening.extensions.clone();
     // A runtime signer binding runtime sessions per MCP session keeps the new one on the
     // microVM the old one's last request brought up.
     initialize
@@ -801,8 +889,7 @@ where
             answer.status().as_u16()
         ));
     };
-    let body = read(answer).await?;
-    if !has_result(&body) {
+    if !read_to_result(answer.into_body()).await? {
         return Err("the new initialize was answered without a JSON-RPC result".into());
     }
     let initialized = session
@@ -810,11 +897,12 @@ where
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .as_ref()
-        .and_then(|kept| kept.request::<ReqB>(Some(&id), authorization));
-    if let Some(initialized) = initialized {
+        .and_then(|kept| kept.request::<ReqB>(Some(&id), opening.authorization));
+    if let Some(mut initialized) = initialized {
+        *initialized.extensions_mut() = opening.extensions.clone();
         let answer = call(service, initialized).await?;
         let status = answer.status();
-        read(answer).await?;
+        read_to_result(answer.into_body()).await?;
         if !status.is_success() {
             return Err(format!(
                 "notifications/initialized was answered HTTP {}",
@@ -842,14 +930,30 @@ where
     service.call(request).await.map_err(failed)
 }
 
-/// An answer of the re-opening, read to its end.
-async fn read<B>(answer: Response<B>) -> Result<Bytes, String>
+/// Reads an answer of the re-opening until it holds a JSON-RPC result, or to its end (at most
+/// [`READ_LIMIT`] bytes): whether it held one. A server may keep an event stream open after
+/// the result; the rest is dropped unread.
+async fn read_to_result<B>(body: B) -> Result<bool, String>
 where
     B: Body<Data = Bytes>,
 {
-    ReadToBytes::new(answer.into_body(), READ_LIMIT)
-        .await
-        .map_err(|_| "an answer of the new session could not be read".to_owned())
+    use http_body_util::BodyExt;
+    let mut body = std::pin::pin!(body);
+    let mut read = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| "an answer of the new session could not be read")?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if read.len() + data.len() > READ_LIMIT {
+            return Err("an answer of the new session was larger than 1 MiB".into());
+        }
+        read.extend_from_slice(&data);
+        if has_result(&read) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether an `initialize` answer — JSON, or an event stream of JSON `data:` lines — holds a
@@ -887,26 +991,80 @@ mod tests {
         assert!(!has_result(b"\xff"));
     }
 
+    #[tokio::test]
+    async fn an_event_stream_left_open_after_the_result_is_not_waited_for() {
+        use futures_util::StreamExt;
+        let result = Bytes::from_static(b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":0,");
+        let rest = Bytes::from_static(b"\"result\":{}}\n\n");
+        let frames = futures_util::stream::iter([result, rest])
+            .map(|b| Ok::<_, std::convert::Infallible>(http_body::Frame::data(b)))
+            .chain(futures_util::stream::pending());
+        let body = http_body_util::StreamBody::new(frames);
+        assert_eq!(read_to_result(body).await, Ok(true));
+        // An error answer read to its end.
+        let body = http_body_util::Full::new(Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":0,"error":{"code":-32600,"message":"no"}}"#,
+        ));
+        assert_eq!(read_to_result(body).await, Ok(false));
+    }
+
+    fn kept(uri: &str) -> Kept {
+        Kept {
+            head: Arc::new(Head::of(&Request::post(uri).body(()).unwrap())),
+            body: Arc::new(String::new()),
+        }
+    }
+
     #[test]
     fn the_table_forgets_the_oldest_past_its_size() {
         let sessions = Sessions::new(2);
+        let uri: http::Uri = "https://a.example/mcp".parse().unwrap();
         for id in ["a", "b", "c"] {
-            sessions.open(Session {
-                client_id: id.into(),
-                initialize: Kept {
-                    head: Arc::new(Head::of(&Request::new(()))),
-                    body: Arc::new(String::new()),
-                },
-                initialized: Mutex::new(None),
-                current: Mutex::new(id.into()),
-                failures: AtomicU64::new(0),
-                renewing: tokio::sync::Mutex::new(()),
-            });
+            sessions.open(Session::new(id.into(), kept("https://a.example/mcp")));
         }
-        assert!(sessions.get("a").is_none());
-        assert!(sessions.get("b").is_some() && sessions.get("c").is_some());
-        sessions.forget("b");
-        assert!(sessions.get("b").is_none());
-        assert_eq!(sessions.lock().by_id.len(), 1);
+        assert!(sessions.get("a", &uri).is_none());
+        let b = sessions.get("b", &uri).unwrap();
+        assert!(sessions.get("c", &uri).is_some());
+        sessions.forget(&b);
+        assert!(sessions.get("b", &uri).is_none());
+        assert_eq!(sessions.lock().len, 1);
+    }
+
+    #[test]
+    fn an_id_given_again_replaces_its_session_and_the_queue_stays_bounded() {
+        let sessions = Sessions::new(3);
+        let uri: http::Uri = "https://a.example/mcp".parse().unwrap();
+        for _ in 0..100 {
+            sessions.open(Session::new("same".into(), kept("https://a.example/mcp")));
+        }
+        assert_eq!(sessions.lock().len, 1);
+        assert!(sessions.lock().opened.len() <= 6);
+        assert!(sessions.get("same", &uri).is_some());
+    }
+
+    #[test]
+    fn two_endpoints_that_give_one_id_keep_two_sessions() {
+        let sessions = Sessions::new(10);
+        sessions.open(Session::new("s".into(), kept("https://a.example/mcp")));
+        sessions.open(Session::new("s".into(), kept("https://b.example/mcp")));
+        assert_eq!(sessions.lock().len, 2);
+        let a = sessions
+            .get("s", &"https://a.example/mcp?x=1".parse().unwrap())
+            .unwrap();
+        assert_eq!(a.initialize.head.uri().host(), Some("a.example"));
+        let b = sessions
+            .get("s", &"https://b.example/mcp".parse().unwrap())
+            .unwrap();
+        assert_eq!(b.initialize.head.uri().host(), Some("b.example"));
+        assert!(
+            sessions
+                .get("s", &"https://c.example/mcp".parse().unwrap())
+                .is_none()
+        );
+        assert!(
+            sessions
+                .get("s", &"https://a.example/other".parse().unwrap())
+                .is_none()
+        );
     }
 }

@@ -31,6 +31,8 @@ struct State {
     refuse_initialize: bool,
     /// How long an `initialize` takes.
     initialize_takes: Duration,
+    /// Whether each `initialize` carried a call budget and a retry budget.
+    initialize_budgets: Vec<(bool, bool)>,
 }
 
 #[derive(Clone, Default)]
@@ -96,6 +98,7 @@ impl Service<Request<Full<Bytes>>> for Server {
                 .get("mcp-session-id")
                 .map(|v| v.to_str().unwrap().to_owned());
             let http_method = request.method().clone();
+            let extensions = request.extensions().clone();
             let body = request.into_body().collect().await.unwrap().to_bytes();
             let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             let method = if http_method == http::Method::DELETE {
@@ -125,6 +128,10 @@ impl Service<Request<Full<Bytes>>> for Server {
             if method == "initialize" {
                 tokio::time::sleep(takes).await;
                 let mut state = server.state();
+                state.initialize_budgets.push((
+                    extensions.get::<agentcore_tower::CallBudget>().is_some(),
+                    extensions.get::<agentcore_tower::RetryBudget>().is_some(),
+                ));
                 if state.refuse_initialize {
                     return Ok(answer(
                         StatusCode::INTERNAL_SERVER_ERROR,
@@ -481,6 +488,61 @@ async fn a_deleted_session_is_forgotten() {
         answer.status(),
         StatusCode::NOT_FOUND,
         "ended by the client: not re-opened"
+    );
+    assert_eq!(server.initializes(), 1);
+}
+
+#[tokio::test]
+async fn a_delete_that_meets_the_expiry_forgets_the_session_without_opening_one() {
+    let layer = McpSessionRecoveryLayer::new();
+    let (mut client, server) = opened(layer.clone()).await;
+    server.forget_sessions();
+    let delete = Request::delete("https://mcp.example/mcp")
+        .header("mcp-session-id", "session-1")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = send(&mut client, delete).await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    assert_eq!(AttemptRecord::of_response(&answer).unwrap().len(), 1);
+    assert_eq!(layer.sessions(), 0);
+    assert_eq!(server.initializes(), 1);
+}
+
+#[tokio::test]
+async fn the_new_session_is_opened_within_the_calls_limits_and_budget() {
+    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
+    server.forget_sessions();
+    let mut request = tool("session-1", 1, "counter");
+    request
+        .extensions_mut()
+        .insert(agentcore_tower::CallBudget::new().max_total_wait(Duration::from_secs(5)));
+    let answer = send(&mut client, request).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    // The first initialize was the client's own (no budget of the app's); the re-opening one
+    // carries the call's limits and its retry budget.
+    assert_eq!(
+        server.state().initialize_budgets,
+        [(false, false), (true, true)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_calls_deadline_the_404_is_delivered() {
+    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
+    server.forget_sessions();
+    let mut request = tool("session-1", 1, "counter");
+    request
+        .extensions_mut()
+        .insert(agentcore_tower::CallBudget::new().deadline(tokio::time::Instant::now()));
+    let answer = send(&mut client, request).await;
+    assert_eq!(answer.status(), StatusCode::NOT_FOUND);
+    let record = AttemptRecord::of_response(&answer).unwrap();
+    assert!(
+        matches!(
+            record.attempts()[0].decisions()[0].verdict(),
+            Verdict::WaitCeiling { .. }
+        ),
+        "{record}"
     );
     assert_eq!(server.initializes(), 1);
 }

@@ -155,7 +155,10 @@ pub struct RetryInfo {
     /// The number of the attempt about to start in the call (2 for the first re-send),
     /// counted over every layer.
     pub attempt: u32,
-    /// The most attempts this layer lets the call make.
+    /// This layer's cap on the call's attempts (bounded by the app's
+    /// [`CallBudget`](crate::CallBudget)). After a failure that may have run, the attempts that
+    /// followed failures that ran nothing are not counted against it, so `attempt` may pass it
+    /// (see [`RetryLayer::max_attempts`]).
     pub max_attempts: u32,
     /// How long the layer waits before sending it.
     pub wait: Duration,
@@ -419,16 +422,8 @@ impl<B> Template<B> {
 
 impl<B: Clone> Template<B> {
     fn of(request: &Request<B>, context: &CallContext) -> Self {
-        let head = match context.shared_head() {
-            Some(head) if head.is_of(request) => head,
-            _ => {
-                let head = Arc::new(Head::of(request));
-                context.share_head(head.clone());
-                head
-            }
-        };
         Self {
-            head,
+            head: context.head_of(request),
             body: request.body().clone(),
             extensions: context.keep_extensions(request.extensions()),
         }
@@ -643,23 +638,6 @@ fn decide<ReqB>(
             None,
         );
     };
-    if let Err(max_attempts) =
-        context.may_attempt_again(&reason.failure, config.backoff.max_attempts())
-    {
-        return deliver(
-            Verdict::AttemptsExhausted {
-                cause,
-                max_attempts,
-            },
-            None,
-        );
-    }
-    let permission = match context.permission(&reason.failure) {
-        Ok(permission) => permission,
-        Err(why) => {
-            return deliver(Verdict::Forbidden { cause, reason: why }, None);
-        }
-    };
     // Each layer keeps its own schedule: its backoff grows with its own re-sends of the call.
     // Waits are whole milliseconds, the resolution of tokio's timer: what is recorded is what
     // is waited.
@@ -668,34 +646,14 @@ fn decide<ReqB>(
             .retry_after
             .unwrap_or_else(|| config.backoff.delay(context.resends(layer) + 1)),
     );
-    // The budget shared by the calls of the stack, before the wait is taken.
-    if let Err(left) = context.withdraw(&reason.failure) {
-        return deliver(
-            Verdict::BudgetExhausted {
-                cause,
-                cost: context.cost(&reason.failure),
-                left,
-            },
-            Some(permission),
-        );
-    }
-    if let Err(remaining) = context.reserve_wait(
-        layer,
+    let limits = (
+        config.backoff.max_attempts(),
         config.backoff.max_total_wait(),
-        wait,
-        &reason.failure,
-    ) {
-        context.refund(&reason.failure);
-        return deliver(
-            Verdict::WaitCeiling {
-                cause,
-                wait,
-                remaining,
-            },
-            Some(permission),
-        );
-    }
-    context.count_wait(wait);
+    );
+    let permission = match context.grant(layer, &reason.failure, cause, limits, wait) {
+        Ok(permission) => permission,
+        Err((verdict, permission)) => return deliver(verdict, permission),
+    };
     record.decide(Decision::new(
         layer,
         Verdict::SentAgain {

@@ -863,26 +863,14 @@ impl Call {
         let record = self.context.record();
         let cause = refresh.cause();
         let failure = Failure::Refused(Refusal::CredentialsRejected);
-        let verdict = if self.context.attempts() >= self.context.max_attempts(u32::MAX) {
-            Err(Verdict::AttemptsExhausted {
-                cause,
-                max_attempts: self.context.max_attempts(u32::MAX),
-            })
-        } else {
-            self.context
-                .permission(&failure)
-                .map_err(|reason| Verdict::Forbidden { cause, reason })
-                .and_then(|permission| {
-                    self.context
-                        .withdraw(&failure)
-                        .map(|()| permission)
-                        .map_err(|left| Verdict::BudgetExhausted {
-                            cause,
-                            cost: self.context.cost(&failure),
-                            left,
-                        })
-                })
-        };
+        // The signer has no cap or ceiling of its own: the call's, its rule and budget decide.
+        let verdict = self.context.grant(
+            self.layer,
+            &failure,
+            cause,
+            (u32::MAX, std::time::Duration::MAX),
+            std::time::Duration::ZERO,
+        );
         match verdict {
             Ok(permission) => {
                 record.decide(Decision::new(
@@ -896,8 +884,8 @@ impl Call {
                 ));
                 true
             }
-            Err(verdict) => {
-                record.decide(Decision::new(self.layer, verdict, None));
+            Err((verdict, permission)) => {
+                record.decide(Decision::new(self.layer, verdict, permission));
                 false
             }
         }
