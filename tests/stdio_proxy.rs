@@ -2327,6 +2327,19 @@ fn before_the_loss() -> Vec<Step> {
 }
 
 /// The calls after the first recovery (#5, `counter`, met the loss).
+/// The calls after the MCP session expired (the microVM kept).
+fn after_the_expiry() -> Vec<Step> {
+    vec![
+        (9, "counter", json!({}), "4"),
+        (
+            10,
+            "echo",
+            json!({"text": "after the expiry"}),
+            "after the expiry",
+        ),
+    ]
+}
+
 fn after_the_loss() -> Vec<Step> {
     vec![
         (6, "add", json!({"a": 40, "b": 2}), "42"),
@@ -2471,19 +2484,7 @@ async fn a_stdio_session_outlives_its_microvm_and_its_mcp_session(
 
     // The MCP session expires (the microVM stays): recovered at once.
     emulator.expire_mcp_sessions();
-    stdio_calls(
-        &mut proxy,
-        vec![
-            (9, "counter", json!({}), "4"),
-            (
-                10,
-                "echo",
-                json!({"text": "after the expiry"}),
-                "after the expiry",
-            ),
-        ],
-    )
-    .await;
+    stdio_calls(&mut proxy, after_the_expiry()).await;
 
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
@@ -2568,20 +2569,7 @@ async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_se
 
     // The MCP session expires.
     emulator.expire_mcp_sessions();
-    http_calls(
-        &client,
-        vec![
-            (9, "counter", json!({}), "4"),
-            (
-                10,
-                "echo",
-                json!({"text": "after the expiry"}),
-                "after the expiry",
-            ),
-        ],
-        &mut seen,
-    )
-    .await;
+    http_calls(&client, after_the_expiry(), &mut seen).await;
     assert_eq!(client.session.as_deref(), Some(held.as_str()));
 
     // The client ends its session with the id it holds: the runtime session is stopped.
@@ -2646,19 +2634,7 @@ async fn over_stdio_a_gateway_session_that_expires_mid_session_is_opened_again_a
     stdio_calls(&mut proxy, vec![(5, "counter", json!({}), "2")]).await;
     stdio_calls(&mut proxy, after_the_loss()).await;
     emulator.expire_mcp_sessions();
-    stdio_calls(
-        &mut proxy,
-        vec![
-            (9, "counter", json!({}), "4"),
-            (
-                10,
-                "echo",
-                json!({"text": "after the expiry"}),
-                "after the expiry",
-            ),
-        ],
-    )
-    .await;
+    stdio_calls(&mut proxy, after_the_expiry()).await;
 
     // At exit the proxy ends the session it holds: the gateway's live one.
     let (rest, status, proxy) = proxy.close().await;
@@ -2746,20 +2722,7 @@ async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_client
     // The client's id is no longer the server's: expiring it expires nothing.
     assert!(!emulator.expire_mcp_session(&held));
     emulator.expire_mcp_sessions();
-    http_calls(
-        &client,
-        vec![
-            (9, "counter", json!({}), "4"),
-            (
-                10,
-                "echo",
-                json!({"text": "after the expiry"}),
-                "after the expiry",
-            ),
-        ],
-        &mut seen,
-    )
-    .await;
+    http_calls(&client, after_the_expiry(), &mut seen).await;
     let ended = client.send("DELETE", None, &[]).await;
     assert_eq!(ended.status, 200, "{ended:?}");
 
