@@ -841,7 +841,51 @@ where
     if session.failures.load(Ordering::Acquire) != failures {
         return Err("opening a new session failed for a request that met the same expiry".into());
     }
-    let opened = open(session, dead, &mut service, opening).await;
+    // The session's `initialize` and `notifications/initialized` sent again: the new id.
+    let opened: Result<Arc<str>, String> = async {
+        let Some(mut initialize) = session
+            .initialize
+            .request::<ReqB>(None, opening.authorization)
+        else {
+            return Err("the initialize request was of another body type".into());
+        };
+        *initialize.extensions_mut() = opening.extensions.clone();
+        // A runtime signer binding runtime sessions per MCP session keeps the new one on the
+        // microVM the old one's last request brought up.
+        initialize
+            .extensions_mut()
+            .insert(crate::sigv4::RenewedFrom(dead.clone()));
+        let answer = call(&mut service, initialize).await?;
+        let Some(id) = opened_id(&answer) else {
+            return Err(format!(
+                "the new initialize was answered HTTP {} without an Mcp-Session-Id",
+                answer.status().as_u16()
+            ));
+        };
+        if !read_to_result(answer.into_body()).await? {
+            return Err("the new initialize was answered without a JSON-RPC result".into());
+        }
+        let initialized = session
+            .initialized
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|kept| kept.request::<ReqB>(Some(&id), opening.authorization));
+        if let Some(mut initialized) = initialized {
+            *initialized.extensions_mut() = opening.extensions.clone();
+            let answer = call(&mut service, initialized).await?;
+            let status = answer.status();
+            read_to_result(answer.into_body()).await?;
+            if !status.is_success() {
+                return Err(format!(
+                    "notifications/initialized was answered HTTP {}",
+                    status.as_u16()
+                ));
+            }
+        }
+        Ok(id)
+    }
+    .await;
     match opened {
         Ok(id) => {
             *session.current.lock().unwrap_or_else(|p| p.into_inner()) = id.clone();
@@ -854,63 +898,6 @@ where
             Err(why)
         }
     }
-}
-
-/// Sends the session's `initialize` and `notifications/initialized` again: the new id.
-async fn open<S, ReqB, ResB>(
-    session: &Session,
-    dead: &Arc<str>,
-    service: &mut S,
-    opening: Opening<'_>,
-) -> Result<Arc<str>, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: Clone + 'static,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
-{
-    let Some(mut initialize) = session
-        .initialize
-        .request::<ReqB>(None, opening.authorization)
-    else {
-        return Err("the initialize request was of another body type".into());
-    };
-    *initialize.extensions_mut() = opening.extensions.clone();
-    // A runtime signer binding runtime sessions per MCP session keeps the new one on the
-    // microVM the old one's last request brought up.
-    initialize
-        .extensions_mut()
-        .insert(crate::sigv4::RenewedFrom(dead.clone()));
-    let answer = call(service, initialize).await?;
-    let Some(id) = opened_id(&answer) else {
-        return Err(format!(
-            "the new initialize was answered HTTP {} without an Mcp-Session-Id",
-            answer.status().as_u16()
-        ));
-    };
-    if !read_to_result(answer.into_body()).await? {
-        return Err("the new initialize was answered without a JSON-RPC result".into());
-    }
-    let initialized = session
-        .initialized
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .and_then(|kept| kept.request::<ReqB>(Some(&id), opening.authorization));
-    if let Some(mut initialized) = initialized {
-        *initialized.extensions_mut() = opening.extensions.clone();
-        let answer = call(service, initialized).await?;
-        let status = answer.status();
-        read_to_result(answer.into_body()).await?;
-        if !status.is_success() {
-            return Err(format!(
-                "notifications/initialized was answered HTTP {}",
-                status.as_u16()
-            ));
-        }
-    }
-    Ok(id)
 }
 
 /// One request of the re-opening, through the layers below: its own call.
