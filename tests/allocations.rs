@@ -1,5 +1,5 @@
 //! Allocations per call, counted (deterministic, unlike time): the whole recommended stack, the
-//! signer alone and the retry layers over an in-memory service, against the floor a correct
+//! signer alone, the retry layers and the session recovery layer over an in-memory service, against the floor a correct
 //! signer pays — a raw `aws_sigv4` signature of the same request. A counting global allocator
 //! (this test binary only; the library forbids unsafe code) counts every allocation of the
 //! process while one call runs on a current-thread runtime; the ceilings below are this
@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
 use agentcore_tower::{
-    ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, recommended_layers,
+    McpSessionRecoveryLayer, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+    recommended_layers,
 };
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -219,8 +220,51 @@ fn allocations_per_call_stay_within_their_ceilings() {
             ),
         )
     });
+    // The session recovery layer over a session it saw opened (the MCP server issues the
+    // request's id to an `initialize` without one), the session's notification sent: what
+    // every call of an open session pays.
+    let issuing = service_fn(|request: Request<Full<Bytes>>| async move {
+        let mut answer = answer();
+        if !request.headers().contains_key("mcp-session-id") {
+            answer
+                .headers_mut()
+                .insert("mcp-session-id", "mcp-session-3f1c2a9e".parse().unwrap());
+        }
+        Ok::<_, Infallible>(answer)
+    });
+    let recovery = McpSessionRecoveryLayer::new().layer(issuing);
+    let opening = |body: &'static str, session: bool| {
+        let mut request = request(
+            "http://mcp.invalid/mcp",
+            &Bytes::from_static(body.as_bytes()),
+        );
+        if !session {
+            request.headers_mut().remove("mcp-session-id");
+        }
+        request
+    };
+    runtime.block_on(once(
+        &recovery,
+        opening(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
+            false,
+        ),
+    ));
+    runtime.block_on(once(
+        &recovery,
+        opening(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            true,
+        ),
+    ));
+    let recovering = per_call(&runtime, || {
+        once(&recovery, request("http://mcp.invalid/mcp", &body))
+    });
+    let issuing_bare = per_call(&runtime, || {
+        once(&issuing, request("http://mcp.invalid/mcp", &body))
+    });
     println!(
-        "allocations per call: raw sign {raw}, signer alone {alone} (request and answer {bare}), \
+        "allocations per call: session recovery {recovering} (bare {issuing_bare}), raw sign {raw}, signer alone {alone} (request and answer {bare}), \
          retry layers {layers}, full stack {stack}, full stack over an endpoint {gateway}"
     );
     // The ceilings: this crate's counts when they were set (see the README's Performance),
@@ -234,6 +278,7 @@ fn allocations_per_call_stay_within_their_ceilings() {
             gateway - bare - raw,
             37.0,
         ),
+        ("session recovery", recovering - issuing_bare, 23.0),
     ];
     let mut over = Vec::new();
     for (what, count, ceiling) in ceilings {
