@@ -2004,6 +2004,37 @@ fn a_failing_token_command_stops_the_start_and_is_named_without_its_output() {
     assert!(output.stdout.is_empty());
 }
 
+#[test]
+fn a_token_every_request_would_refuse_stops_the_start() {
+    // Visible ASCII, one word, but shorter than the library's check of every attempt allows.
+    for (value, has) in [("shrt7ch", 7), ("two,w0rds", 9)] {
+        let output = command(
+            &[
+                "--url",
+                "https://example.com/mcp",
+                "--bearer-token-env",
+                "MCP_TEST_TOKEN",
+            ],
+            &[("MCP_TEST_TOKEN", value)],
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--bearer-token-env MCP_TEST_TOKEN: the variable is not a usable bearer token \
+                 (RFC 6750: letters, digits, `-._~+/` then `=`s; at least 8 characters; this \
+                 one has {has})"
+            )),
+            "{stderr}"
+        );
+        assert!(!stderr.contains(value), "{stderr}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials_are_needed() {
     let token = "runtime-oauth-token-0a9b8c7d";

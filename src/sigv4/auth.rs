@@ -38,6 +38,23 @@ impl BearerToken {
         &self.0
     }
 
+    /// Whether the token can be sent, by the check every attempt makes before it is: RFC
+    /// 6750's `b64token` (letters, digits, `-._~+/`, then `=`s) of at least 8 characters — a
+    /// shorter one would be masked wherever its few characters occur in an answer, and is no
+    /// credential anyway. The error says which rule it breaks, never the token: check a token
+    /// where it comes in (a variable, a command's output) to refuse it there.
+    ///
+    /// ```
+    /// use agentcore_tower::sigv4::BearerToken;
+    /// assert!(BearerToken::new("eyJhbGciOiJub25lIn0.e30.c2ln").check().is_ok());
+    /// let why = BearerToken::new("short").check().unwrap_err();
+    /// assert!(why.ends_with("at least 8 characters; this one has 5"), "{why}");
+    /// assert!(BearerToken::new("two words").check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), String> {
+        token_rule(&self.0)
+    }
+
     /// The claims of a token that is a JWT: the second of its three dot-separated parts,
     /// base64url-encoded JSON (padded or not), decoded — **not verified**: for reading what
     /// the token says of itself (its `exp`, to fetch the next one in time; its `sub`), never for
@@ -78,23 +95,31 @@ impl fmt::Debug for BearerToken {
 /// occur in an answer, and is no credential anyway.
 const SHORTEST_TOKEN: usize = 8;
 
-/// Whether `token` can be sent as RFC 6750's `b64token` (letters, digits, `-._~+/`, then `=`s)
-/// and is long enough to be one. The error never quotes it.
+/// Whether `token` can be sent: the rule of [`BearerToken::check`], as the error every attempt
+/// with an unusable token fails with. The error never quotes it.
 fn check_token(token: &str) -> Result<(), Error> {
+    token_rule(token).map_err(|why| {
+        Error::new(
+            ErrorKind::Token,
+            format!("the token provider gave no usable bearer token ({why})"),
+            None,
+        )
+    })
+}
+
+/// RFC 6750's `b64token` (letters, digits, `-._~+/`, then `=`s), at least [`SHORTEST_TOKEN`]
+/// characters: why not, without the token.
+fn token_rule(token: &str) -> Result<(), String> {
     let body = token.trim_end_matches('=');
     let well_formed = !body.is_empty()
         && body
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
     if !well_formed || token.len() < SHORTEST_TOKEN {
-        return Err(Error::new(
-            ErrorKind::Token,
-            format!(
-                "the token provider gave no usable bearer token (RFC 6750: letters, digits, \
-                 `-._~+/` then `=`s; at least {SHORTEST_TOKEN} characters; this one has {})",
-                token.chars().count()
-            ),
-            None,
+        return Err(format!(
+            "RFC 6750: letters, digits, `-._~+/` then `=`s; at least {SHORTEST_TOKEN} \
+             characters; this one has {}",
+            token.chars().count()
         ));
     }
     Ok(())

@@ -145,7 +145,9 @@ OPTIONS
         Send \"Authorization: Bearer TOKEN\", TOKEN being the value of the
         environment variable VAR (read once, at start: a running process's
         environment does not change, so a 401 is answered, not retried), in
-        place of SigV4.
+        place of SigV4. A value that is no usable bearer token (RFC 6750's
+        letters, digits and -._~+/ then =s, at least 8 characters) stops
+        the proxy at start (exit code 2).
 
     --bearer-token-command CMD
         Send \"Authorization: Bearer TOKEN\", TOKEN being the standard output
@@ -156,7 +158,8 @@ OPTIONS
         prompt on the terminal, and may run for 60 s; on Unix it runs in a
         process group of its own, and one that runs longer is stopped with
         every process of that group. A CMD that fails (a non-zero exit, no
-        token, or more than one word) is an error naming its exit status and
+        token, or no usable bearer token, as for --bearer-token-env) is an
+        error naming its exit status and
         the first line of its standard error, never what it printed on
         standard output.
 

@@ -114,19 +114,22 @@ fn read_env(name: &str) -> Result<BearerToken, String> {
             return Err(format!("{shown}: the variable's value is not text"));
         }
     };
-    check_token(value.trim()).map_err(|why| format!("{shown}: the variable {why}"))
+    check_token(value.trim()).map_err(|why| match why {
+        None => format!("{shown}: the variable is empty"),
+        Some(why) => format!("{shown}: the variable is not a usable bearer token ({why})"),
+    })
 }
 
-/// A token as it may go in `Authorization: Bearer …`: one word of visible ASCII. The error
-/// says what is wrong, never what was there.
-fn check_token(token: &str) -> Result<BearerToken, &'static str> {
+/// A token as it may go in `Authorization: Bearer …`, by the library's own check of every
+/// attempt ([`BearerToken::check`]), so a token taken at start is never refused per request.
+/// `Err(None)` for no token at all, else which rule it breaks — never what was there.
+fn check_token(token: &str) -> Result<BearerToken, Option<String>> {
     if token.is_empty() {
-        return Err("is empty");
+        return Err(None);
     }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("is not a token (one word of visible ASCII)");
-    }
-    Ok(BearerToken::new(token))
+    let token = BearerToken::new(token);
+    token.check().map_err(Some)?;
+    Ok(token)
 }
 
 /// `--bearer-token-command CMD`: the trimmed standard output of CMD run by the shell, cached;
@@ -310,9 +313,9 @@ pub fn run_command(command: &str, timeout: Duration) -> Result<BearerToken, Stri
         return Err(failure("failed"));
     }
     check_token(stdout).map_err(|why| {
-        failure(match why {
-            "is empty" => "printed no token",
-            _ => "printed something that is not a token (one word of visible ASCII)",
+        failure(&match why {
+            None => "printed no token".to_owned(),
+            Some(why) => format!("printed something that is not a usable bearer token ({why})"),
         })
     })
 }
@@ -496,8 +499,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             error,
-            "--bearer-token-command printed something that is not a token (one word of visible \
-             ASCII) (exit status 0; stderr: \"got [redacted]\")"
+            "--bearer-token-command printed something that is not a usable bearer token (RFC \
+             6750: letters, digits, `-._~+/` then `=`s; at least 8 characters; this one has 16) \
+             (exit status 0; stderr: \"got [redacted]\")"
         );
         assert!(!error.contains("s3cr3t"), "{error}");
 
@@ -641,8 +645,15 @@ mod tests {
         assert_eq!(tokens.get(true).unwrap().as_str(), "agentcore-tower");
         assert_eq!(
             check_token("a b").err(),
-            Some("is not a token (one word of visible ASCII)")
+            Some(Some(
+                "RFC 6750: letters, digits, `-._~+/` then `=`s; at least 8 characters; this \
+                 one has 3"
+                    .to_owned()
+            ))
         );
-        assert_eq!(check_token("").err(), Some("is empty"));
+        // What every request would have refused is refused at start.
+        assert!(check_token("short").is_err());
+        assert!(check_token("a-usable.token_1").is_ok());
+        assert_eq!(check_token("").err(), Some(None));
     }
 }
