@@ -193,8 +193,11 @@ impl AttemptRecord {
     }
 
     /// Marks the latest attempt delivered by `layer` unless a layer already said why it was.
+    /// An attempt that was never sent is not: what the call ends with is an error of its own,
+    /// and the attempt's outcome says why nothing went out.
     pub(crate) fn deliver_if_undecided(&self, layer: &'static str) {
         if let Some(last) = self.lock().list.last_mut()
+            && !matches!(last.outcome, Outcome::NotSent(_))
             && !last.decisions.iter().any(|d| d.verdict.is_delivered())
         {
             last.decisions

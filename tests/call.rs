@@ -846,7 +846,7 @@ async fn a_re_send_the_service_below_cannot_take_is_recorded_as_not_sent() {
     assert_eq!(
         record.to_string(),
         "#1 HTTP 429 -> throttle: HTTP 429, sent again after 0ms (Retry-After 0ms) (by adapter, assumes rejected-before-execution); effect unknown\n\
-         #2 not sent: the service below failed before it was ready -> throttle: delivered; effect unknown"
+         #2 not sent: the service below failed before it was ready; effect unknown"
     );
 }
 
