@@ -1435,9 +1435,10 @@ impl McpServer {
         McpServer { base, seen, task }
     }
 
-    /// The requests seen, in the order of an MCP session: the stdio proxy sends concurrently,
-    /// so a notification and the next request may arrive either way round (each kind's own
-    /// requests stay in the order they came).
+    /// The requests seen, in the order of an MCP session: a client over `--listen` may send
+    /// concurrently, so a notification and the next request may arrive either way round (each
+    /// kind's own requests stay in the order they came). Over stdio the proxy keeps the order
+    /// itself (`over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtaken`).
     fn seen(&self) -> Vec<Seen> {
         let mut seen = self.seen.lock().unwrap().clone();
         seen.sort_by_key(|s| match (s.method.as_str(), s.rpc.as_deref()) {
@@ -1477,6 +1478,11 @@ async fn serve(
         .as_ref()
         .and_then(|m| m["method"].as_str())
         .map(str::to_owned);
+    // A server slow to take `initialized`: a request forwarded before it is answered would be
+    // seen first.
+    if rpc.as_deref() == Some("notifications/initialized") {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let respond = |status: u16, headers: &[(&str, &str)], body: String| {
         let mut response = http::Response::builder().status(status);
         for (name, value) in headers {
@@ -1672,6 +1678,43 @@ async fn run_session(proxy: &mut Proxy) {
     proxy.send(&call(3, "echo", json!({"text": "through the door"})));
     let answer = proxy.next().await;
     assert_eq!(text_of(&answer), "through the door");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtaken() {
+    let server = McpServer::start(ServerAuth::Bearer("in-order-token-0123".into())).await;
+    let url = format!("{}/mcp", server.base);
+    for run in 0..20 {
+        server.seen.lock().unwrap().clear();
+        let mut proxy = Proxy::start_with(
+            &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
+            &[("MCP_TEST_TOKEN", "in-order-token-0123")],
+        );
+        // Back to back, as a client writes them: the server takes `initialized` slowly.
+        proxy.send(&initialize(1));
+        proxy.send(&initialized());
+        proxy.send(&request(2, "tools/list", json!({})));
+        let first = proxy.next().await;
+        assert_eq!(first["id"], 1, "{first}");
+        let second = proxy.next().await;
+        assert_eq!(second["id"], 2, "{second}");
+        let (rest, status, _proxy) = proxy.close().await;
+        assert_eq!(rest, Vec::<Value>::new());
+        assert_eq!(status.code(), Some(0));
+        // The order the server answered them in, unsorted.
+        let order: Vec<_> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
+            .collect();
+        assert_eq!(
+            order[..3],
+            ["initialize", "notifications/initialized", "tools/list"],
+            "run {run}"
+        );
+    }
 }
 
 #[cfg(unix)]

@@ -111,7 +111,20 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
             )));
             continue;
         }
-        tasks.spawn(proxy.clone().forward(Bytes::copy_from_slice(line), message));
+        let serial = in_order(&message);
+        let forward = proxy.clone().forward(Bytes::copy_from_slice(line), message);
+        if serial {
+            // Nothing the client sent after it goes upstream before it is answered.
+            tokio::select! {
+                () = forward => {}
+                name = &mut signal => {
+                    info!("{name}: shutting down");
+                    break;
+                }
+            }
+        } else {
+            tasks.spawn(forward);
+        }
     }
 
     debug!(in_flight = tasks.len(), "stdin closed");
@@ -129,6 +142,21 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
     // Every sender is gone: the writer writes what is queued and ends.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     ExitCode::SUCCESS
+}
+
+/// Whether a message must be answered upstream before anything the client sent after it is
+/// forwarded: the handshake is serial (MCP: no request but pings before `initialized`), and a
+/// notification is never overtaken by a later message (a `cancelled` by the request after it).
+/// Requests run concurrently, and so do the client's answers to the server's requests.
+fn in_order(message: &Value) -> bool {
+    let serial = |message: &Value| {
+        let method = message.get("method").and_then(Value::as_str);
+        method == Some("initialize") || (method.is_some() && message.get("id").is_none())
+    };
+    match message {
+        Value::Array(batch) => batch.iter().any(serial),
+        message => serial(message),
+    }
 }
 
 fn read_stdin(lines: mpsc::Sender<std::io::Result<Vec<u8>>>) {
