@@ -117,6 +117,23 @@ impl Proxy {
     }
 
     /// The next stdout line, which must be one JSON value; panics after [`LINE_TIMEOUT`].
+    /// The next `count` messages on stdout, one of them the answer to `id`: that answer, and
+    /// the others in the order they came.
+    async fn answer_among(&mut self, id: u64, count: usize) -> (Value, Vec<Value>) {
+        let mut answer = None;
+        let mut others = Vec::new();
+        for _ in 0..count {
+            let message = self.next().await;
+            if message["id"] == id && message.get("method").is_none() {
+                answer = Some(message);
+            } else {
+                others.push(message);
+            }
+        }
+        let answer = answer.unwrap_or_else(|| panic!("no answer to {id} among {others:?}"));
+        (answer, others)
+    }
+
     async fn next(&mut self) -> Value {
         self.next_within(LINE_TIMEOUT).await
     }
@@ -1388,7 +1405,26 @@ struct Seen {
     rpc: Option<String>,
     /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
     runtime_session: Option<String>,
+    /// `Last-Event-ID`, on a GET that resumes the server's stream.
+    last_event_id: Option<String>,
     status: u16,
+}
+
+/// The log message the in-test server sends on its own stream.
+fn server_log() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "logger": "in-test", "data": "the stream is open"}})
+}
+
+/// The resource update the in-test server sends on its own stream.
+fn resource_updated() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+        "params": {"uri": "file:///in-test/resource"}})
+}
+
+/// What the in-test server's stream sends when it is resumed at `/mcp/resumable`.
+fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 }
 
 /// The MCP session id the in-test server hands out.
@@ -1438,7 +1474,7 @@ impl McpServer {
     /// The requests seen, in the order of an MCP session: a client over `--listen` may send
     /// concurrently, so a notification and the next request may arrive either way round (each
     /// kind's own requests stay in the order they came). Over stdio the proxy keeps the order
-    /// itself (`over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtaken`).
+    /// itself (`over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing_is_overtaken`).
     fn seen(&self) -> Vec<Seen> {
         let mut seen = self.seen.lock().unwrap().clone();
         seen.sort_by_key(|s| match (s.method.as_str(), s.rpc.as_deref()) {
@@ -1495,6 +1531,7 @@ async fn serve(
             session: header("mcp-session-id"),
             rpc: rpc.clone(),
             runtime_session: header("x-amzn-bedrock-agentcore-runtime-session-id"),
+            last_event_id: header("last-event-id"),
             status,
         });
         response
@@ -1504,7 +1541,13 @@ async fn serve(
     let json = [("content-type", "application/json")];
     // An MCP endpoint, or a runtime's invocations (InvokeAgentRuntime over plain HTTP).
     let path = parts.uri.path();
-    if path != "/mcp" && !(path.starts_with("/runtimes/") && path.ends_with("/invocations")) {
+    // At `/mcp/resumable` the server's stream asks to be resumed at once and, resumed after
+    // its second event, sends a third.
+    let resumable = path == "/mcp/resumable";
+    if path != "/mcp"
+        && !resumable
+        && !(path.starts_with("/runtimes/") && path.ends_with("/invocations"))
+    {
         return respond(404, &[], String::new());
     }
     match auth {
@@ -1541,12 +1584,23 @@ async fn serve(
     let in_session = session.as_deref() == Some(SERVER_SESSION);
     match (parts.method.as_str(), rpc.as_deref()) {
         ("DELETE", _) if in_session => respond(200, &[], String::new()),
-        // The server's stream: one message, then it ends.
+        // The server's stream: a log message and a resource update, each with its id, then it
+        // ends, asking to be resumed in 10 minutes; resumed, it has nothing newer.
         ("GET", _) if in_session => respond(
             200,
             &[("content-type", "text/event-stream")],
-            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
-                .into(),
+            match header("last-event-id").as_deref() {
+                Some("2") if resumable => {
+                    format!("retry: 600000\nid: 3\ndata: {}\n\n", list_changed())
+                }
+                Some(_) => "retry: 600000\n\n".into(),
+                None => format!(
+                    "retry: {}\nid: 1\ndata: {}\n\nid: 2\ndata: {}\n\n",
+                    if resumable { 50 } else { 600_000 },
+                    server_log(),
+                    resource_updated()
+                ),
+            },
         ),
         ("POST", Some("initialize")) => {
             let answer = json!({"jsonrpc": "2.0", "id": message.as_ref().unwrap()["id"], "result": {
@@ -1663,7 +1717,7 @@ fn row(
 }
 
 /// An MCP session through the proxy: initialize, initialized, tools/list, tools/call `echo`.
-async fn run_session(proxy: &mut Proxy) {
+async fn run_session(proxy: &mut Proxy, stream: bool) {
     proxy.send(&initialize(1));
     let answer = proxy.next().await;
     assert_eq!(answer["id"], 1, "{answer}");
@@ -1673,15 +1727,23 @@ async fn run_session(proxy: &mut Proxy) {
     );
     proxy.send(&initialized());
     proxy.send(&request(2, "tools/list", json!({})));
-    let answer = proxy.next().await;
+    // The server's own stream (where the door offers one) is open before tools/list goes out:
+    // its two messages and the answer, in whatever order they come.
+    let expected = if stream {
+        vec![server_log(), resource_updated()]
+    } else {
+        Vec::new()
+    };
+    let (answer, stream) = proxy.answer_among(2, 1 + expected.len()).await;
     assert_eq!(answer["result"]["tools"][0]["name"], "echo", "{answer}");
+    assert_eq!(stream, expected);
     proxy.send(&call(3, "echo", json!({"text": "through the door"})));
     let answer = proxy.next().await;
     assert_eq!(text_of(&answer), "through the door");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtaken() {
+async fn over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing_is_overtaken() {
     let server = McpServer::start(ServerAuth::Bearer("in-order-token-0123".into())).await;
     let url = format!("{}/mcp", server.base);
     for run in 0..20 {
@@ -1696,8 +1758,9 @@ async fn over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtake
         proxy.send(&request(2, "tools/list", json!({})));
         let first = proxy.next().await;
         assert_eq!(first["id"], 1, "{first}");
-        let second = proxy.next().await;
-        assert_eq!(second["id"], 2, "{second}");
+        let (second, stream) = proxy.answer_among(2, 3).await;
+        assert!(second["result"]["tools"].is_array(), "{second}");
+        assert_eq!(stream, [server_log(), resource_updated()]);
         let (rest, status, _proxy) = proxy.close().await;
         assert_eq!(rest, Vec::<Value>::new());
         assert_eq!(status.code(), Some(0));
@@ -1709,12 +1772,47 @@ async fn over_stdio_the_handshake_is_serial_and_a_notification_is_never_overtake
             .iter()
             .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
             .collect();
+        // And the server's stream was open before tools/list went out.
         assert_eq!(
-            order[..3],
-            ["initialize", "notifications/initialized", "tools/list"],
+            order[..4],
+            [
+                "initialize",
+                "notifications/initialized",
+                "GET",
+                "tools/list"
+            ],
             "run {run}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_the_servers_stream_is_resumed_after_its_last_event() {
+    let server = McpServer::start(ServerAuth::Bearer("resumable-token-0123".into())).await;
+    let url = format!("{}/mcp/resumable", server.base);
+    let mut proxy = Proxy::start_with(
+        &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
+        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
+    );
+    proxy.send(&initialize(1));
+    assert_eq!(proxy.next().await["id"], 1);
+    proxy.send(&initialized());
+    // The stream's two events, then — resumed 50 ms after it ended, from event 2 — the third.
+    assert_eq!(proxy.next().await, server_log());
+    assert_eq!(proxy.next().await, resource_updated());
+    assert_eq!(proxy.next().await, list_changed());
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "nothing twice");
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let gets: Vec<Option<String>> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.method == "GET")
+        .map(|s| s.last_event_id.clone())
+        .collect();
+    assert_eq!(gets, [None, Some("2".to_owned())]);
 }
 
 #[cfg(unix)]
@@ -1729,7 +1827,7 @@ async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
     let url = format!("{}/mcp?tenant=acme&key=q-9d8c7b6a", server.base);
     // No AWS credentials at all.
     let mut proxy = Proxy::start_with(&["--url", &url, "--bearer-token-command", &command], &[]);
-    run_session(&mut proxy).await;
+    run_session(&mut proxy, true).await;
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
@@ -1745,6 +1843,7 @@ async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
             row("POST", Some("notifications/initialized"), fresh, true, 202),
             row("POST", Some("tools/list"), fresh, true, 200),
             row("POST", Some("tools/call"), fresh, true, 200),
+            row("GET", None, fresh, true, 200),
             row("DELETE", None, fresh, true, 200),
         ],
         "stderr:\n{}",
@@ -1807,7 +1906,7 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
 
     // The right token: the session runs, and is ended at exit.
     let mut proxy = Proxy::start_with(&args, &[("GATEWAY_TOKEN", right)]);
-    run_session(&mut proxy).await;
+    run_session(&mut proxy, true).await;
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
@@ -1818,6 +1917,7 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
             row("POST", Some("notifications/initialized"), right, true, 202),
             row("POST", Some("tools/list"), right, true, 200),
             row("POST", Some("tools/call"), right, true, 200),
+            row("GET", None, right, true, 200),
             row("DELETE", None, right, true, 200),
         ]
     );
@@ -1862,7 +1962,7 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
             ("AWS_SESSION_TOKEN", session_token),
         ],
     );
-    run_session(&mut proxy).await;
+    run_session(&mut proxy, true).await;
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
@@ -1876,6 +1976,7 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
         ("POST", Some("notifications/initialized"), 202),
         ("POST", Some("tools/list"), 200),
         ("POST", Some("tools/call"), 200),
+        ("GET", None, 200),
         ("DELETE", None, 200),
     ]
     .into_iter()
@@ -2094,7 +2195,7 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
         ],
         &[("RUNTIME_TOKEN", token)],
     );
-    run_session(&mut proxy).await;
+    run_session(&mut proxy, false).await;
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
@@ -2174,10 +2275,7 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
         .send("GET", None, &[("accept", "text/event-stream")])
         .await;
     assert_eq!(stream.status, 200, "{stream:?}");
-    assert_eq!(
-        stream.events(),
-        [json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})]
-    );
+    assert_eq!(stream.events(), [server_log(), resource_updated()]);
     // DELETE: the server ends the session.
     let ended = client.send("DELETE", None, &[]).await;
     assert_eq!(ended.status, 200, "{ended:?}");
@@ -2230,14 +2328,14 @@ async fn a_gateway_is_signed_for_bedrock_agentcore() {
             ("AWS_SECRET_ACCESS_KEY", secret),
         ],
     );
-    run_session(&mut proxy).await;
+    run_session(&mut proxy, true).await;
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
     let statuses: Vec<u16> = server.seen().iter().map(|s| s.status).collect();
     assert_eq!(
         statuses,
-        [200, 202, 200, 200, 200],
+        [200, 202, 200, 200, 200, 200],
         "stderr:\n{}",
         proxy.stderr()
     );
@@ -2717,11 +2815,11 @@ async fn over_stdio_a_gateway_session_that_expires_mid_session_is_opened_again_a
     let audit = emulator.audit();
     assert_eq!(
         trail(&audit),
-        gateway_trail(),
+        gateway_trail_over_stdio(),
         "stderr:\n{}",
         proxy.stderr()
     );
-    assert_gateway_audit(&audit);
+    assert_gateway_audit(&audit, gateway_trail_over_stdio());
     assert_eq!(emulator.counter(), 4);
     assert_eq!(proxy.stdout_seen.len(), 10);
 }
@@ -2750,8 +2848,16 @@ fn gateway_trail() -> Vec<String> {
     ])
 }
 
-fn assert_gateway_audit(audit: &Audit) {
-    assert_eq!(received_lines(audit), gateway_trail(), "each request once");
+/// The same over stdio, where the proxy tries the server's stream once the session is
+/// initialized (the emulated gateway answers 405: none offered).
+fn gateway_trail_over_stdio() -> Vec<String> {
+    let mut trail = gateway_trail();
+    trail.insert(2, "GET mcp A".into());
+    trail
+}
+
+fn assert_gateway_audit(audit: &Audit, trail: Vec<String>) {
+    assert_eq!(received_lines(audit), trail, "each request once");
     assert_eq!(audit.mcp_sessions_started, 3, "{audit:?}");
     assert_eq!(audit.mcp_sessions_not_found, 2, "{audit:?}");
     assert_eq!(audit.mcp_session_refusals, 2, "{audit:?}");
@@ -2807,7 +2913,7 @@ async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_client
         "stderr:\n{}",
         listening.proxy.stderr()
     );
-    assert_gateway_audit(&audit);
+    assert_gateway_audit(&audit, gateway_trail());
     let ids = mcp_session_ids(&audit);
     assert_eq!(ids[0], held);
     for answer in &seen {

@@ -1,12 +1,16 @@
 //! Server-sent events.
 
-/// An incremental `text/event-stream` reader: each event's `data:` lines, joined by `\n`.
+/// An incremental `text/event-stream` reader: each event's `data:` lines, joined by `\n`; and
+/// what a client needs to resume the stream: the last event id and the reconnection time the
+/// server asked for.
 #[derive(Default)]
 pub struct SseParser {
     /// Bytes of a line not ended yet.
     pending: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
+    last_id: Option<String>,
+    retry: Option<std::time::Duration>,
 }
 
 impl SseParser {
@@ -40,6 +44,16 @@ impl SseParser {
         self.line(b"", &mut on_event);
     }
 
+    /// The id of the last event with one (the stream's resumption point), if any.
+    pub fn last_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// The reconnection time the server asked for with `retry:`, if it did.
+    pub fn retry(&self) -> Option<std::time::Duration> {
+        self.retry
+    }
+
     fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(Vec<u8>)) {
         if line.is_empty() {
             if std::mem::take(&mut self.has_data) {
@@ -57,12 +71,30 @@ impl SseParser {
             }
             None => (line, &b""[..]),
         };
-        if field == b"data" {
-            if self.has_data {
-                self.data.push(b'\n');
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
             }
-            self.data.extend_from_slice(value);
-            self.has_data = true;
+            // An id with NUL is ignored (the SSE standard); an empty one resets it.
+            b"id" if !value.contains(&0) => {
+                self.last_id = std::str::from_utf8(value)
+                    .ok()
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_owned);
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                if let Some(ms) = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    self.retry = Some(std::time::Duration::from_millis(ms));
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -101,5 +133,21 @@ mod tests {
             ["{\"a\":1}", "x\ny"]
         );
         assert_eq!(events(&[b"id: 1\n\n", b"data"]), [""]);
+    }
+
+    #[test]
+    fn the_last_id_and_the_retry_are_kept() {
+        let mut parser = SseParser::default();
+        let mut out = Vec::new();
+        parser.feed(
+            b"retry: 2500\nid: 7\ndata: {}\n\nid: 8\ndata: {\"a\":1}\n\nretry: x\n",
+            |e| out.push(e),
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(parser.last_id(), Some("8"));
+        assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(2500)));
+        parser.feed(b"id\n\nid: a\0b\n", |_| {});
+        assert_eq!(parser.last_id(), None, "an empty id resets it");
+        assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(2500)));
     }
 }

@@ -23,6 +23,13 @@ use crate::sse::SseParser;
 use crate::stack::{ResBody, Stack};
 use crate::{STOP_TIMEOUT, shutdown_signal};
 
+/// How long the server's stream waits before it is opened again, unless the server said
+/// (`retry:`).
+const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How many re-opens of the server's stream may fail in a row before the proxy gives up on it.
+const STREAM_FAILURES: u32 = 5;
+
 /// What the proxy does once stdin closed and the requests are drained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtExit {
@@ -66,6 +73,8 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
         out: out.clone(),
     });
     let mut tasks = tokio::task::JoinSet::new();
+    // The server's own stream, once the session is initialized.
+    let mut stream: Option<tokio::task::JoinHandle<()>> = None;
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
@@ -112,24 +121,47 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
             continue;
         }
         let serial = in_order(&message);
+        let initialized =
+            message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
         let forward = proxy.clone().forward(Bytes::copy_from_slice(line), message);
         if serial {
-            // Nothing the client sent after it goes upstream before it is answered.
+            // Nothing the client sent after it goes upstream before it is answered — nor, once
+            // the session is initialized, before the server's own stream is open, so nothing
+            // the server sends there at once is lost.
+            let proxy = proxy.clone();
+            let open_stream = stream.is_none();
+            let step = async move {
+                let accepted = forward.await;
+                if initialized && accepted && open_stream && proxy.has_session() {
+                    return proxy.open_stream().await;
+                }
+                None
+            };
             tokio::select! {
-                () = forward => {}
+                opened = step => {
+                    if opened.is_some() {
+                        stream = opened;
+                    }
+                }
                 name = &mut signal => {
                     info!("{name}: shutting down");
                     break;
                 }
             }
         } else {
-            tasks.spawn(forward);
+            tasks.spawn(async move {
+                forward.await;
+            });
         }
     }
 
     debug!(in_flight = tasks.len(), "stdin closed");
     // Requests given up on are answered by their trackers as they are dropped.
     crate::drain(&mut tasks, "requests").await;
+    // The server's stream ends with the session.
+    if let Some(stream) = stream.take() {
+        stream.abort();
+    }
     match at_exit {
         AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
             proxy.stop_session().await;
@@ -222,7 +254,7 @@ impl Proxy {
     fn request(&self, method: Method, body: Bytes, initialize: bool) -> Request<Full<Bytes>> {
         let post = method == Method::POST;
         let mut request = Request::new(Full::new(body));
-        *request.method_mut() = method;
+        *request.method_mut() = method.clone();
         *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
         if post {
@@ -231,7 +263,11 @@ impl Proxy {
         }
         headers.insert(
             ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
+            HeaderValue::from_static(if method == Method::GET {
+                "text/event-stream"
+            } else {
+                "application/json, text/event-stream"
+            }),
         );
         if !initialize {
             let session = self.session.read().unwrap_or_else(|p| p.into_inner());
@@ -245,8 +281,8 @@ impl Proxy {
         request
     }
 
-    /// Sends one stdin message and relays what comes back.
-    async fn forward(self: Arc<Self>, body: Bytes, message: Value) {
+    /// Sends one stdin message and relays what comes back: whether it was answered with a 2xx.
+    async fn forward(self: Arc<Self>, body: Bytes, message: Value) -> bool {
         let method = match &message {
             Value::Object(m) => m.get("method").and_then(Value::as_str),
             _ => None,
@@ -264,13 +300,117 @@ impl Proxy {
         match result {
             Ok(response) => {
                 debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
+                let accepted = response.status().is_success();
                 self.relay(response, &mut answers, initialize).await;
+                accepted
             }
             Err(error) => {
                 let (message, data) = describe_failure(error.as_ref());
                 warn!(method = %label, "{message}");
                 answers.fail_all(&message, Some(&data));
+                false
             }
+        }
+    }
+
+    /// Opens the server's own stream (MCP's GET) and relays it from a task of its own: `None`
+    /// when the server offers none (405, as AgentCore Runtime answers) or it could not be
+    /// opened.
+    async fn open_stream(self: Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        match self.get_stream(None).await {
+            Ok(Some(body)) => {
+                info!("the server's stream is open");
+                Some(tokio::spawn(self.relay_stream(body)))
+            }
+            Ok(None) => {
+                debug!("no server stream offered");
+                None
+            }
+            Err(why) => {
+                warn!("the server's stream could not be opened: {why}");
+                None
+            }
+        }
+    }
+
+    /// One GET of the server's stream, resumed after `last_id` when given: its body, `None`
+    /// when no stream is offered, or why it failed.
+    async fn get_stream(&self, last_id: Option<&str>) -> Result<Option<ResBody>, String> {
+        let mut request = self.request(Method::GET, Bytes::new(), false);
+        if let Some(value) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            request.headers_mut().insert("last-event-id", value);
+        }
+        let response = self
+            .stack
+            .clone()
+            .oneshot(request)
+            .await
+            .map_err(|e| describe_failure(e.as_ref()).0)?;
+        let status = response.status();
+        if status == http::StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(None);
+        }
+        let sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if !status.is_success() || !sse {
+            return Err(format!("{} answered HTTP {}", upstream(), status.as_u16()));
+        }
+        Ok(Some(response.into_body()))
+    }
+
+    /// Relays the server's stream to stdout, message by message, for as long as the session
+    /// lives: when the stream ends or breaks, it is opened again after the wait the server
+    /// asked for (`retry:`, else [`STREAM_RETRY`]) with the last event's id, so the server can
+    /// send what was missed. Gives up after [`STREAM_FAILURES`] failed re-opens in a row.
+    async fn relay_stream(self: Arc<Self>, mut body: ResBody) {
+        let mut events = SseParser::default();
+        let mut failures = 0;
+        loop {
+            loop {
+                match next_frame(&mut body).await {
+                    Ok(Some(frame)) => {
+                        if let Some(data) = frame.data_ref() {
+                            events.feed(data, |event| self.emit_server_message(&event));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(why) => {
+                        debug!("the server's stream ended: {why}");
+                        break;
+                    }
+                }
+            }
+            events.finish(|event| self.emit_server_message(&event));
+            loop {
+                tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
+                match self.get_stream(events.last_id()).await {
+                    Ok(Some(next)) => {
+                        debug!("the server's stream is open again");
+                        body = next;
+                        failures = 0;
+                        break;
+                    }
+                    Ok(None) => return,
+                    Err(why) => {
+                        failures += 1;
+                        if failures >= STREAM_FAILURES {
+                            warn!("the server's stream could not be opened again: {why}");
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes a message of the server's stream as one stdout line.
+    fn emit_server_message(&self, data: &[u8]) {
+        if parse_server_message(data).is_some() {
+            let mut line = one_line(data);
+            line.push(b'\n');
+            let _ = self.out.send(line);
         }
     }
 
