@@ -1590,6 +1590,13 @@ async fn serve(
             200,
             &[("content-type", "text/event-stream")],
             match header("last-event-id").as_deref() {
+                // A tool call's stream, resumed: its answer.
+                Some(call) if resumable && call.starts_with("call-") => format!(
+                    "id: {call}-answer\ndata: {}\n\n",
+                    json!({"jsonrpc": "2.0", "id": call["call-".len()..].parse::<u64>().unwrap(),
+                        "result": {"content": [{"type": "text", "text": "answered on the resumed stream"}],
+                        "isError": false}})
+                ),
                 Some("2") if resumable => {
                     format!("retry: 600000\nid: 3\ndata: {}\n\n", list_changed())
                 }
@@ -1624,6 +1631,15 @@ async fn serve(
                 "ping" => json!({}),
                 "tools/list" => {
                     json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+                }
+                "tools/call" if resumable => {
+                    // The tool runs; its stream ends after a priming event (SEP-1699), and the
+                    // answer waits for the stream to be resumed from that event.
+                    return respond(
+                        200,
+                        &[("content-type", "text/event-stream")],
+                        format!("retry: 50\nid: call-{id}\ndata: \n\n"),
+                    );
                 }
                 "tools/call" => {
                     json!({"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}], "isError": false})
@@ -1813,6 +1829,87 @@ async fn over_stdio_the_servers_stream_is_resumed_after_its_last_event() {
         .map(|s| s.last_event_id.clone())
         .collect();
     assert_eq!(gets, [None, Some("2".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
+    let server = McpServer::start(ServerAuth::Bearer("resumable-token-0123".into())).await;
+    let url = format!("{}/mcp/resumable", server.base);
+    let tool_calls = |server: &McpServer| {
+        server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.rpc.as_deref() == Some("tools/call"))
+            .count()
+    };
+
+    // Over stdio: the proxy resumes the stream itself, and the client gets the answer once.
+    let mut proxy = Proxy::start_with(
+        &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
+        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
+    );
+    proxy.send(&initialize(1));
+    assert_eq!(proxy.next().await["id"], 1);
+    proxy.send(&initialized());
+    for expected in [server_log(), resource_updated(), list_changed()] {
+        assert_eq!(proxy.next().await, expected);
+    }
+    proxy.send(&call(7, "echo", json!({"text": "once"})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(text_of(&answer), "answered on the resumed stream");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "answered once");
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
+    let resumed: Vec<Option<String>> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.method == "GET")
+        .map(|s| s.last_event_id.clone())
+        .collect();
+    assert!(resumed.contains(&Some("call-7".to_owned())), "{resumed:?}");
+
+    // Over --listen: the priming event reaches the client as it came, the stream ends without
+    // an error, and the client's own GET with Last-Event-ID reaches the server.
+    server.seen.lock().unwrap().clear();
+    let listening = Listening::of(Proxy::start_with(
+        &[
+            "--url",
+            &url,
+            "--bearer-token-env",
+            "MCP_TEST_TOKEN",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
+    ))
+    .await;
+    let mut client = HttpClient::new(&listening.url, None);
+    client.open().await;
+    let primed = client
+        .send("POST", Some(&call(8, "echo", json!({"text": "once"}))), &[])
+        .await;
+    assert_eq!(primed.status, 200, "{primed:?}");
+    assert_eq!(&primed.body[..], b"retry: 50\nid: call-8\ndata: \n\n");
+    let resumed = client
+        .send(
+            "GET",
+            None,
+            &[("accept", "text/event-stream"), ("last-event-id", "call-8")],
+        )
+        .await;
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    let answer = resumed.events().remove(0);
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert_eq!(text_of(&answer), "answered on the resumed stream");
+    assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
 }
 
 #[cfg(unix)]

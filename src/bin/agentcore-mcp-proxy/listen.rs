@@ -48,9 +48,10 @@ const MAX_TRACKED: usize = 10_000;
 /// The header that names a request's runtime session.
 const RUNTIME_SESSION: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
 /// The request headers a client's request carries on to the server.
-const FORWARDED: [&str; 9] = [
+const FORWARDED: [&str; 10] = [
     "content-type",
     "accept",
+    "last-event-id",
     "mcp-session-id",
     "mcp-protocol-version",
     "mcp-method",
@@ -361,6 +362,7 @@ impl Endpoint {
                 idle: Box::pin(tokio::time::sleep(CALL_TIMEOUT)),
                 queued: Vec::new(),
                 ended: false,
+                resumable: false,
             };
             return respond(status, headers, relay.boxed_unsync());
         }
@@ -661,6 +663,8 @@ struct SseRelay {
     /// What goes to the client next.
     queued: Vec<u8>,
     ended: bool,
+    /// Whether an event named an id: the server can resume the stream.
+    resumable: bool,
 }
 
 impl SseRelay {
@@ -675,12 +679,20 @@ impl SseRelay {
     }
 }
 
-/// Queues one event of the answer, when it is a JSON message.
-fn relay_event(open: &mut OpenRequests, queued: &mut Vec<u8>, event: &[u8]) {
-    if let Some(message) = parse_server_message(event) {
-        open.answered_by(&message);
-        queued.extend_from_slice(&sse::event(&one_line(event)));
-    }
+/// Queues one event of the answer as it came — its `id:` and `retry:` kept, a priming event
+/// (empty data) too — with its data on one line when it is a JSON message, and without it when
+/// it is not. Whether it named an id (the server can resume the stream).
+fn relay_event(open: &mut OpenRequests, queued: &mut Vec<u8>, event: &sse::Event) -> bool {
+    let data = match event.data.as_deref() {
+        Some(data) if data.trim_ascii().is_empty() => Some(Vec::new()),
+        Some(data) => parse_server_message(data).map(|message| {
+            open.answered_by(&message);
+            one_line(data)
+        }),
+        None => None,
+    };
+    queued.extend_from_slice(&event.encode(data.as_deref()));
+    event.id.as_deref().is_some_and(|id| !id.is_empty())
 }
 
 impl Body for SseRelay {
@@ -705,9 +717,11 @@ impl Body for SseRelay {
                     let deadline = tokio::time::Instant::now() + CALL_TIMEOUT;
                     this.idle.as_mut().reset(deadline);
                     if let Some(data) = frame.data_ref() {
-                        let (open, queued) = (&mut this.open, &mut this.queued);
-                        this.parser
-                            .feed(data, |event| relay_event(open, queued, &event));
+                        let (open, queued, resumable) =
+                            (&mut this.open, &mut this.queued, &mut this.resumable);
+                        this.parser.feed(data, |event| {
+                            *resumable |= relay_event(open, queued, &event);
+                        });
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
@@ -716,10 +730,18 @@ impl Body for SseRelay {
                     this.end(Some(message));
                 }
                 Poll::Ready(None) => {
-                    let (open, queued) = (&mut this.open, &mut this.queued);
-                    this.parser
-                        .finish(|event| relay_event(open, queued, &event));
-                    this.end(None);
+                    let (open, queued, resumable) =
+                        (&mut this.open, &mut this.queued, &mut this.resumable);
+                    this.parser.finish(|event| {
+                        *resumable |= relay_event(open, queued, &event);
+                    });
+                    if this.resumable {
+                        // The server ended the stream on purpose, its events named: the client
+                        // resumes it (GET with Last-Event-ID), and its answers come there.
+                        this.ended = true;
+                    } else {
+                        this.end(None);
+                    }
                 }
                 Poll::Pending => {
                     if this.idle.as_mut().poll(cx).is_pending() {

@@ -1,20 +1,55 @@
 //! Server-sent events.
 
-/// An incremental `text/event-stream` reader: each event's `data:` lines, joined by `\n`; and
-/// what a client needs to resume the stream: the last event id and the reconnection time the
-/// server asked for.
+use std::time::Duration;
+
+/// One event of a stream, as far as a relay needs it: its data (`None` for a block with no
+/// `data:` line, such as `retry:` alone), and the `id:` and `retry:` it set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    pub data: Option<Vec<u8>>,
+    pub id: Option<String>,
+    pub retry: Option<Duration>,
+}
+
+impl Event {
+    /// The event again, as a relay passes it on: its `retry:` and `id:` lines kept, its data as
+    /// `data` (one line), or an empty `data:` line for a priming event.
+    pub fn encode(&self, data: Option<&[u8]>) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(retry) = self.retry {
+            out.extend_from_slice(format!("retry: {}\n", retry.as_millis()).as_bytes());
+        }
+        if let Some(id) = &self.id {
+            out.extend_from_slice(b"id: ");
+            out.extend_from_slice(id.as_bytes());
+            out.push(b'\n');
+        }
+        if let Some(data) = data {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(data);
+            out.push(b'\n');
+        }
+        if !out.is_empty() {
+            out.push(b'\n');
+        }
+        out
+    }
+}
+
+/// An incremental `text/event-stream` reader: each event's `data:` lines, joined by `\n`, with
+/// its `id:` and `retry:`; and what a client needs to resume the stream: the last event id and
+/// the reconnection time the server asked for.
 #[derive(Default)]
 pub struct SseParser {
     /// Bytes of a line not ended yet.
     pending: Vec<u8>,
-    data: Vec<u8>,
-    has_data: bool,
+    event: Event,
     last_id: Option<String>,
-    retry: Option<std::time::Duration>,
+    retry: Option<Duration>,
 }
 
 impl SseParser {
-    pub fn feed(&mut self, chunk: &[u8], mut on_event: impl FnMut(Vec<u8>)) {
+    pub fn feed(&mut self, chunk: &[u8], mut on_event: impl FnMut(Event)) {
         self.pending.extend_from_slice(chunk);
         let mut start = 0;
         while let Some(offset) = self.pending[start..]
@@ -35,7 +70,7 @@ impl SseParser {
     }
 
     /// The stream ended: an unterminated last line or event still counts.
-    pub fn finish(&mut self, mut on_event: impl FnMut(Vec<u8>)) {
+    pub fn finish(&mut self, mut on_event: impl FnMut(Event)) {
         let rest = std::mem::take(&mut self.pending);
         let rest = rest.strip_suffix(b"\r").unwrap_or(&rest);
         if !rest.is_empty() {
@@ -50,14 +85,15 @@ impl SseParser {
     }
 
     /// The reconnection time the server asked for with `retry:`, if it did.
-    pub fn retry(&self) -> Option<std::time::Duration> {
+    pub fn retry(&self) -> Option<Duration> {
         self.retry
     }
 
-    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(Vec<u8>)) {
+    fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(Event)) {
         if line.is_empty() {
-            if std::mem::take(&mut self.has_data) {
-                on_event(std::mem::take(&mut self.data));
+            let event = std::mem::take(&mut self.event);
+            if event != Event::default() {
+                on_event(event);
             }
             return;
         }
@@ -72,26 +108,26 @@ impl SseParser {
             None => (line, &b""[..]),
         };
         match field {
-            b"data" => {
-                if self.has_data {
-                    self.data.push(b'\n');
+            b"data" => match &mut self.event.data {
+                Some(data) => {
+                    data.push(b'\n');
+                    data.extend_from_slice(value);
                 }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
+                None => self.event.data = Some(value.to_vec()),
+            },
             // An id with NUL is ignored (the SSE standard); an empty one resets it.
             b"id" if !value.contains(&0) => {
-                self.last_id = std::str::from_utf8(value)
-                    .ok()
-                    .filter(|id| !id.is_empty())
-                    .map(str::to_owned);
+                let id = String::from_utf8_lossy(value).into_owned();
+                self.last_id = (!id.is_empty()).then(|| id.clone());
+                self.event.id = Some(id);
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 if let Some(ms) = std::str::from_utf8(value)
                     .ok()
                     .and_then(|v| v.parse::<u64>().ok())
                 {
-                    self.retry = Some(std::time::Duration::from_millis(ms));
+                    self.retry = Some(Duration::from_millis(ms));
+                    self.event.retry = self.retry;
                 }
             }
             _ => {}
@@ -115,10 +151,15 @@ mod tests {
     fn events(chunks: &[&[u8]]) -> Vec<String> {
         let mut parser = SseParser::default();
         let mut out = Vec::new();
+        let mut data = |e: Event| {
+            if let Some(data) = e.data {
+                out.push(String::from_utf8(data).unwrap());
+            }
+        };
         for chunk in chunks {
-            parser.feed(chunk, |e| out.push(String::from_utf8(e).unwrap()));
+            parser.feed(chunk, &mut data);
         }
-        parser.finish(|e| out.push(String::from_utf8(e).unwrap()));
+        parser.finish(&mut data);
         out
     }
 
@@ -140,14 +181,49 @@ mod tests {
         let mut parser = SseParser::default();
         let mut out = Vec::new();
         parser.feed(
-            b"retry: 2500\nid: 7\ndata: {}\n\nid: 8\ndata: {\"a\":1}\n\nretry: x\n",
+            b"retry: 2500\nid: 7\ndata:\n\nid: 8\ndata: {\"a\":1}\n\nretry: x\n\n",
             |e| out.push(e),
         );
-        assert_eq!(out.len(), 2);
+        let retry = Some(Duration::from_millis(2500));
+        assert_eq!(
+            out,
+            [
+                Event {
+                    data: Some(Vec::new()),
+                    id: Some("7".into()),
+                    retry
+                },
+                Event {
+                    data: Some(b"{\"a\":1}".to_vec()),
+                    id: Some("8".into()),
+                    retry: None
+                },
+            ]
+        );
         assert_eq!(parser.last_id(), Some("8"));
-        assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(2500)));
-        parser.feed(b"id\n\nid: a\0b\n", |_| {});
+        assert_eq!(parser.retry(), retry);
+        parser.feed(b"id\n\nid: a\0b\n\n", |_| {});
         assert_eq!(parser.last_id(), None, "an empty id resets it");
-        assert_eq!(parser.retry(), Some(std::time::Duration::from_millis(2500)));
+        assert_eq!(parser.retry(), retry);
+    }
+
+    #[test]
+    fn an_event_is_passed_on_with_its_id_and_retry() {
+        let priming = Event {
+            data: Some(Vec::new()),
+            id: Some("s1-0".into()),
+            retry: Some(Duration::from_millis(1000)),
+        };
+        assert_eq!(
+            priming.encode(Some(b"")),
+            b"retry: 1000\nid: s1-0\ndata: \n\n"
+        );
+        let message = Event {
+            data: Some(b"{\n}".to_vec()),
+            id: Some("s1-1".into()),
+            retry: None,
+        };
+        assert_eq!(message.encode(Some(b"{ }")), b"id: s1-1\ndata: { }\n\n");
+        assert_eq!(Event::default().encode(None), b"");
     }
 }

@@ -19,7 +19,7 @@ use crate::answers::{
     Ending, OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc,
     log_ending, next_frame, one_line, parse_server_message, preview, unanswered, upstream,
 };
-use crate::sse::SseParser;
+use crate::sse::{Event, SseParser};
 use crate::stack::{ResBody, Stack};
 use crate::{STOP_TIMEOUT, shutdown_signal};
 
@@ -29,6 +29,27 @@ const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How many re-opens of the server's stream may fail in a row before the proxy gives up on it.
 const STREAM_FAILURES: u32 = 5;
+
+/// Reads an event stream to its end, each event to `on_event`: `Err` when it broke or stalled.
+async fn read_events(
+    body: &mut ResBody,
+    events: &mut SseParser,
+    mut on_event: impl FnMut(Event),
+) -> Result<(), String> {
+    let ended = loop {
+        match next_frame(body).await {
+            Ok(Some(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    events.feed(data, &mut on_event);
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(why) => break Err(why),
+        }
+    };
+    events.finish(&mut on_event);
+    ended
+}
 
 /// What the proxy does once stdin closed and the requests are drained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,21 +389,14 @@ impl Proxy {
         let mut events = SseParser::default();
         let mut failures = 0;
         loop {
-            loop {
-                match next_frame(&mut body).await {
-                    Ok(Some(frame)) => {
-                        if let Some(data) = frame.data_ref() {
-                            events.feed(data, |event| self.emit_server_message(&event));
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(why) => {
-                        debug!("the server's stream ended: {why}");
-                        break;
-                    }
+            let emit = |event: Event| {
+                if let Some(data) = event.data {
+                    self.emit_server_message(&data);
                 }
+            };
+            if let Err(why) = read_events(&mut body, &mut events, emit).await {
+                debug!("the server's stream ended: {why}");
             }
-            events.finish(|event| self.emit_server_message(&event));
             loop {
                 tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
                 match self.get_stream(events.last_id()).await {
@@ -444,8 +458,65 @@ impl Proxy {
             true
         };
 
-        // SSE events are relayed as they come; a JSON body is read whole.
-        let mut events = (status.is_success() && sse).then(SseParser::default);
+        // SSE events are relayed as they come (and the stream resumed when the server ends it
+        // before its answers); a JSON body is read whole.
+        if status.is_success() && sse {
+            let mut events = SseParser::default();
+            let mut ended = read_events(&mut body, &mut events, |event| {
+                if let Some(data) = event.data {
+                    on_message(answers, &data);
+                }
+            })
+            .await;
+            let mut resumes = 0;
+            while !answers.open.is_empty() {
+                // Resuming is not sending again: the same request is not run again, the
+                // server sends the rest of its answer.
+                let Some(last) = events.last_id().map(str::to_owned) else {
+                    break;
+                };
+                resumes += 1;
+                if resumes > STREAM_FAILURES {
+                    ended = Err(format!("it was resumed {STREAM_FAILURES} times"));
+                    break;
+                }
+                tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
+                match self.get_stream(Some(&last)).await {
+                    Ok(Some(mut next)) => {
+                        ended = read_events(&mut next, &mut events, |event| {
+                            if let Some(data) = event.data {
+                                on_message(answers, &data);
+                            }
+                        })
+                        .await;
+                        if events.last_id() != Some(last.as_str()) {
+                            resumes = 0;
+                        }
+                    }
+                    Ok(None) => {
+                        ended = Err(format!(
+                            "{} ended its answer's stream before the answer, and offers no \
+                             stream to resume it (GET: 405)",
+                            upstream()
+                        ));
+                        break;
+                    }
+                    Err(why) => {
+                        ended = Err(format!("its answer's stream could not be resumed: {why}"));
+                        break;
+                    }
+                }
+            }
+            if !answers.open.is_empty() {
+                let message = match ended {
+                    Err(why) => format!("{why}; the tool may have run"),
+                    Ok(()) => unanswered(status),
+                };
+                warn!("{message}");
+                answers.fail_all(&message, None);
+            }
+            return;
+        }
         let mut whole = Vec::new();
         loop {
             let frame = match next_frame(&mut body).await {
@@ -457,22 +528,12 @@ impl Proxy {
                     return;
                 }
             };
-            let Some(data) = frame.data_ref() else {
-                continue;
-            };
-            match events.as_mut() {
-                Some(events) => events.feed(data, |event| {
-                    on_message(answers, &event);
-                }),
-                None => whole.extend_from_slice(data),
+            if let Some(data) = frame.data_ref() {
+                whole.extend_from_slice(data);
             }
         }
         let text = whole.trim_ascii();
-        if let Some(events) = events.as_mut() {
-            events.finish(|event| {
-                on_message(answers, &event);
-            });
-        } else if status.is_success() {
+        if status.is_success() {
             if !text.is_empty() && !on_message(answers, text) {
                 answers.fail_all(
                     &format!(
