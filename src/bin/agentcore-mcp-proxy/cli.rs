@@ -61,8 +61,14 @@ DESCRIPTION
     stdio (the default): the MCP stdio transport. Newline-delimited JSON-RPC
     messages on standard input; every answer and every server message (JSON
     or SSE from the server) as one line on standard output, which carries
-    nothing else; logs on standard error. Requests run concurrently: a slow
-    tool does not hold up a ping. When standard input closes, or on SIGINT
+    nothing else; logs on standard error. The handshake is serial
+    (initialize, then notifications/initialized, before anything else) and
+    a notification is never overtaken; requests run concurrently: a slow
+    tool does not hold up a ping. Once the session is initialized, the
+    server's own stream (GET) is opened where the door offers one, relayed,
+    and resumed with Last-Event-ID when it ends; so is an answer's stream
+    the server ends before its answer (not sent again: it is the same
+    call). When standard input closes, or on SIGINT
     or SIGTERM, requests still running get up to 10 s to finish. For a
     runtime, one runtime session (one microVM) serves the whole run, and is
     then stopped with --stop-session-on-exit; for a gateway or a URL, the
@@ -77,7 +83,8 @@ DESCRIPTION
     runtime session; each MCP session gets a runtime session of its own, and
     requests outside any (from a client of MCP's stateless versions, which
     never initializes) share one. For a gateway or a URL, GET (the server's
-    stream) and DELETE go to the server as they are.
+    stream, with Last-Event-ID) and DELETE go to the server as they are.
+    SSE events keep their id: and retry: lines, priming events included.
     The endpoint acts with your identity, so it binds to loopback
     addresses only, and refuses, with nothing sent, every request
       * whose Origin, when it has one, is not a loopback origin
