@@ -2697,14 +2697,7 @@ async fn a_stdio_session_outlives_its_microvm_and_its_mcp_session(
     form: BusyForm,
     provisioning: Duration,
 ) {
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .provisioning(provisioning)
-            .busy_form(form)
-            .stateful(true),
-    )
-    .await
-    .unwrap();
+    let emulator = cold_stateful_runtime(provisioning, form).await;
     let mut proxy = Proxy::start(&emulator, &["--stop-session-on-exit"]);
 
     // The runtime session's first microVM provisions: initialize is refused until it is up.
@@ -2790,14 +2783,7 @@ async fn over_stdio_an_8s_cold_start_in_the_jsonrpc_200_form_and_a_replaced_micr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_session_id() {
     let provisioning = Duration::from_secs(12);
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .provisioning(provisioning)
-            .busy_form(BusyForm::Conflict409)
-            .stateful(true),
-    )
-    .await
-    .unwrap();
+    let emulator = cold_stateful_runtime(provisioning, BusyForm::Conflict409).await;
     let listening = Listening::start(&emulator, &[]).await;
     let mut client = HttpClient::new(&listening.url, None);
     client.timeout = COLD_START_TIMEOUT;
@@ -2945,6 +2931,19 @@ fn gateway_trail() -> Vec<String> {
     ])
 }
 
+/// An emulated runtime whose sessions cold-start for `provisioning` (refused in `form`), with
+/// a stateful MCP server.
+async fn cold_stateful_runtime(provisioning: Duration, form: BusyForm) -> Emulator {
+    Emulator::start(
+        EmulatorConfig::default()
+            .provisioning(provisioning)
+            .busy_form(form)
+            .stateful(true),
+    )
+    .await
+    .unwrap()
+}
+
 /// The same over stdio, where the proxy tries the server's stream once the session is
 /// initialized (the emulated gateway answers 405: none offered).
 fn gateway_trail_over_stdio() -> Vec<String> {
@@ -3082,14 +3081,7 @@ mod with_rmcp {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rmcp_over_listen_never_sees_a_12s_cold_start_or_a_lost_session() {
         let provisioning = Duration::from_secs(12);
-        let emulator = Emulator::start(
-            EmulatorConfig::default()
-                .provisioning(provisioning)
-                .busy_form(BusyForm::JsonRpc200)
-                .stateful(true),
-        )
-        .await
-        .unwrap();
+        let emulator = cold_stateful_runtime(provisioning, BusyForm::JsonRpc200).await;
         let listening = Listening::start(&emulator, &[]).await;
         let wire: Arc<Mutex<Vec<Wire>>> = Arc::default();
         let http =
