@@ -1514,9 +1514,11 @@ async fn serve(
         .as_ref()
         .and_then(|m| m["method"].as_str())
         .map(str::to_owned);
-    // A server slow to take `initialized`: a request forwarded before it is answered would be
-    // seen first.
-    if rpc.as_deref() == Some("notifications/initialized") {
+    // A server slow to take `initialized`, and to open its stream at `/mcp/resumable`: a
+    // request forwarded before either is answered would be seen first.
+    if rpc.as_deref() == Some("notifications/initialized")
+        || (parts.method == http::Method::GET && parts.uri.path() == "/mcp/resumable")
+    {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let respond = |status: u16, headers: &[(&str, &str)], body: String| {
@@ -1908,6 +1910,51 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
     assert_eq!(answer["id"], 8, "{answer}");
     assert_eq!(text_of(&answer), "answered on the resumed stream");
     assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_sessions_request_never_overtakes_its_stream_on_the_way() {
+    let server = McpServer::start(ServerAuth::Bearer("ordered-token-0123".into())).await;
+    let url = format!("{}/mcp/resumable", server.base);
+    let listening = Listening::of(Proxy::start_with(
+        &[
+            "--url",
+            &url,
+            "--bearer-token-env",
+            "MCP_TEST_TOKEN",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        &[("MCP_TEST_TOKEN", "ordered-token-0123")],
+    ))
+    .await;
+    let mut client = HttpClient::new(&listening.url, None);
+    client.open().await;
+    for _ in 0..5 {
+        server.seen.lock().unwrap().clear();
+        // The client opens its stream, then calls a tool a moment later, as MCP clients do;
+        // the server takes 50 ms to open the stream.
+        let stream = client.send("GET", None, &[("accept", "text/event-stream")]);
+        let list = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            client
+                .send("POST", Some(&request(9, "tools/list", json!({}))), &[])
+                .await
+        };
+        let (stream, list) = tokio::join!(stream, list);
+        assert_eq!(stream.status, 200, "{stream:?}");
+        assert_eq!(list.status, 200, "{list:?}");
+        let order: Vec<String> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
+            .collect();
+        assert_eq!(order, ["GET", "tools/list"]);
+    }
     let (status, proxy) = listening.terminate().await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
 }

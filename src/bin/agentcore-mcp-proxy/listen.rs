@@ -1,7 +1,7 @@
 //! The local MCP Streamable HTTP endpoint (`--listen`): POST, GET and DELETE at `/mcp`, each
 //! through the same stack as stdio, guarded because it acts with the user's AWS identity.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -78,6 +78,10 @@ struct Endpoint {
     shared: HeaderValue,
     /// Whether a request went to `shared`.
     shared_used: AtomicBool,
+    /// The server streams (GETs) on their way upstream, by MCP session: the session's requests
+    /// that come after one wait until it has reached the server, so a server that answers a
+    /// tool call with a request on that stream (sampling, elicitation) finds it open.
+    opening: Mutex<HashMap<HeaderValue, tokio::sync::watch::Receiver<bool>>>,
 }
 
 /// Serves until SIGINT or SIGTERM; then lets requests finish and, when asked, stops the runtime
@@ -111,6 +115,7 @@ pub async fn run(
         shared: HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
             .expect("a UUID is a header value"),
         shared_used: AtomicBool::new(false),
+        opening: Mutex::default(),
     });
     let (shutdown, shutting_down) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -308,6 +313,9 @@ impl Endpoint {
                 );
             }
         };
+        if let Some(session) = parts.headers.get("mcp-session-id") {
+            self.after_stream_opened(session).await;
+        }
         let open = OpenRequests::of(&message);
         let batch = message.is_array();
         let initialize = match &message {
@@ -405,6 +413,12 @@ impl Endpoint {
         let method = request.method().clone();
         let upstream = self.upstream(method.clone(), request.headers(), Bytes::new());
         let session = request.headers().get("mcp-session-id").cloned();
+        // A stream on its way: the session's next requests wait for it (until it is answered,
+        // or this is dropped).
+        let _opening = (method == Method::GET)
+            .then(|| session.clone())
+            .flatten()
+            .map(|session| self.stream_opening(session));
         let response = match self.stack.clone().oneshot(upstream).await {
             Ok(response) => response,
             Err(error) => {
@@ -447,6 +461,29 @@ impl Endpoint {
             }
         }
         respond(parts.status, answer_headers(&parts.headers), full(whole))
+    }
+
+    /// Marks the session's stream as on its way upstream, until the mark is dropped.
+    fn stream_opening(&self, session: HeaderValue) -> StreamOpening<'_> {
+        let (sent, receiver) = tokio::sync::watch::channel(false);
+        lock(&self.opening).insert(session.clone(), receiver);
+        StreamOpening {
+            endpoint: self,
+            session,
+            sent,
+        }
+    }
+
+    /// Waits, at most [`STREAM_OPENING_WAIT`], until the session's stream on its way upstream
+    /// (if any) has been answered.
+    async fn after_stream_opened(&self, session: &HeaderValue) {
+        let Some(mut opened) = lock(&self.opening).get(session).cloned() else {
+            return;
+        };
+        let waited = tokio::time::timeout(STREAM_OPENING_WAIT, opened.wait_for(|done| *done));
+        if waited.await.is_err() {
+            debug!("a request went on before its session's stream was open");
+        }
     }
 
     /// The request the stack gets: the client's MCP headers, none of its others (its token
@@ -648,6 +685,30 @@ fn bearer_token(value: &[u8]) -> Option<&[u8]> {
 /// Compares in time that depends on the length only.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// How long a session's request waits for its stream on the way upstream.
+const STREAM_OPENING_WAIT: Duration = Duration::from_secs(60);
+
+/// A session's stream on its way upstream: dropped, it lets the session's requests go on.
+struct StreamOpening<'a> {
+    endpoint: &'a Endpoint,
+    session: HeaderValue,
+    sent: tokio::sync::watch::Sender<bool>,
+}
+
+impl Drop for StreamOpening<'_> {
+    fn drop(&mut self) {
+        let _ = self.sent.send(true);
+        let mut opening = lock(&self.endpoint.opening);
+        // Only this stream's mark: a later GET of the session may have put its own.
+        if opening
+            .get(&self.session)
+            .is_some_and(|mark| mark.same_channel(&self.sent.subscribe()))
+        {
+            opening.remove(&self.session);
+        }
+    }
 }
 
 /// An SSE answer relayed event by event, as each is complete; when it breaks off, stalls or

@@ -30,24 +30,32 @@ const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 /// How many re-opens of the server's stream may fail in a row before the proxy gives up on it.
 const STREAM_FAILURES: u32 = 5;
 
-/// Reads an event stream to its end, each event to `on_event`: `Err` when it broke or stalled.
+/// Reads an event stream, each event to `on_event`, until it ends or `on_event` wants no more
+/// (every request it waited for is answered: a server may keep the stream open after the
+/// answer, and nothing is waited for on it): `Err` when it broke or stalled first.
 async fn read_events(
     body: &mut ResBody,
     events: &mut SseParser,
-    mut on_event: impl FnMut(Event),
+    mut on_event: impl FnMut(Event) -> bool,
 ) -> Result<(), String> {
+    let mut more = true;
     let ended = loop {
         match next_frame(body).await {
             Ok(Some(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    events.feed(data, &mut on_event);
+                    events.feed(data, |event| more &= on_event(event));
+                }
+                if !more {
+                    break Ok(());
                 }
             }
             Ok(None) => break Ok(()),
             Err(why) => break Err(why),
         }
     };
-    events.finish(&mut on_event);
+    events.finish(|event| {
+        on_event(event);
+    });
     ended
 }
 
@@ -393,6 +401,7 @@ impl Proxy {
                 if let Some(data) = event.data {
                     self.emit_server_message(&data);
                 }
+                true
             };
             if let Err(why) = read_events(&mut body, &mut events, emit).await {
                 debug!("the server's stream ended: {why}");
@@ -466,6 +475,7 @@ impl Proxy {
                 if let Some(data) = event.data {
                     on_message(answers, &data);
                 }
+                !answers.open.is_empty()
             })
             .await;
             let mut resumes = 0;
@@ -487,6 +497,7 @@ impl Proxy {
                             if let Some(data) = event.data {
                                 on_message(answers, &data);
                             }
+                            !answers.open.is_empty()
                         })
                         .await;
                         if events.last_id() != Some(last.as_str()) {
