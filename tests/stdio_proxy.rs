@@ -720,6 +720,22 @@ impl Listening {
         Self::of(Proxy::start_with(&all, &env)).await
     }
 
+    /// `--listen 127.0.0.1:0` in front of the MCP server at `url`, with a bearer token.
+    async fn over_url(url: &str, token: &str) -> Listening {
+        Self::of(Proxy::start_with(
+            &[
+                "--url",
+                url,
+                "--bearer-token-env",
+                "MCP_TEST_TOKEN",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            &[("MCP_TEST_TOKEN", token)],
+        ))
+        .await
+    }
+
     /// A proxy started with `--listen 127.0.0.1:0`, once it logged its URL.
     async fn of(proxy: Proxy) -> Listening {
         let deadline = Instant::now() + LINE_TIMEOUT;
@@ -1879,18 +1895,7 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
     // Over --listen: the priming event reaches the client as it came, the stream ends without
     // an error, and the client's own GET with Last-Event-ID reaches the server.
     server.seen.lock().unwrap().clear();
-    let listening = Listening::of(Proxy::start_with(
-        &[
-            "--url",
-            &url,
-            "--bearer-token-env",
-            "MCP_TEST_TOKEN",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
-    ))
-    .await;
+    let listening = Listening::over_url(&url, "resumable-token-0123").await;
     let mut client = HttpClient::new(&listening.url, None);
     client.open().await;
     let primed = client
@@ -1918,18 +1923,7 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
 async fn over_listen_a_sessions_request_never_overtakes_its_stream_on_the_way() {
     let server = McpServer::start(ServerAuth::Bearer("ordered-token-0123".into())).await;
     let url = format!("{}/mcp/resumable", server.base);
-    let listening = Listening::of(Proxy::start_with(
-        &[
-            "--url",
-            &url,
-            "--bearer-token-env",
-            "MCP_TEST_TOKEN",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[("MCP_TEST_TOKEN", "ordered-token-0123")],
-    ))
-    .await;
+    let listening = Listening::over_url(&url, "ordered-token-0123").await;
     let mut client = HttpClient::new(&listening.url, None);
     client.open().await;
     for _ in 0..5 {
