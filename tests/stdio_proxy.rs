@@ -2885,17 +2885,7 @@ async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_se
     assert!(waited < 2 * provisioning, "{waited:?}");
 
     // The ids the server issued after the client's never reached the client.
-    let ids = mcp_session_ids(&audit);
-    assert_eq!(ids.len(), 3, "{ids:?}");
-    assert_eq!(ids[0], held);
-    for answer in &seen {
-        let text = format!(
-            "{:?} {}",
-            answer.headers,
-            String::from_utf8_lossy(&answer.body)
-        );
-        assert!(!text.contains(&ids[1]) && !text.contains(&ids[2]), "{text}");
-    }
+    assert_only_the_held_id_was_seen(&audit, &held, &seen);
 
     let (status, proxy) = listening.terminate().await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
@@ -2985,6 +2975,22 @@ async fn cold_stateful_runtime(provisioning: Duration, form: BusyForm) -> Emulat
     .unwrap()
 }
 
+/// The server issued three MCP session ids, the client's first: the two it issued later, in
+/// place of lost sessions, appear in no answer the client got.
+fn assert_only_the_held_id_was_seen(audit: &Audit, held: &str, seen: &[Answer]) {
+    let ids = mcp_session_ids(audit);
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], held);
+    for answer in seen {
+        let text = format!(
+            "{:?} {}",
+            answer.headers,
+            String::from_utf8_lossy(&answer.body)
+        );
+        assert!(!text.contains(&ids[1]) && !text.contains(&ids[2]), "{text}");
+    }
+}
+
 /// The same over stdio, where the proxy tries the server's stream once the session is
 /// initialized (the emulated gateway answers 405: none offered).
 fn gateway_trail_over_stdio() -> Vec<String> {
@@ -3051,16 +3057,7 @@ async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_client
         listening.proxy.stderr()
     );
     assert_gateway_audit(&audit, gateway_trail());
-    let ids = mcp_session_ids(&audit);
-    assert_eq!(ids[0], held);
-    for answer in &seen {
-        let text = format!(
-            "{:?} {}",
-            answer.headers,
-            String::from_utf8_lossy(&answer.body)
-        );
-        assert!(!text.contains(&ids[1]) && !text.contains(&ids[2]), "{text}");
-    }
+    assert_only_the_held_id_was_seen(&audit, &held, &seen);
     let (status, proxy) = listening.terminate().await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
 }
