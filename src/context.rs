@@ -250,7 +250,7 @@ impl CallContext {
     /// may have run, every attempt but those that followed failures that ran nothing — a cold
     /// start's dozens of refusals leave a tool's allowance of re-sends after a dropped connection
     /// whole. The app's [`CallBudget`] caps every attempt of the call, whatever the failure.
-    pub(crate) fn may_attempt_again(&self, failure: &Failure, layer_cap: u32) -> Result<(), u32> {
+    fn may_attempt_again(&self, failure: &Failure, layer_cap: u32) -> Result<(), u32> {
         let attempts = self.attempts();
         if let Some(call) = self.0.budget.max_attempts
             && attempts >= call
@@ -286,7 +286,7 @@ impl CallContext {
     /// them after a failure that ran nothing, none of those before re-sends after failures that
     /// ran nothing when the failure may have run. The app's ceiling and deadline count every
     /// wait.
-    pub(crate) fn reserve_wait(
+    fn reserve_wait(
         &self,
         layer: &'static str,
         layer_ceiling: Duration,
@@ -376,7 +376,7 @@ impl CallContext {
 
     /// Takes the cost of a re-send after `failure` out of the shared budget; the tokens left
     /// when it is not there. Without a budget, always granted.
-    pub(crate) fn withdraw(&self, failure: &Failure) -> Result<(), u32> {
+    fn withdraw(&self, failure: &Failure) -> Result<(), u32> {
         match &self.0.retry_budget {
             Some(budget) => budget.withdraw(failure),
             None => Ok(()),
@@ -384,14 +384,14 @@ impl CallContext {
     }
 
     /// Counts a wait before a re-send in the shared budget's counters.
-    pub(crate) fn count_wait(&self, wait: Duration) {
+    fn count_wait(&self, wait: Duration) {
         if let Some(budget) = &self.0.retry_budget {
             budget.waited(wait);
         }
     }
 
     /// What a re-send after `failure` costs.
-    pub(crate) fn cost(&self, failure: &Failure) -> u32 {
+    fn cost(&self, failure: &Failure) -> u32 {
         self.0.retry_budget.as_ref().map_or(0, |b| b.cost(failure))
     }
 
