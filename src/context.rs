@@ -32,8 +32,9 @@ use http::Extensions;
 use tokio::time::Instant;
 
 use crate::budget::{CallBudget, RetryBudget};
+use crate::error::Error;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
-use crate::record::{AttemptRecord, Decision, Dispatch, Verdict};
+use crate::record::{AttemptRecord, Decision, Dispatch, Outcome, Verdict};
 use crate::rule::{Failure, Permission, SharedReplayRule};
 
 /// A hook called with the finished record of a call.
@@ -227,6 +228,15 @@ impl CallContext {
     /// The call's record.
     pub(crate) fn record(&self) -> &AttemptRecord {
         &self.0.record
+    }
+
+    /// Completes the attempt at `index` of the call's record with what came back for it: the
+    /// answer's status and AWS error type, or how the service below failed.
+    pub(crate) fn complete<B>(&self, index: usize, result: &Result<http::Response<B>, Error>) {
+        self.record().complete(index, || match result {
+            Ok(response) => Outcome::of_response(response.status(), response.headers()),
+            Err(error) => Outcome::Failure(error.failure_kind()),
+        });
     }
 
     /// The attempts this call has recorded so far, over every layer.

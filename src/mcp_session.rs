@@ -197,7 +197,7 @@ use crate::context::{CallContext, Head, OnRecord};
 use crate::contract::{AWS_ERROR_TYPE, MCP_SESSION_ID};
 use crate::error::{BoxError, Error};
 use crate::jsonrpc::Body as JsonRpcBody;
-use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::record::{Decision, Handed, Verdict};
 use crate::rule::{Failure, Refusal};
 
 const LAYER: &str = "mcp_session";
@@ -752,10 +752,7 @@ where
     handed.sent();
     let index = record.dispatch(&mut request);
     let result = service.call(request).await.map_err(Error::from_service);
-    record.complete(index, || match &result {
-        Ok(response) => Outcome::of_response(response.status(), response.headers()),
-        Err(error) => Outcome::Failure(error.failure_kind()),
-    });
+    context.complete(index, &result);
     result
 }
 

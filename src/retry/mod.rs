@@ -74,7 +74,7 @@ use crate::budget::RetryBudget;
 use crate::context::{CallContext, Head, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
-use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::record::{Decision, Handed, Verdict};
 use crate::uri::Shown;
 pub use backoff::Backoff;
 pub use retry_after::{parse_retry_after, retry_after, retry_after_at};
@@ -513,14 +513,7 @@ where
                 }
                 StateProj::Calling { future } => {
                     let result = ready!(future.poll(cx)).map_err(Error::from_service);
-                    this.context
-                        .record()
-                        .complete(*this.index, || match &result {
-                            Ok(response) => {
-                                Outcome::of_response(response.status(), response.headers())
-                            }
-                            Err(error) => Outcome::Failure(error.failure_kind()),
-                        });
+                    this.context.complete(*this.index, &result);
                     let future = peek_result(result, this.config.peek_limit);
                     this.state.set(State::Classifying { future });
                 }
