@@ -1953,6 +1953,60 @@ async fn over_listen_a_sessions_request_never_overtakes_its_stream_on_the_way() 
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_request_right_after_initialized_waits_for_the_clients_stream() {
+    let server = McpServer::start(ServerAuth::Bearer("expected-token-0123".into())).await;
+    let url = format!("{}/mcp/resumable", server.base);
+    let listening = Listening::over_url(&url, "expected-token-0123").await;
+    for _ in 0..5 {
+        // A new session each time: the client's request reaches the proxy before the GET it
+        // sent first (on a connection of its own), as MCP clients' requests do right after
+        // initialized; the server still gets the GET first.
+        let mut client = HttpClient::new(&listening.url, None);
+        client.open().await;
+        server.seen.lock().unwrap().clear();
+        let message = request(9, "tools/list", json!({}));
+        let list = client.send("POST", Some(&message), &[]);
+        let stream = async {
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            client
+                .send("GET", None, &[("accept", "text/event-stream")])
+                .await
+        };
+        let (list, stream) = tokio::join!(list, stream);
+        assert_eq!(stream.status, 200, "{stream:?}");
+        assert_eq!(list.status, 200, "{list:?}");
+        let order: Vec<String> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
+            .collect();
+        assert_eq!(order, ["GET", "tools/list"]);
+    }
+    // A client that never opens a stream: its requests go on (after the short wait, once).
+    let mut client = HttpClient::new(&listening.url, None);
+    client.open().await;
+    server.seen.lock().unwrap().clear();
+    for id in [10, 11] {
+        let list = client
+            .send("POST", Some(&request(id, "tools/list", json!({}))), &[])
+            .await;
+        assert_eq!(list.status, 200, "{list:?}");
+    }
+    let order: Vec<String> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
+        .collect();
+    assert_eq!(order, ["tools/list", "tools/list"]);
+    let (status, proxy) = listening.terminate().await;
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {

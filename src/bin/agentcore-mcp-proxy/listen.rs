@@ -82,6 +82,10 @@ struct Endpoint {
     /// that come after one wait until it has reached the server, so a server that answers a
     /// tool call with a request on that stream (sampling, elicitation) finds it open.
     opening: Mutex<HashMap<HeaderValue, tokio::sync::watch::Receiver<bool>>>,
+    /// The sessions initialized moments ago whose client has not opened its stream yet, with
+    /// how long their requests wait for it: a client opens it right after `initialized`, and
+    /// sends its next request at once, on another connection, so the two race to the proxy.
+    expected: Mutex<HashMap<HeaderValue, (Instant, tokio::sync::watch::Sender<bool>)>>,
 }
 
 /// Serves until SIGINT or SIGTERM; then lets requests finish and, when asked, stops the runtime
@@ -116,6 +120,7 @@ pub async fn run(
             .expect("a UUID is a header value"),
         shared_used: AtomicBool::new(false),
         opening: Mutex::default(),
+        expected: Mutex::default(),
     });
     let (shutdown, shutting_down) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
@@ -313,7 +318,14 @@ impl Endpoint {
                 );
             }
         };
-        if let Some(session) = parts.headers.get("mcp-session-id") {
+        let session = parts.headers.get("mcp-session-id").cloned();
+        // An answer to the server's request goes at once; anything else waits for the
+        // session's stream, so the server finds it open.
+        let answers_only = match &message {
+            Value::Array(batch) => batch.iter().all(is_answer),
+            one => is_answer(one),
+        };
+        if let (Some(session), false) = (&session, answers_only) {
             self.after_stream_opened(session).await;
         }
         let open = OpenRequests::of(&message);
@@ -321,6 +333,10 @@ impl Endpoint {
         let initialize = match &message {
             Value::Array(batch) => batch.iter().any(is_initialize),
             one => is_initialize(one),
+        };
+        let initialized = match &message {
+            Value::Array(batch) => batch.iter().any(is_initialized),
+            one => is_initialized(one),
         };
         let mut upstream = self.upstream(Method::POST, &parts.headers, body);
         if self.kind == Kind::Runtime
@@ -334,7 +350,14 @@ impl Endpoint {
             self.shared_used.store(true, Ordering::SeqCst);
         }
         match self.stack.clone().oneshot(upstream).await {
-            Ok(response) => self.relay(response, open, batch).await,
+            Ok(response) => {
+                if let (Some(session), true, Kind::Endpoint) = (session, initialized, self.kind)
+                    && response.status().is_success()
+                {
+                    self.expect_stream(session);
+                }
+                self.relay(response, open, batch).await
+            }
             Err(error) => {
                 let (message, data) = describe_failure(error.as_ref());
                 warn!("{message}");
@@ -467,6 +490,11 @@ impl Endpoint {
     fn stream_opening(&self, session: HeaderValue) -> StreamOpening<'_> {
         let (sent, receiver) = tokio::sync::watch::channel(false);
         lock(&self.opening).insert(session.clone(), receiver);
+        // Only now that the mark is there: the requests that waited for the GET to come wait
+        // on for it to reach the server.
+        if let Some((_, arrived)) = lock(&self.expected).remove(&session) {
+            let _ = arrived.send(true);
+        }
         StreamOpening {
             endpoint: self,
             session,
@@ -474,9 +502,36 @@ impl Endpoint {
         }
     }
 
-    /// Waits, at most [`STREAM_OPENING_WAIT`], until the session's stream on its way upstream
-    /// (if any) has been answered.
+    /// The session is initialized: for [`STREAM_EXPECTED_WAIT`] its requests wait for the
+    /// client's GET to come.
+    fn expect_stream(&self, session: HeaderValue) {
+        let now = Instant::now();
+        let mut expected = lock(&self.expected);
+        // Those of clients that never opened one, once their wait is over.
+        expected.retain(|_, (until, _)| *until > now);
+        expected.insert(
+            session,
+            (
+                now + STREAM_EXPECTED_WAIT,
+                tokio::sync::watch::channel(false).0,
+            ),
+        );
+    }
+
+    /// Waits until the session's stream is open upstream: for the client's GET to come, when
+    /// the session was initialized moments ago (at most [`STREAM_EXPECTED_WAIT`]), then for
+    /// the GET on its way upstream to be answered (at most [`STREAM_OPENING_WAIT`]).
     async fn after_stream_opened(&self, session: &HeaderValue) {
+        let expected = lock(&self.expected)
+            .get(session)
+            .map(|(until, arrived)| (*until, arrived.subscribe()));
+        if let Some((until, mut arrived)) = expected {
+            let came = tokio::time::timeout_at(until.into(), arrived.wait_for(|came| *came));
+            if came.await.is_err() {
+                debug!("no stream from the client within {STREAM_EXPECTED_WAIT:?} of initialized");
+                lock(&self.expected).remove(session);
+            }
+        }
         let Some(mut opened) = lock(&self.opening).get(session).cloned() else {
             return;
         };
@@ -558,6 +613,17 @@ impl Endpoint {
 /// Whether a message is an `initialize` request, which opens an MCP session.
 fn is_initialize(message: &Value) -> bool {
     message.get("method").and_then(Value::as_str) == Some("initialize")
+}
+
+/// Whether a message is the `notifications/initialized` that ends the handshake.
+fn is_initialized(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("notifications/initialized")
+}
+
+/// Whether a message answers a request (a result or an error, no method).
+fn is_answer(message: &Value) -> bool {
+    message.get("method").is_none()
+        && (message.get("result").is_some() || message.get("error").is_some())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -690,6 +756,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// How long a session's request waits for its stream on the way upstream.
 const STREAM_OPENING_WAIT: Duration = Duration::from_secs(60);
 
+/// How long after `initialized` a session's request waits for the client's GET to come: long
+/// enough for a GET sent before the request, short enough that a client that never opens one
+/// barely notices (its first requests, once).
+const STREAM_EXPECTED_WAIT: Duration = Duration::from_millis(250);
+
 /// A session's stream on its way upstream: dropped, it lets the session's requests go on.
 struct StreamOpening<'a> {
     endpoint: &'a Endpoint,
@@ -745,6 +816,8 @@ impl SseRelay {
 /// it is not. Whether it named an id (the server can resume the stream).
 fn relay_event(open: &mut OpenRequests, queued: &mut Vec<u8>, event: &sse::Event) -> bool {
     let data = match event.data.as_deref() {
+        // Not JSON-RPC: passed on as it came.
+        Some(data) if event.message().is_none() => Some(data.to_vec()),
         Some(data) if data.trim_ascii().is_empty() => Some(Vec::new()),
         Some(data) => parse_server_message(data).map(|message| {
             open.answered_by(&message);

@@ -2,20 +2,37 @@
 
 use std::time::Duration;
 
-/// One event of a stream, as far as a relay needs it: its data (`None` for a block with no
-/// `data:` line, such as `retry:` alone), and the `id:` and `retry:` it set.
+/// One event of a stream, as far as a relay needs it: its type (`event:`; none is
+/// `message`), its data (`None` for a block with no `data:` line, such as `retry:` alone),
+/// and the `id:` and `retry:` it set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Event {
+    pub name: Option<String>,
     pub data: Option<Vec<u8>>,
     pub id: Option<String>,
     pub retry: Option<Duration>,
 }
 
 impl Event {
-    /// The event again, as a relay passes it on: its `retry:` and `id:` lines kept, its data as
-    /// `data` (one line), or an empty `data:` line for a priming event.
+    /// The data of a `message` event, the type that carries JSON-RPC (as MCP clients read
+    /// it); an event of another type carries none.
+    pub fn message(&self) -> Option<&[u8]> {
+        match self.name.as_deref() {
+            None | Some("message") => self.data.as_deref(),
+            Some(_) => None,
+        }
+    }
+
+    /// The event again, as a relay passes it on: its `event:`, `retry:` and `id:` lines kept,
+    /// its data as `data` (a `data:` line for each of its lines), or an empty `data:` line for a
+    /// priming event.
     pub fn encode(&self, data: Option<&[u8]>) -> Vec<u8> {
         let mut out = Vec::new();
+        if let Some(name) = &self.name {
+            out.extend_from_slice(b"event: ");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'\n');
+        }
         if let Some(retry) = self.retry {
             out.extend_from_slice(format!("retry: {}\n", retry.as_millis()).as_bytes());
         }
@@ -25,9 +42,11 @@ impl Event {
             out.push(b'\n');
         }
         if let Some(data) = data {
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(data);
-            out.push(b'\n');
+            for line in data.split(|&b| b == b'\n') {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
         }
         if !out.is_empty() {
             out.push(b'\n');
@@ -115,6 +134,7 @@ impl SseParser {
                 }
                 None => self.event.data = Some(value.to_vec()),
             },
+            b"event" => self.event.name = Some(String::from_utf8_lossy(value).into_owned()),
             // An id with NUL is ignored (the SSE standard); an empty one resets it.
             b"id" if !value.contains(&0) => {
                 let id = String::from_utf8_lossy(value).into_owned();
@@ -191,12 +211,14 @@ mod tests {
                 Event {
                     data: Some(Vec::new()),
                     id: Some("7".into()),
-                    retry
+                    retry,
+                    ..Event::default()
                 },
                 Event {
                     data: Some(b"{\"a\":1}".to_vec()),
                     id: Some("8".into()),
-                    retry: None
+                    retry: None,
+                    ..Event::default()
                 },
             ]
         );
@@ -213,6 +235,7 @@ mod tests {
             data: Some(Vec::new()),
             id: Some("s1-0".into()),
             retry: Some(Duration::from_millis(1000)),
+            ..Event::default()
         };
         assert_eq!(
             priming.encode(Some(b"")),
@@ -222,8 +245,26 @@ mod tests {
             data: Some(b"{\n}".to_vec()),
             id: Some("s1-1".into()),
             retry: None,
+            ..Event::default()
         };
         assert_eq!(message.encode(Some(b"{ }")), b"id: s1-1\ndata: { }\n\n");
         assert_eq!(Event::default().encode(None), b"");
+    }
+
+    #[test]
+    fn an_events_type_is_kept_and_only_a_message_carries_json_rpc() {
+        let mut out = Vec::new();
+        SseParser::default().feed(
+            b"event: message\ndata: {}\n\nevent: ping\ndata: {}\n\ndata: []\n\n",
+            |e| out.push(e),
+        );
+        let carried: Vec<_> = out.iter().map(Event::message).collect();
+        assert_eq!(carried, [Some(&b"{}"[..]), None, Some(&b"[]"[..])]);
+        assert_eq!(out[0].encode(Some(b"{}")), b"event: message\ndata: {}\n\n");
+        assert_eq!(out[1].encode(Some(b"{}")), b"event: ping\ndata: {}\n\n");
+        assert_eq!(
+            out[1].encode(Some(b"a\nb")),
+            b"event: ping\ndata: a\ndata: b\n\n"
+        );
     }
 }

@@ -398,8 +398,8 @@ impl Proxy {
         let mut failures = 0;
         loop {
             let emit = |event: Event| {
-                if let Some(data) = event.data {
-                    self.emit_server_message(&data);
+                if let Some(data) = event.message() {
+                    self.emit_server_message(data);
                 }
                 true
             };
@@ -472,8 +472,8 @@ impl Proxy {
         if status.is_success() && sse {
             let mut events = SseParser::default();
             let mut ended = read_events(&mut body, &mut events, |event| {
-                if let Some(data) = event.data {
-                    on_message(answers, &data);
+                if let Some(data) = event.message() {
+                    on_message(answers, data);
                 }
                 !answers.open.is_empty()
             })
@@ -494,8 +494,8 @@ impl Proxy {
                 match self.get_stream(Some(&last)).await {
                     Ok(Some(mut next)) => {
                         ended = read_events(&mut next, &mut events, |event| {
-                            if let Some(data) = event.data {
-                                on_message(answers, &data);
+                            if let Some(data) = event.message() {
+                                on_message(answers, data);
                             }
                             !answers.open.is_empty()
                         })
