@@ -1650,7 +1650,9 @@ async fn serve(
                 "tools/list" => {
                     json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
                 }
-                "tools/call" if resumable => {
+                "tools/call"
+                    if resumable || message["params"]["arguments"]["text"] == "end-early" =>
+                {
                     // The tool runs; its stream ends after a priming event (SEP-1699), and the
                     // answer waits for the stream to be resumed from that event.
                     return respond(
@@ -2420,6 +2422,57 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
     );
     let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
     assert!(!everything.contains(token), "{everything}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtimes_stream_ended_early_cannot_be_resumed_and_the_error_says_the_tool_may_have_run()
+{
+    let token = "runtime-oauth-token-5e6f7a8b";
+    let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
+    let mut proxy = Proxy::start_with(
+        &[
+            "--runtime-arn",
+            ARN,
+            "--endpoint",
+            &server.base,
+            "--bearer-token-env",
+            "RUNTIME_TOKEN",
+        ],
+        &[("RUNTIME_TOKEN", token)],
+    );
+    proxy.send(&initialize(1));
+    assert_eq!(proxy.next().await["id"], 1);
+    proxy.send(&initialized());
+    // The runtime's tool runs and its stream ends after a priming event: a runtime offers no
+    // GET to resume it, and sending it again could run the tool twice.
+    proxy.send(&call(7, "echo", json!({"text": "end-early"})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 7, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with(
+            "ended its answer's stream before the answer, and offers no stream to resume it \
+             (GET: 405); the tool may have run"
+        ),
+        "{answer}"
+    );
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "answered once");
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let seen: Vec<(String, Option<String>)> = server
+        .seen()
+        .iter()
+        .map(|s| (s.method.clone(), s.rpc.clone()))
+        .collect();
+    let expected: Vec<(String, Option<String>)> = [
+        ("POST", Some("initialize")),
+        ("POST", Some("notifications/initialized")),
+        ("POST", Some("tools/call")),
+    ]
+    .into_iter()
+    .map(|(m, r)| (m.to_owned(), r.map(str::to_owned)))
+    .collect();
+    assert_eq!(seen, expected, "sent once, never resumed by a GET");
 }
 
 #[cfg(unix)]
