@@ -187,6 +187,50 @@ impl<B: Body> Body for PeekedBody<B> {
     }
 }
 
+/// Where a retry layer holds the answer it reads ahead: in a [`PeekedBody`] of its own
+/// ([`OwnReadAhead`], the default), or in the one the retry layer right under it already put
+/// the answer in ([`InnerReadAhead`]), so a stack of the crate's retry layers nests one
+/// [`PeekedBody`] in its body type, not one per layer. Sealed: these two are the choices.
+pub trait ReadAhead<B>: sealed::Sealed {
+    /// The body under the read-ahead.
+    type Inner: Body;
+    /// The answer's body, ready to be read ahead.
+    fn peeked(body: B) -> PeekedBody<Self::Inner>;
+}
+
+/// A retry layer's answer goes into a [`PeekedBody`] of its own: for a layer over any
+/// service. The default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OwnReadAhead;
+
+/// A retry layer's answer stays in the [`PeekedBody`] of the retry layer of this crate right
+/// under it, which read it ahead already: see
+/// [`RetryLayer::over_retry_layer`](crate::retry::RetryLayer::over_retry_layer).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InnerReadAhead;
+
+impl<B: Body> ReadAhead<B> for OwnReadAhead {
+    type Inner = B;
+
+    fn peeked(body: B) -> PeekedBody<B> {
+        PeekedBody::new(body)
+    }
+}
+
+impl<B: Body> ReadAhead<PeekedBody<B>> for InnerReadAhead {
+    type Inner = B;
+
+    fn peeked(body: PeekedBody<B>) -> PeekedBody<B> {
+        body
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::OwnReadAhead {}
+    impl Sealed for super::InnerReadAhead {}
+}
+
 impl<B: Body> fmt::Debug for PeekedBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeekedBody")

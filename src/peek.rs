@@ -25,8 +25,12 @@ pub(crate) const DEFAULT_PEEK_LIMIT: usize = 4096;
 struct Peeked(Option<Classified>);
 
 /// The platform error of one attempt's result, and the result, whole: an error is handed on at
-/// once; an answer is read ahead when it is worth it.
-pub(crate) fn peek_result<B>(result: Result<Response<B>, Error>, limit: usize) -> PeekResult<B>
+/// once; an answer is read ahead when it is worth it (into the [`PeekedBody`] it comes in,
+/// which a retry layer below may have filled already).
+pub(crate) fn peek_result<B>(
+    result: Result<Response<PeekedBody<B>>, Error>,
+    limit: usize,
+) -> PeekResult<B>
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -36,7 +40,7 @@ where
     };
     if let Some(Peeked(found)) = response.extensions().get::<Peeked>().copied() {
         // A layer below read it ahead already and left its verdict: marked as it is.
-        return PeekResult::Ready(Some((Ok(response.map(PeekedBody::new)), found)));
+        return PeekResult::Ready(Some((Ok(response), found)));
     }
     let (status, headers) = (response.status(), response.headers());
     // The contract's JSON-RPC form: an HTTP 200, or the 401, 403 and 406 of its table.
@@ -48,10 +52,10 @@ where
         let found = (status != StatusCode::OK)
             .then(|| classify_head(status, headers))
             .flatten();
-        return PeekResult::done(response.map(PeekedBody::new), found);
+        return PeekResult::done(response, found);
     }
     let (parts, body) = response.into_parts();
-    PeekResult::Reading(Some((parts, PeekedBody::new(body))), limit)
+    PeekResult::Reading(Some((parts, body)), limit)
 }
 
 type Peeking<B> = (Result<Response<PeekedBody<B>>, Error>, Option<Classified>);
@@ -119,7 +123,7 @@ mod tests {
             .header("content-type", "application/json")
             .body(body)
             .unwrap();
-        let (_, found) = peek_result(Ok(response), DEFAULT_PEEK_LIMIT).await;
+        let (_, found) = peek_result(Ok(response.map(PeekedBody::new)), DEFAULT_PEEK_LIMIT).await;
         let found = found.unwrap();
         assert_eq!(found.error(), crate::contract::PlatformError::Unauthorized);
         assert_eq!(found.form(), crate::contract::Form::JsonRpc(-32001));
@@ -136,8 +140,11 @@ mod tests {
             .body(body)
             .unwrap();
         let before = JSON_PARSES.with(|n| n.get());
-        let (inner, first) = peek_result(Ok(response), DEFAULT_PEEK_LIMIT).await;
-        let (outer, second) = peek_result(inner, DEFAULT_PEEK_LIMIT).await;
+        let (inner, first) =
+            peek_result(Ok(response.map(PeekedBody::new)), DEFAULT_PEEK_LIMIT).await;
+        // Above it, a layer that wraps it again, then one that keeps the wrapper it got.
+        let (outer, second) =
+            peek_result(inner.map(|r| r.map(PeekedBody::new)), DEFAULT_PEEK_LIMIT).await;
         let (_, third) = peek_result(outer, DEFAULT_PEEK_LIMIT).await;
         assert!(first.is_some() && first == second && second == third);
         assert_eq!(

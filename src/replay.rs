@@ -387,11 +387,14 @@ impl ReplayDeclarations {
 pub type ReplayGuardLayer = RetryLayer<ReplayDeclarations>;
 
 /// The service [`ReplayGuardLayer`] builds.
-pub type ReplayGuard<S> = Retry<S, ReplayDeclarations>;
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type ReplayGuard<S, R = crate::body::OwnReadAhead> = Retry<S, ReplayDeclarations, R>;
 
 /// The response future of [`ReplayGuard`].
-pub type ResponseFuture<S, ReqB, ResB> =
-    crate::retry::ResponseFuture<S, ReqB, ResB, ReplayDeclarations>;
+pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, ReplayDeclarations, R>;
 
 const LAYER: &str = "replay_guard";
 
@@ -408,7 +411,9 @@ impl ReplayGuardLayer {
                 .with_max_total_wait(Duration::from_secs(5)),
         )
     }
+}
 
+impl<R> RetryLayer<ReplayDeclarations, R> {
     fn declare(mut self, f: impl FnOnce(&mut Declarations)) -> Self {
         f(Arc::make_mut(&mut self.policy_mut().declarations));
         self

@@ -231,10 +231,14 @@ pub struct SessionBusy;
 pub type SessionBusyRetryLayer = RetryLayer<SessionBusy>;
 
 /// The service [`SessionBusyRetryLayer`] builds.
-pub type SessionBusyRetry<S> = Retry<S, SessionBusy>;
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type SessionBusyRetry<S, R = crate::body::OwnReadAhead> = Retry<S, SessionBusy, R>;
 
 /// The response future of [`SessionBusyRetry`].
-pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy>;
+pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy, R>;
 
 impl SessionBusyRetryLayer {
     /// The layer with its defaults: 30 s of waiting in all (a cold start is waited out by

@@ -3,7 +3,8 @@
 
 use tower::Layer;
 
-use crate::body::{ObservedBody, PeekedBody};
+use crate::body::{InnerReadAhead, ObservedBody, PeekedBody};
+use crate::budget::RetryBudget;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
 use crate::sigv4::{InvokeBody, McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
@@ -11,6 +12,11 @@ use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
 /// session busy, the signer — as one [`Layer`]: each with its defaults unless set here.
+///
+/// The three retry layers draw their re-sends from one [`RetryBudget`] (as the AWS SDKs
+/// keep one retry quota per client): a new one per `RecommendedLayers`, shared by the stacks
+/// it builds, or the one given to [`retry_budget`](Self::retry_budget). A layer handed in with
+/// a budget of its own (or none) keeps it.
 ///
 /// The signer is a [`SigV4InvokeLayer`] for a runtime (SigV4 or bearer), or an
 /// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) for an AgentCore Gateway or another
@@ -49,6 +55,7 @@ pub struct RecommendedLayers<Signer = SigV4InvokeLayer> {
     throttle: ThrottleRetryLayer,
     session_busy: SessionBusyRetryLayer,
     signer: Signer,
+    budget: Option<RetryBudget>,
 }
 
 impl<Signer> RecommendedLayers<Signer> {
@@ -59,7 +66,27 @@ impl<Signer> RecommendedLayers<Signer> {
             throttle: ThrottleRetryLayer::new(),
             session_busy: SessionBusyRetryLayer::new(),
             signer,
+            budget: Some(RetryBudget::new()),
         }
+    }
+
+    /// Draws the three retry layers' re-sends from `budget`: shareable with other stacks (one
+    /// quota for every client of an app, say).
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget: only each call's caps bound its re-sends.
+    pub fn no_retry_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The retry budget the three retry layers share, if any (a layer handed in with a budget
+    /// of its own keeps that one).
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_ref()
     }
 
     /// Uses this guard (its declarations, its schedule).
@@ -88,24 +115,36 @@ impl<Signer> RecommendedLayers<Signer> {
 
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with a
 /// [`SigV4InvokeLayer`].
-pub type RecommendedStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>>>;
+pub type RecommendedStack<S> =
+    ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>, InnerReadAhead>, InnerReadAhead>;
 
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with an
 /// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer).
-pub type RecommendedEndpointStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>>>;
+pub type RecommendedEndpointStack<S> =
+    ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>, InnerReadAhead>, InnerReadAhead>;
 
-/// The body of the responses of a [`RecommendedStack`] (or a [`RecommendedEndpointStack`]) over an HTTP client whose responses have
-/// bodies `B` (hyper's `Incoming`, reqwest's body…).
-pub type RecommendedBody<B> = ObservedBody<PeekedBody<PeekedBody<PeekedBody<InvokeBody<B>>>>>;
+/// The body of the responses of a [`RecommendedStack`] (or a [`RecommendedEndpointStack`]) over
+/// an HTTP client whose responses have bodies `B` (hyper's `Incoming`, reqwest's body…): one
+/// read-ahead wrapper (the innermost retry layer's, which the others keep), and the guard's.
+pub type RecommendedBody<B> = ObservedBody<PeekedBody<InvokeBody<B>>>;
 
 impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
-    type Service = ReplayGuard<ThrottleRetry<SessionBusyRetry<Signer::Service>>>;
+    type Service = ReplayGuard<
+        ThrottleRetry<SessionBusyRetry<Signer::Service>, InnerReadAhead>,
+        InnerReadAhead,
+    >;
 
     fn layer(&self, inner: S) -> Self::Service {
-        self.guard.layer(
-            self.throttle
-                .layer(self.session_busy.layer(self.signer.layer(inner))),
-        )
+        // The session-busy layer reads the answer ahead; the two above keep its wrapper.
+        let budget = self.budget.as_ref();
+        let session_busy =
+            (self.session_busy.clone().or_retry_budget(budget)).layer(self.signer.layer(inner));
+        let throttle = (self.throttle.clone().or_retry_budget(budget))
+            .over_retry_layer()
+            .layer(session_busy);
+        (self.guard.clone().or_retry_budget(budget))
+            .over_retry_layer()
+            .layer(throttle)
     }
 }
 

@@ -125,10 +125,14 @@ pub struct Throttled;
 pub type ThrottleRetryLayer = RetryLayer<Throttled>;
 
 /// The service [`ThrottleRetryLayer`] builds.
-pub type ThrottleRetry<S> = Retry<S, Throttled>;
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type ThrottleRetry<S, R = crate::body::OwnReadAhead> = Retry<S, Throttled, R>;
 
 /// The response future of [`ThrottleRetry`].
-pub type ResponseFuture<S, ReqB, ResB> = crate::retry::ResponseFuture<S, ReqB, ResB, Throttled>;
+pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, Throttled, R>;
 
 impl ThrottleRetryLayer {
     /// The layer with its defaults: 3 attempts, 10 s of waiting in all, 200 ms base backoff,

@@ -8,9 +8,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentcore_tower::body::{ObservedBody, PeekedBody};
 use agentcore_tower::{
-    AttemptRecord, ReplayGuardLayer, RetryBudget, SessionBusyRetryLayer, ThrottleRetryLayer,
-    record::Verdict,
+    AttemptRecord, RecommendedLayers, ReplayGuardLayer, RetryBudget, SessionBusyRetryLayer,
+    ThrottleRetryLayer, record::Verdict,
 };
 use bytes::Bytes;
 use common::*;
@@ -130,6 +131,42 @@ async fn one_budget_shared_by_two_stacks() {
     assert_eq!(response.status(), 429);
     assert_eq!(b_calls.calls(), 1);
     assert_eq!(budget.counters().budget_refusals, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_recommended_layers_share_one_budget_and_nest_one_read_ahead() {
+    let busy = || Step::Respond(response(200, &[("content-type", "application/json")], BUSY));
+    let shared = RetryBudget::new();
+    let inner = Scripted::with_fallback([throttled(), busy()], ok);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .retry_budget(shared.clone())
+        .layer(inner);
+    // The session-busy layer's wrapper, kept by the two above it; the guard's observer.
+    let response: Response<ObservedBody<PeekedBody<TestBody>>> =
+        stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let counters = shared.counters();
+    assert_eq!(
+        (
+            counters.calls,
+            counters.resent_throttled,
+            counters.resent_session_busy
+        ),
+        (1, 1, 1),
+        "both layers' re-sends drawn from the one budget"
+    );
+
+    // A guard handed in with a budget of its own keeps it; the shared one is not touched.
+    let own = RetryBudget::new();
+    let shared = RetryBudget::new();
+    let inner = Scripted::with_fallback([throttled()], ok);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .guard(ReplayGuardLayer::new().retry_budget(own.clone()))
+        .retry_budget(shared.clone())
+        .layer(inner);
+    stack.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    assert_eq!(own.counters().resent_throttled, 1);
+    assert_eq!(shared.counters().calls, 0);
 }
 
 /// What one run of the fleet showed.

@@ -59,6 +59,7 @@ pub(crate) mod retry_after;
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -70,6 +71,7 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::body::{InnerReadAhead, OwnReadAhead, ReadAhead};
 use crate::budget::RetryBudget;
 use crate::context::{CallContext, Head, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
@@ -185,6 +187,8 @@ struct RetryConfig {
     backoff: Backoff,
     peek_limit: usize,
     budget: Option<RetryBudget>,
+    // The budget is the layer's default one, not one the app set (or took away).
+    default_budget: bool,
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
 }
@@ -193,10 +197,14 @@ struct RetryConfig {
 /// Use it by its policy's name: [`ThrottleRetryLayer`](crate::ThrottleRetryLayer),
 /// [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer),
 /// [`ReplayGuardLayer`](crate::ReplayGuardLayer). See the [module docs](self).
+///
+/// The second parameter says where the layer holds the answer it reads ahead: see
+/// [`over_retry_layer`](Self::over_retry_layer).
 #[derive(Clone, Debug)]
-pub struct RetryLayer<P> {
+pub struct RetryLayer<P, R = OwnReadAhead> {
     policy: P,
     config: RetryConfig,
+    read_ahead: PhantomData<fn() -> R>,
 }
 
 impl<P> RetryLayer<P> {
@@ -209,12 +217,50 @@ impl<P> RetryLayer<P> {
                 backoff,
                 peek_limit: DEFAULT_PEEK_LIMIT,
                 budget: Some(RetryBudget::new()),
+                default_budget: true,
                 on_retry: None,
                 on_record: None,
             },
+            read_ahead: PhantomData,
         }
     }
 
+    /// For a layer stacked right over another retry layer of this crate (the guard over
+    /// throttling, as in [`RecommendedLayers`](crate::RecommendedLayers)): the answer stays
+    /// in the [`PeekedBody`](crate::body::PeekedBody) the layer under it read it ahead into,
+    /// so the stack's body type nests one read-ahead wrapper, not one per retry layer. The
+    /// answer is read ahead once either way. Over any other service, the layer does not
+    /// build (its answers are not in a `PeekedBody`).
+    ///
+    /// ```
+    /// use agentcore_tower::body::{ObservedBody, PeekedBody};
+    /// use agentcore_tower::{ReplayGuardLayer, ThrottleRetryLayer};
+    /// use http_body_util::Full;
+    /// use tower::{Service, ServiceBuilder, service_fn};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut stack = ServiceBuilder::new()
+    ///     .layer(ReplayGuardLayer::new().over_retry_layer())
+    ///     .layer(ThrottleRetryLayer::new())
+    ///     .service(service_fn(|_: http::Request<Full<bytes::Bytes>>| async {
+    ///         Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::new())))
+    ///     }));
+    /// let response: http::Response<ObservedBody<PeekedBody<Full<bytes::Bytes>>>> =
+    ///     stack.call(http::Request::new(Full::new(bytes::Bytes::new()))).await.unwrap();
+    /// # let _ = response;
+    /// # }
+    /// ```
+    pub fn over_retry_layer(self) -> RetryLayer<P, InnerReadAhead> {
+        RetryLayer {
+            policy: self.policy,
+            config: self.config,
+            read_ahead: PhantomData,
+        }
+    }
+}
+
+impl<P, R> RetryLayer<P, R> {
     pub(crate) fn policy(&self) -> &P {
         &self.policy
     }
@@ -271,12 +317,23 @@ impl<P> RetryLayer<P> {
     /// the first of the crate's layers it meets. See [`RetryBudget`].
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.config.budget = Some(budget);
+        self.config.default_budget = false;
+        self
+    }
+
+    /// `budget` in place of the layer's default one; a budget the app set (or took away) is
+    /// kept.
+    pub(crate) fn or_retry_budget(mut self, budget: Option<&RetryBudget>) -> Self {
+        if self.config.default_budget {
+            self.config.budget = budget.cloned();
+        }
         self
     }
 
     /// No retry budget for the calls this layer owns: only the call's caps bound its re-sends.
     pub fn no_retry_budget(mut self) -> Self {
         self.config.budget = None;
+        self.config.default_budget = false;
         self
     }
 
@@ -310,25 +367,27 @@ impl<P> RetryLayer<P> {
     }
 }
 
-impl<S, P: Clone> Layer<S> for RetryLayer<P> {
-    type Service = Retry<S, P>;
+impl<S, P: Clone, R> Layer<S> for RetryLayer<P, R> {
+    type Service = Retry<S, P, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Retry {
             inner,
             policy: self.policy.clone(),
             config: Arc::new(self.config.clone()),
+            read_ahead: PhantomData,
         }
     }
 }
 
 /// The service a [`RetryLayer`] builds.
 #[derive(Clone, Debug)]
-pub struct Retry<S, P> {
+pub struct Retry<S, P, R = OwnReadAhead> {
     inner: S,
     policy: P,
     // Shared by the service's clones and the calls' futures: a clone is a count.
     config: Arc<RetryConfig>,
+    read_ahead: PhantomData<fn() -> R>,
 }
 
 impl<S, P> Retry<S, P>
@@ -347,21 +406,22 @@ where
     }
 }
 
-impl<S, P> Retry<S, P> {
+impl<S, P, R> Retry<S, P, R> {
     inner_service_accessors!();
 }
 
-impl<S, P, ReqB, ResB> Service<Request<ReqB>> for Retry<S, P>
+impl<S, P, R, ReqB, ResB> Service<Request<ReqB>> for Retry<S, P, R>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
     ReqB: Clone,
-    ResB: Body<Data = Bytes> + Unpin,
-    P: RetryPolicy<ReqB, ResB>,
+    R: ReadAhead<ResB>,
+    R::Inner: Body<Data = Bytes> + Unpin,
+    P: RetryPolicy<ReqB, R::Inner>,
 {
     type Response = Response<P::Body>;
     type Error = Error;
-    type Future = ResponseFuture<S, ReqB, ResB, P>;
+    type Future = ResponseFuture<S, ReqB, ResB, P, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Error::from_service)
@@ -400,6 +460,7 @@ where
             index: 0,
             span,
             ownership,
+            read_ahead: PhantomData,
         }
     }
 }
@@ -440,16 +501,16 @@ impl<B: Clone> Template<B> {
 
 pin_project! {
     /// The response future of a [`Retry`] service: the retry state machine.
-    pub struct ResponseFuture<S, ReqB, ResB, P>
+    pub struct ResponseFuture<S, ReqB, ResB, P, R = OwnReadAhead>
     where
         S: Service<Request<ReqB>, Response = Response<ResB>>,
-        ResB: Body,
-        P: RetryPolicy<ReqB, ResB>,
+        R: ReadAhead<ResB>,
+        P: RetryPolicy<ReqB, R::Inner>,
     {
         // Dropped in this order: what is in flight (or the request not yet sent) and what this
         // layer was handed first, so the record is final when the owner calls the hooks.
         #[pin]
-        state: State<S::Future, P::Prepare, PeekResult<ResB>, Request<ReqB>>,
+        state: State<S::Future, P::Prepare, PeekResult<R::Inner>, Request<ReqB>>,
         handed: Handed,
         service: S,
         template: Option<Template<ReqB>>,
@@ -460,6 +521,7 @@ pin_project! {
         index: usize,
         span: tracing::Span,
         ownership: Option<Ownership>,
+        read_ahead: PhantomData<fn() -> R>,
     }
 }
 
@@ -483,13 +545,14 @@ enum Next {
     Wait(Duration),
 }
 
-impl<S, ReqB, ResB, P> Future for ResponseFuture<S, ReqB, ResB, P>
+impl<S, ReqB, ResB, P, R> Future for ResponseFuture<S, ReqB, ResB, P, R>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: Clone,
-    ResB: Body<Data = Bytes> + Unpin,
-    P: RetryPolicy<ReqB, ResB>,
+    R: ReadAhead<ResB>,
+    R::Inner: Body<Data = Bytes> + Unpin,
+    P: RetryPolicy<ReqB, R::Inner>,
 {
     type Output = Result<Response<P::Body>, Error>;
 
@@ -514,6 +577,7 @@ where
                 StateProj::Calling { future } => {
                     let result = ready!(future.poll(cx)).map_err(Error::from_service);
                     this.context.complete(*this.index, &result);
+                    let result = result.map(|response| response.map(R::peeked));
                     let future = peek_result(result, this.config.peek_limit);
                     this.state.set(State::Classifying { future });
                 }
@@ -590,11 +654,11 @@ where
     }
 }
 
-impl<S, ReqB, ResB, P> fmt::Debug for ResponseFuture<S, ReqB, ResB, P>
+impl<S, ReqB, ResB, P, R> fmt::Debug for ResponseFuture<S, ReqB, ResB, P, R>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
-    ResB: Body,
-    P: RetryPolicy<ReqB, ResB>,
+    R: ReadAhead<ResB>,
+    P: RetryPolicy<ReqB, R::Inner>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture")
