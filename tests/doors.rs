@@ -23,6 +23,13 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::{Layer as _, ServiceBuilder, ServiceExt};
 
+/// An endpoint layer carrying the token `FRESH`, with its defaults.
+fn fresh_endpoint() -> McpEndpointLayer {
+    McpEndpointLayer::bearer(BearerToken::new(FRESH))
+        .build()
+        .unwrap()
+}
+
 const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123";
 /// A token as long as real ones (a Cognito access token is ~1,000 characters).
 const STALE: &str = "eyJraWQiOiJzdGFsZSIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJzdGFsZSJ9.c3RhbGUtc2lnbmF0dXJlLXN0YWxlLXNpZ25hdHVyZQ";
@@ -282,9 +289,7 @@ async fn the_token_reaches_no_header_body_error_or_debug_the_app_reads() {
             })
         };
         let (response, debug) = if endpoint {
-            let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
-                .build()
-                .unwrap();
+            let layer = fresh_endpoint();
             let debug = format!("{layer:?} {:?}", layer.layer(echo.clone()));
             let stack = ServiceBuilder::new()
                 .layer(recommended_layers(ReplayGuardLayer::new(), layer))
@@ -464,9 +469,7 @@ async fn an_endpoint_url_that_is_relative_or_carries_a_password_is_refused_unsen
     ] {
         let service = Scripted::new([]);
         let shared = service.shared();
-        let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
-            .build()
-            .unwrap();
+        let layer = fresh_endpoint();
         let error = layer
             .layer(service)
             .oneshot(mcp_post(uri, CALL))
@@ -555,9 +558,7 @@ async fn an_expired_endpoint_session_is_a_404_delivered_and_the_guards_rule_is_u
         ))),
     ]);
     let shared = service.shared();
-    let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
-        .build()
-        .unwrap();
+    let layer = fresh_endpoint();
     let client = ServiceBuilder::new()
         .layer(recommended_layers(ReplayGuardLayer::new(), layer))
         .service(service);
@@ -999,9 +1000,7 @@ async fn a_bearer_token_goes_over_https_or_to_this_machine_only() {
     ] {
         let service = Scripted::new([Step::Respond(ok())]);
         let shared = service.shared();
-        let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
-            .build()
-            .unwrap();
+        let layer = fresh_endpoint();
         let result = layer.layer(service).oneshot(mcp_post(uri, CALL)).await;
         assert_eq!(result.is_ok(), sent, "{uri}");
         assert_eq!(shared.calls(), usize::from(sent), "{uri}");
@@ -1015,9 +1014,7 @@ async fn a_bearer_token_goes_over_https_or_to_this_machine_only() {
 async fn an_endpoint_request_drops_what_is_hop_by_hop_or_would_hide_an_echo() {
     let service = Scripted::new([Step::Respond(ok())]);
     let shared = service.shared();
-    let layer = McpEndpointLayer::bearer(BearerToken::new(FRESH))
-        .build()
-        .unwrap();
+    let layer = fresh_endpoint();
     let mut request = mcp_post("https://Gw.Example:443/mcp", CALL);
     let headers = request.headers_mut();
     headers.insert("accept-encoding", "gzip, br".parse().unwrap());

@@ -131,6 +131,35 @@ fn sign_request(
     instructions.apply_to_request_http1x(request);
 }
 
+/// A request to the emulator's gateway, with the `extra` headers (its MCP session's, say).
+async fn gateway(
+    emulator: &Emulator,
+    method: Method,
+    extra: &[(&str, &str)],
+    body: &str,
+    door: Door<'_>,
+) -> Answer {
+    send(method, &emulator.gateway_url(), extra, body, door).await
+}
+
+/// A POST of `body`, with no header of its own.
+async fn post(url: &str, body: &str, door: Door<'_>) -> Answer {
+    send(Method::POST, url, &[], body, door).await
+}
+
+/// A 401 whose challenge points at the runtime's protected resource metadata for `qualifier`.
+#[track_caller]
+fn assert_runtime_challenge(answer: &Answer, emulator: &Emulator, qualifier: &str) {
+    assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
+    assert_eq!(
+        answer.header("www-authenticate").unwrap(),
+        format!(
+            "Bearer resource_metadata=\"{}\"",
+            runtime_metadata_url(emulator, qualifier)
+        )
+    );
+}
+
 fn rpc(id: u64, method: &str, params: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
@@ -257,22 +286,8 @@ async fn an_oauth_runtime_takes_an_accepted_token_and_refuses_another() {
     let emulator = start(EmulatorConfig::default().bearer_tokens(["token-a", "token-b"])).await;
     let url = invocations(&emulator, "?qualifier=DEFAULT");
 
-    let wrong = send(
-        Method::POST,
-        &url,
-        &[],
-        &counter(1),
-        Door::Bearer("not-a-token"),
-    )
-    .await;
-    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        wrong.header("www-authenticate").unwrap(),
-        format!(
-            "Bearer resource_metadata=\"{}\"",
-            runtime_metadata_url(&emulator, "DEFAULT")
-        )
-    );
+    let wrong = post(&url, &counter(1), Door::Bearer("not-a-token")).await;
+    assert_runtime_challenge(&wrong, &emulator, "DEFAULT");
     assert_eq!(wrong.json()["error"]["code"], -32001);
     let received = last(&emulator);
     assert_eq!(received.authorization, Some("bearer"));
@@ -280,7 +295,7 @@ async fn an_oauth_runtime_takes_an_accepted_token_and_refuses_another() {
     assert_eq!(emulator.counter(), 0);
 
     for (id, token) in [(2, "token-a"), (3, "token-b")] {
-        let answer = send(Method::POST, &url, &[], &counter(id), Door::Bearer(token)).await;
+        let answer = post(&url, &counter(id), Door::Bearer(token)).await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
         assert_eq!(
             answer.json()["result"]["content"][0]["text"],
@@ -415,41 +430,13 @@ async fn an_oauth_runtime_serves_its_protected_resource_metadata_without_auth() 
 async fn a_token_swapped_at_run_time_makes_the_old_one_stale() {
     let emulator = start(EmulatorConfig::default().bearer_tokens(["old-token"])).await;
     let url = invocations(&emulator, "?qualifier=DEFAULT");
-    let first = send(
-        Method::POST,
-        &url,
-        &[],
-        &counter(1),
-        Door::Bearer("old-token"),
-    )
-    .await;
+    let first = post(&url, &counter(1), Door::Bearer("old-token")).await;
     assert_eq!(first.status, StatusCode::OK);
 
     emulator.set_bearer_tokens(["new-token"]);
-    let stale = send(
-        Method::POST,
-        &url,
-        &[],
-        &counter(2),
-        Door::Bearer("old-token"),
-    )
-    .await;
-    assert_eq!(stale.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        stale.header("www-authenticate").unwrap(),
-        format!(
-            "Bearer resource_metadata=\"{}\"",
-            runtime_metadata_url(&emulator, "DEFAULT")
-        )
-    );
-    let refreshed = send(
-        Method::POST,
-        &url,
-        &[],
-        &counter(3),
-        Door::Bearer("new-token"),
-    )
-    .await;
+    let stale = post(&url, &counter(2), Door::Bearer("old-token")).await;
+    assert_runtime_challenge(&stale, &emulator, "DEFAULT");
+    let refreshed = post(&url, &counter(3), Door::Bearer("new-token")).await;
     assert_eq!(refreshed.status, StatusCode::OK);
     assert_eq!(refreshed.json()["result"]["content"][0]["text"], "2");
 
@@ -518,14 +505,7 @@ async fn an_oauth_runtime_stops_a_session_for_a_token_only() {
 
 /// `initialize` through the gateway; the `Mcp-Session-Id` it answered.
 async fn open_session(emulator: &Emulator, door: Door<'_>) -> String {
-    let answer = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &[],
-        &initialize(1),
-        door,
-    )
-    .await;
+    let answer = post(&emulator.gateway_url(), &initialize(1), door).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
     assert_eq!(
         answer.json()["result"]["serverInfo"]["name"],
@@ -555,14 +535,7 @@ async fn a_gateway_serves_plain_mcp_within_its_sessions() {
     );
 
     let with = [("mcp-session-id", session.as_str())];
-    let call = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &counter(2),
-        sigv4(&mine),
-    )
-    .await;
+    let call = gateway(&emulator, Method::POST, &with, &counter(2), sigv4(&mine)).await;
     assert_eq!(call.status, StatusCode::OK, "{}", call.text);
     assert_eq!(call.json()["result"]["content"][0]["text"], "1");
     assert!(
@@ -571,14 +544,7 @@ async fn a_gateway_serves_plain_mcp_within_its_sessions() {
         "no runtime sessions at a gateway"
     );
     let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let accepted = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &notification,
-        sigv4(&mine),
-    )
-    .await;
+    let accepted = gateway(&emulator, Method::POST, &with, &notification, sigv4(&mine)).await;
     assert_eq!(accepted.status, StatusCode::ACCEPTED);
     let received = last(&emulator);
     assert_eq!(received.operation.as_deref(), Some("mcp"));
@@ -587,14 +553,7 @@ async fn a_gateway_serves_plain_mcp_within_its_sessions() {
     assert_eq!(received.mcp_session_id.as_deref(), Some(session.as_str()));
 
     // No session header: 400, nothing runs.
-    let missing = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &[],
-        &counter(3),
-        sigv4(&mine),
-    )
-    .await;
+    let missing = post(&emulator.gateway_url(), &counter(3), sigv4(&mine)).await;
     assert_eq!(missing.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         missing.json()["error"]["message"],
@@ -617,14 +576,7 @@ async fn a_gateway_serves_plain_mcp_within_its_sessions() {
     );
     // Another principal's session: 404, as unknown.
     let second = second_credentials();
-    let hijack = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &counter(5),
-        sigv4(&second),
-    )
-    .await;
+    let hijack = gateway(&emulator, Method::POST, &with, &counter(5), sigv4(&second)).await;
     assert_eq!(hijack.status, StatusCode::NOT_FOUND);
     assert_eq!(hijack.text, unknown.text.replace("\"id\":4", "\"id\":5"));
 
@@ -643,78 +595,29 @@ async fn a_gateway_session_expires_and_ends() {
     let session = open_session(&emulator, sigv4(&mine)).await;
     let with = [("mcp-session-id", session.as_str())];
     let list = rpc(2, "tools/list", json!({}));
-    let listed = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &list,
-        sigv4(&mine),
-    )
-    .await;
+    let listed = gateway(&emulator, Method::POST, &with, &list, sigv4(&mine)).await;
     assert_eq!(listed.status, StatusCode::OK);
 
     emulator.expire_mcp_sessions();
-    let expired = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &list,
-        sigv4(&mine),
-    )
-    .await;
+    let expired = gateway(&emulator, Method::POST, &with, &list, sigv4(&mine)).await;
     assert_eq!(expired.status, StatusCode::NOT_FOUND);
-    let gone = send(
-        Method::DELETE,
-        &emulator.gateway_url(),
-        &with,
-        "",
-        sigv4(&mine),
-    )
-    .await;
+    let gone = gateway(&emulator, Method::DELETE, &with, "", sigv4(&mine)).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 
     // A new session, ended by DELETE: then 404 too.
     let session = open_session(&emulator, sigv4(&mine)).await;
     let with = [("mcp-session-id", session.as_str())];
-    let ended = send(
-        Method::DELETE,
-        &emulator.gateway_url(),
-        &with,
-        "",
-        sigv4(&mine),
-    )
-    .await;
+    let ended = gateway(&emulator, Method::DELETE, &with, "", sigv4(&mine)).await;
     assert_eq!(ended.status, StatusCode::OK);
     assert_eq!(ended.text, "");
     assert_eq!(last(&emulator).http_method, "DELETE");
-    let after = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &list,
-        sigv4(&mine),
-    )
-    .await;
+    let after = gateway(&emulator, Method::POST, &with, &list, sigv4(&mine)).await;
     assert_eq!(after.status, StatusCode::NOT_FOUND);
-    let no_header = send(
-        Method::DELETE,
-        &emulator.gateway_url(),
-        &[],
-        "",
-        sigv4(&mine),
-    )
-    .await;
+    let no_header = gateway(&emulator, Method::DELETE, &[], "", sigv4(&mine)).await;
     assert_eq!(no_header.status, StatusCode::BAD_REQUEST);
 
     // No server-initiated stream.
-    let get = send(
-        Method::GET,
-        &emulator.gateway_url(),
-        &with,
-        "",
-        sigv4(&mine),
-    )
-    .await;
+    let get = gateway(&emulator, Method::GET, &with, "", sigv4(&mine)).await;
     assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(get.header("allow"), Some("POST, DELETE"));
 
@@ -731,23 +634,9 @@ async fn a_gateway_applies_faults_to_tool_calls() {
     let session = open_session(&emulator, sigv4(&mine)).await;
     let with = [("mcp-session-id", session.as_str())];
     emulator.push_fault(Fault::Throttle { retry_after: None });
-    let throttled = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &counter(2),
-        sigv4(&mine),
-    )
-    .await;
+    let throttled = gateway(&emulator, Method::POST, &with, &counter(2), sigv4(&mine)).await;
     assert_eq!(throttled.status, StatusCode::TOO_MANY_REQUESTS);
-    let ran = send(
-        Method::POST,
-        &emulator.gateway_url(),
-        &with,
-        &counter(3),
-        sigv4(&mine),
-    )
-    .await;
+    let ran = gateway(&emulator, Method::POST, &with, &counter(3), sigv4(&mine)).await;
     assert_eq!(ran.status, StatusCode::OK);
     let audit = emulator.audit();
     assert_eq!(audit.throttled, 1);
@@ -773,14 +662,7 @@ async fn a_bearer_gateway_challenges_serves_its_metadata_and_scopes_sessions_to_
         // A SigV4-signed request is answered as one without a token.
         (sigv4(&signed), Some("sigv4")),
     ] {
-        let answer = send(
-            Method::POST,
-            &emulator.gateway_url(),
-            &[],
-            &initialize(1),
-            door,
-        )
-        .await;
+        let answer = post(&emulator.gateway_url(), &initialize(1), door).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{scheme:?}");
         assert_eq!(answer.header("www-authenticate"), Some(challenge.as_str()));
         assert_eq!(
@@ -813,9 +695,9 @@ async fn a_bearer_gateway_challenges_serves_its_metadata_and_scopes_sessions_to_
 
     let session = open_session(&emulator, Door::Bearer("token-a")).await;
     let with = [("mcp-session-id", session.as_str())];
-    let call = send(
+    let call = gateway(
+        &emulator,
         Method::POST,
-        &emulator.gateway_url(),
         &with,
         &counter(2),
         Door::Bearer("token-a"),
@@ -824,9 +706,9 @@ async fn a_bearer_gateway_challenges_serves_its_metadata_and_scopes_sessions_to_
     assert_eq!(call.status, StatusCode::OK);
     assert!(last(&emulator).bearer_accepted);
     // Another accepted token is another principal: its session is not this one.
-    let other = send(
+    let other = gateway(
+        &emulator,
         Method::POST,
-        &emulator.gateway_url(),
         &with,
         &counter(3),
         Door::Bearer("token-b"),
@@ -872,9 +754,9 @@ async fn a_gateway_scopes_a_jwts_sessions_to_its_subject() {
         let (with, token) = (with, token.to_owned());
         let emulator = &emulator;
         async move {
-            send(
+            gateway(
+                &emulator,
                 Method::POST,
-                &emulator.gateway_url(),
                 &with,
                 &counter(id),
                 Door::Bearer(&token),
@@ -906,14 +788,7 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
     )
     .await;
     let credentials = gateway.credentials();
-    let wrong = send(
-        Method::POST,
-        &gateway.gateway_url(),
-        &[],
-        &initialize(1),
-        sigv4(&credentials),
-    )
-    .await;
+    let wrong = post(&gateway.gateway_url(), &initialize(1), sigv4(&credentials)).await;
     assert_eq!(wrong.status, StatusCode::FORBIDDEN);
     assert!(
         wrong
