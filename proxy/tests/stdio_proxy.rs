@@ -22,7 +22,7 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// A well-formed runtime ARN, for arguments that are refused before anything is sent.
 const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
 
-/// The proxy's binary, which cargo builds for this test (feature `proxy`).
+/// The proxy's binary, which cargo builds for this crate's tests.
 fn proxy_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"))
 }
@@ -3170,8 +3170,8 @@ async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_client
 }
 
 /// rmcp, the official Rust MCP SDK, as the client of `--listen` (its Streamable HTTP client,
-/// over plain hyper through `agentcore_tower::rmcp::TowerClient`).
-#[cfg(feature = "rmcp")]
+/// over plain hyper through `agentcore_tower::rmcp::TowerClient`; the library's feature `rmcp` is
+/// on in this crate's dev-dependencies).
 mod with_rmcp {
     use super::*;
 

@@ -641,8 +641,8 @@ mod tests {
         );
         // cargo sets it for the tests it runs.
         let tokens = EnvToken::new("CARGO_PKG_NAME").unwrap();
-        assert_eq!(tokens.get(false).unwrap().as_str(), "agentcore-tower");
-        assert_eq!(tokens.get(true).unwrap().as_str(), "agentcore-tower");
+        assert_eq!(tokens.get(false).unwrap().as_str(), "agentcore-mcp-proxy");
+        assert_eq!(tokens.get(true).unwrap().as_str(), "agentcore-mcp-proxy");
         assert_eq!(
             check_token("a b").err(),
             Some(Some(

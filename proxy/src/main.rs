@@ -3,25 +3,18 @@
 //! stdio (the default) or take a URL (`--listen`). `--help` is its manual page.
 //!
 //! ```text
-//! cargo install agentcore-tower --features proxy
+//! cargo install agentcore-mcp-proxy
 //! agentcore-mcp-proxy --runtime-arn ARN [--listen 127.0.0.1:PORT [--listen-token-file PATH]]
 //! agentcore-mcp-proxy --gateway-url https://ID.gateway.bedrock-agentcore.REGION.amazonaws.com/mcp
 //! agentcore-mcp-proxy --url URL --bearer-token-command 'get-token'
 //! ```
 
-#[path = "agentcore-mcp-proxy/answers.rs"]
 mod answers;
-#[path = "agentcore-mcp-proxy/cli.rs"]
 mod cli;
-#[path = "agentcore-mcp-proxy/listen.rs"]
 mod listen;
-#[path = "agentcore-mcp-proxy/sse.rs"]
 mod sse;
-#[path = "agentcore-mcp-proxy/stack.rs"]
 mod stack;
-#[path = "agentcore-mcp-proxy/stdio.rs"]
 mod stdio;
-#[path = "agentcore-mcp-proxy/tokens.rs"]
 mod tokens;
 
 use std::process::ExitCode;

@@ -1,26 +1,31 @@
 //! The local MCP Streamable HTTP endpoint (`--listen`): POST, GET and DELETE at `/mcp`, each
 //! through the same stack as stdio, guarded because it acts with the user's AWS identity.
+//!
+//! The guards are in [`guards`], the order of a session's requests behind its stream in
+//! [`stream_order`], the relay of an SSE answer in [`sse_relay`].
+
+mod guards;
+mod sse_relay;
+mod stream_order;
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::BoxError;
 use bytes::Bytes;
 use http::header::{
-    ACCEPT, AUTHORIZATION, CACHE_CONTROL, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
-    HeaderMap, HeaderName, HeaderValue, ORIGIN, TRANSFER_ENCODING, WWW_AUTHENTICATE,
+    ACCEPT, CACHE_CONTROL, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName,
+    HeaderValue, TRANSFER_ENCODING,
 };
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -30,12 +35,12 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    OpenRequests, PROXY_ERROR, broke, describe_failure, describe_status, error_response,
-    is_jsonrpc, next_frame, one_line, parse_server_message, preview, stalled, unanswered, upstream,
+    OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response, is_jsonrpc,
+    next_frame, preview, unanswered, upstream,
 };
-use crate::sse::{self, SseParser};
-use crate::stack::{CALL_TIMEOUT, Kind, ResBody, Stack};
+use crate::stack::{Kind, ResBody, Stack};
 use crate::{STOP_TIMEOUT, shutdown_signal};
+use sse_relay::SseRelay;
 
 /// The endpoint's path.
 pub const PATH: &str = "/mcp";
@@ -198,70 +203,6 @@ impl Endpoint {
         response
     }
 
-    /// The checks every request passes before anything is sent: Host, Origin, token, path;
-    /// the answer to one that fails.
-    fn refusal(&self, request: &Request<Incoming>) -> Option<Response<HttpBody>> {
-        let headers = request.headers();
-        let host = headers.get(HOST).and_then(|v| v.to_str().ok());
-        if !host.is_some_and(is_loopback_authority) {
-            warn!(host = ?host, "refused a request whose Host is not a loopback name");
-            return Some(refusal(
-                StatusCode::MISDIRECTED_REQUEST,
-                "the Host header must name a loopback address (localhost, 127.0.0.1, [::1])",
-                &[],
-            ));
-        }
-        if let Some(origin) = headers.get(ORIGIN) {
-            let text = origin.to_str().unwrap_or("(not text)");
-            if !is_loopback_origin(text) {
-                warn!(
-                    origin = text,
-                    "refused a request from a non-loopback Origin"
-                );
-                return Some(refusal(
-                    StatusCode::FORBIDDEN,
-                    &format!(
-                        "the origin {text} may not use this endpoint: only loopback origins \
-                         (http://localhost, http://127.0.0.1, http://[::1]) may"
-                    ),
-                    &[],
-                ));
-            }
-        }
-        if let Some(token) = &self.token {
-            let given = headers
-                .get(AUTHORIZATION)
-                .map(|v| bearer_token(v.as_bytes()));
-            let (why, challenge) = match given {
-                None => ("the request has no Authorization header", "Bearer"),
-                Some(Some(given)) if same(given, token.as_bytes()) => ("", ""),
-                Some(_) => (
-                    "the bearer token is wrong",
-                    "Bearer error=\"invalid_token\"",
-                ),
-            };
-            if !why.is_empty() {
-                warn!("refused a request: {why}");
-                return Some(refusal(
-                    StatusCode::UNAUTHORIZED,
-                    &format!(
-                        "{why}: this endpoint takes \"Authorization: Bearer TOKEN\", TOKEN from \
-                         the proxy's --listen-token-file"
-                    ),
-                    &[(WWW_AUTHENTICATE.as_str(), challenge)],
-                ));
-            }
-        }
-        if request.uri().path() != PATH {
-            return Some(refusal(
-                StatusCode::NOT_FOUND,
-                &format!("the MCP endpoint is {PATH}"),
-                &[],
-            ));
-        }
-        None
-    }
-
     /// A JSON-RPC message or batch from the client, through the stack.
     async fn post(&self, request: Request<Incoming>) -> Response<HttpBody> {
         let json = request
@@ -385,16 +326,7 @@ impl Endpoint {
         if status.is_success() && sse {
             let mut headers = answer_headers(&parts.headers);
             headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            let relay = SseRelay {
-                inner: Box::pin(body),
-                parser: SseParser::default(),
-                open,
-                status,
-                idle: Box::pin(tokio::time::sleep(CALL_TIMEOUT)),
-                queued: Vec::new(),
-                ended: false,
-                resumable: false,
-            };
+            let relay = SseRelay::new(body, open, status);
             return respond(status, headers, relay.boxed_unsync());
         }
         let whole = match read_whole(&mut body).await {
@@ -484,61 +416,6 @@ impl Endpoint {
             }
         }
         respond(parts.status, answer_headers(&parts.headers), full(whole))
-    }
-
-    /// Marks the session's stream as on its way upstream, until the mark is dropped.
-    fn stream_opening(&self, session: HeaderValue) -> StreamOpening<'_> {
-        let (sent, receiver) = tokio::sync::watch::channel(false);
-        lock(&self.opening).insert(session.clone(), receiver);
-        // Only now that the mark is there: the requests that waited for the GET to come wait
-        // on for it to reach the server.
-        if let Some((_, arrived)) = lock(&self.expected).remove(&session) {
-            let _ = arrived.send(true);
-        }
-        StreamOpening {
-            endpoint: self,
-            session,
-            sent,
-        }
-    }
-
-    /// The session is initialized: for [`STREAM_EXPECTED_WAIT`] its requests wait for the
-    /// client's GET to come.
-    fn expect_stream(&self, session: HeaderValue) {
-        let now = Instant::now();
-        let mut expected = lock(&self.expected);
-        // Those of clients that never opened one, once their wait is over.
-        expected.retain(|_, (until, _)| *until > now);
-        expected.insert(
-            session,
-            (
-                now + STREAM_EXPECTED_WAIT,
-                tokio::sync::watch::channel(false).0,
-            ),
-        );
-    }
-
-    /// Waits until the session's stream is open upstream: for the client's GET to come, when
-    /// the session was initialized moments ago (at most [`STREAM_EXPECTED_WAIT`]), then for
-    /// the GET on its way upstream to be answered (at most [`STREAM_OPENING_WAIT`]).
-    async fn after_stream_opened(&self, session: &HeaderValue) {
-        let expected = lock(&self.expected)
-            .get(session)
-            .map(|(until, arrived)| (*until, arrived.subscribe()));
-        if let Some((until, mut arrived)) = expected {
-            let came = tokio::time::timeout_at(until.into(), arrived.wait_for(|came| *came));
-            if came.await.is_err() {
-                debug!("no stream from the client within {STREAM_EXPECTED_WAIT:?} of initialized");
-                lock(&self.expected).remove(session);
-            }
-        }
-        let Some(mut opened) = lock(&self.opening).get(session).cloned() else {
-            return;
-        };
-        let waited = tokio::time::timeout(STREAM_OPENING_WAIT, opened.wait_for(|done| *done));
-        if waited.await.is_err() {
-            debug!("a request went on before its session's stream was open");
-        }
     }
 
     /// The request the stack gets: the client's MCP headers, none of its others (its token
@@ -705,257 +582,4 @@ fn refusal(status: StatusCode, message: &str, extra: &[(&str, &str)]) -> Respons
         }
     }
     response
-}
-
-/// Whether a `Host` value (or an origin's authority) names a loopback address: `localhost`,
-/// `127.x.x.x`, `[::1]`, with or without a port.
-fn is_loopback_authority(authority: &str) -> bool {
-    let Ok(authority) = authority.parse::<http::uri::Authority>() else {
-        return false;
-    };
-    if authority.as_str().contains('@') {
-        return false;
-    }
-    let host = authority.host();
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    let ip = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Whether an `Origin` is a loopback one: `http://` and a loopback authority, nothing else
-/// (`null`, another scheme, a path are refused).
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin
-        .get(..7)
-        .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
-        .map(|_| &origin[7..])
-    else {
-        return false;
-    };
-    !rest.contains(['/', '?', '#']) && is_loopback_authority(rest)
-}
-
-/// The token of an `Authorization: Bearer TOKEN` value.
-fn bearer_token(value: &[u8]) -> Option<&[u8]> {
-    let (scheme, token) = value.split_at_checked(7)?;
-    scheme
-        .eq_ignore_ascii_case(b"bearer ")
-        .then(|| token.trim_ascii())
-}
-
-/// Compares in time that depends on the length only.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// How long a session's request waits for its stream on the way upstream.
-const STREAM_OPENING_WAIT: Duration = Duration::from_secs(60);
-
-/// How long after `initialized` a session's request waits for the client's GET to come: long
-/// enough for a GET sent before the request, short enough that a client that never opens one
-/// barely notices (its first requests, once).
-const STREAM_EXPECTED_WAIT: Duration = Duration::from_millis(250);
-
-/// A session's stream on its way upstream: dropped, it lets the session's requests go on.
-struct StreamOpening<'a> {
-    endpoint: &'a Endpoint,
-    session: HeaderValue,
-    sent: tokio::sync::watch::Sender<bool>,
-}
-
-impl Drop for StreamOpening<'_> {
-    fn drop(&mut self) {
-        let _ = self.sent.send(true);
-        let mut opening = lock(&self.endpoint.opening);
-        // Only this stream's mark: a later GET of the session may have put its own.
-        if opening
-            .get(&self.session)
-            .is_some_and(|mark| mark.same_channel(&self.sent.subscribe()))
-        {
-            opening.remove(&self.session);
-        }
-    }
-}
-
-/// An SSE answer relayed event by event, as each is complete; when it breaks off, stalls or
-/// ends with requests unanswered, an error event answers each of them: the client is never
-/// left waiting.
-struct SseRelay {
-    inner: Pin<Box<ResBody>>,
-    parser: SseParser,
-    open: OpenRequests,
-    status: StatusCode,
-    /// Fires when the answer sends nothing for [`CALL_TIMEOUT`].
-    idle: Pin<Box<tokio::time::Sleep>>,
-    /// What goes to the client next.
-    queued: Vec<u8>,
-    ended: bool,
-    /// Whether an event named an id: the server can resume the stream.
-    resumable: bool,
-}
-
-impl SseRelay {
-    /// The answer is over: every request still open gets an error event.
-    fn end(&mut self, message: Option<String>) {
-        let message = message.unwrap_or_else(|| unanswered(self.status));
-        for error in self.open.fail_all(&message, None) {
-            self.queued
-                .extend_from_slice(&sse::event(error.to_string().as_bytes()));
-        }
-        self.ended = true;
-    }
-}
-
-/// Queues one event of the answer as it came — its `id:` and `retry:` kept, a priming event
-/// (empty data) too — with its data on one line when it is a JSON message, and without it when
-/// it is not. Whether it named an id (the server can resume the stream).
-fn relay_event(open: &mut OpenRequests, queued: &mut Vec<u8>, event: &sse::Event) -> bool {
-    let data = match event.data.as_deref() {
-        // Not JSON-RPC: passed on as it came.
-        Some(data) if event.message().is_none() => Some(data.to_vec()),
-        Some(data) if data.trim_ascii().is_empty() => Some(Vec::new()),
-        Some(data) => parse_server_message(data).map(|message| {
-            open.answered_by(&message);
-            one_line(data)
-        }),
-        None => None,
-    };
-    queued.extend_from_slice(&event.encode(data.as_deref()));
-    event.id.as_deref().is_some_and(|id| !id.is_empty())
-}
-
-impl Body for SseRelay {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        loop {
-            if !this.queued.is_empty() {
-                let data = Bytes::from(std::mem::take(&mut this.queued));
-                return Poll::Ready(Some(Ok(Frame::data(data))));
-            }
-            if this.ended {
-                return Poll::Ready(None);
-            }
-            match this.inner.as_mut().poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    let deadline = tokio::time::Instant::now() + CALL_TIMEOUT;
-                    this.idle.as_mut().reset(deadline);
-                    if let Some(data) = frame.data_ref() {
-                        let (open, queued, resumable) =
-                            (&mut this.open, &mut this.queued, &mut this.resumable);
-                        this.parser.feed(data, |event| {
-                            *resumable |= relay_event(open, queued, &event);
-                        });
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    let message = broke(&e);
-                    warn!("{message}");
-                    this.end(Some(message));
-                }
-                Poll::Ready(None) => {
-                    let (open, queued, resumable) =
-                        (&mut this.open, &mut this.queued, &mut this.resumable);
-                    this.parser.finish(|event| {
-                        *resumable |= relay_event(open, queued, &event);
-                    });
-                    if this.resumable {
-                        // The server ended the stream on purpose, its events named: the client
-                        // resumes it (GET with Last-Event-ID), and its answers come there.
-                        this.ended = true;
-                    } else {
-                        this.end(None);
-                    }
-                }
-                Poll::Pending => {
-                    if this.idle.as_mut().poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    let message = stalled();
-                    warn!("{message}");
-                    this.end(Some(message));
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_origins_pass() {
-        for ok in [
-            "http://localhost",
-            "http://localhost:8765",
-            "http://LOCALHOST:1",
-            "HTTP://127.0.0.1:8765",
-            "http://127.9.9.9",
-            "http://[::1]:8765",
-        ] {
-            assert!(is_loopback_origin(ok), "{ok}");
-        }
-        for bad in [
-            "null",
-            "http://evil.example",
-            "http://evil.example:8765",
-            "http://localhost.evil.example",
-            "http://127.0.0.1.nip.io:8765",
-            "https://localhost:8765",
-            "file://",
-            "http://localhost:8765/path",
-            "http://user@localhost:8765",
-            "http://[::ffff:127.0.0.1]",
-            "http://0.0.0.0:8765",
-            "http://192.168.1.10",
-            "http://",
-            "",
-        ] {
-            assert!(!is_loopback_origin(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn only_loopback_hosts_pass() {
-        for ok in [
-            "localhost:8765",
-            "127.0.0.1:8765",
-            "127.0.0.1",
-            "[::1]:8765",
-        ] {
-            assert!(is_loopback_authority(ok), "{ok}");
-        }
-        for bad in [
-            "evil.example:8765",
-            "0.0.0.0:8765",
-            "10.0.0.1",
-            "",
-            "a@localhost",
-        ] {
-            assert!(!is_loopback_authority(bad), "{bad}");
-        }
-    }
-
-    #[test]
-    fn bearer_tokens_are_read_and_compared_whole() {
-        assert_eq!(bearer_token(b"Bearer abc"), Some(&b"abc"[..]));
-        assert_eq!(bearer_token(b"bearer  abc "), Some(&b"abc"[..]));
-        assert_eq!(bearer_token(b"Basic abc"), None);
-        assert_eq!(bearer_token(b"Bearer"), None);
-        assert!(same(b"abc", b"abc"));
-        assert!(!same(b"abc", b"abd"));
-        assert!(!same(b"abc", b"abcd"));
-        assert!(!same(b"", b"a"));
-    }
 }

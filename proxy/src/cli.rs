@@ -1,0 +1,533 @@
+//! The command line: the arguments, read and checked against each other. The manual page is in
+//! [`manual`], the values of single options (a URL, an address, a token) in [`values`].
+
+mod manual;
+mod values;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use http::Uri;
+
+pub use manual::{HELP, USAGE};
+use values::{parse_listen, parse_url};
+pub use values::{parse_token, shown};
+
+/// Where the proxy sends, as the command line names it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Door {
+    /// `--runtime-arn`: `InvokeAgentRuntime` on an AgentCore Runtime.
+    Runtime(String),
+    /// `--gateway-url`: an AgentCore Gateway's MCP URL, plain MCP.
+    Gateway(Uri),
+    /// `--url`: any MCP URL, plain MCP.
+    Url(Uri),
+}
+
+impl Door {
+    /// The flag that names it.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            Door::Runtime(_) => "--runtime-arn",
+            Door::Gateway(_) => "--gateway-url",
+            Door::Url(_) => "--url",
+        }
+    }
+}
+
+/// Where the bearer token comes from (no SigV4 then).
+#[derive(Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// `--bearer-token-env VAR`.
+    Env(String),
+    /// `--bearer-token-command CMD`.
+    Command(String),
+}
+
+impl TokenSource {
+    /// The flag that names it.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            TokenSource::Env(_) => "--bearer-token-env",
+            TokenSource::Command(_) => "--bearer-token-command",
+        }
+    }
+}
+
+/// The proxy's settings, as the command line gives them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub door: Door,
+    pub region: Option<String>,
+    /// Runtime only.
+    pub qualifier: Option<String>,
+    /// Runtime only.
+    pub endpoint: Option<String>,
+    /// `--url` with SigV4 only.
+    pub signing_name: Option<String>,
+    /// A bearer token instead of SigV4.
+    pub tokens: Option<TokenSource>,
+    pub idempotent_tools: Vec<String>,
+    /// Runtime only.
+    pub stop_session_on_exit: bool,
+    /// `--listen`: serve HTTP there instead of stdio.
+    pub listen: Option<SocketAddr>,
+    pub listen_token_file: Option<PathBuf>,
+}
+
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    Run(Box<Args>),
+    Help,
+    Version,
+}
+
+/// The options as given, before they are checked against each other.
+#[derive(Default)]
+struct Given {
+    runtime_arn: Option<String>,
+    gateway_url: Option<Uri>,
+    url: Option<Uri>,
+    region: Option<String>,
+    qualifier: Option<String>,
+    endpoint: Option<String>,
+    signing_name: Option<String>,
+    token_env: Option<String>,
+    token_command: Option<String>,
+    idempotent_tools: Vec<String>,
+    stop_session_on_exit: bool,
+    listen: Option<SocketAddr>,
+    listen_token_file: Option<PathBuf>,
+}
+
+/// Reads the arguments (without the program name).
+pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut args = Given::default();
+    let mut raw = raw.into_iter();
+    while let Some(arg) = raw.next() {
+        let arg = arg
+            .into_string()
+            .map_err(|a| format!("the argument {a:?} is not valid UTF-8"))?;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        let mut value = |flag: &str| -> Result<String, String> {
+            let value = match inline.clone() {
+                Some(value) => value,
+                None => raw
+                    .next()
+                    .ok_or_else(|| format!("{flag} needs a value"))?
+                    .into_string()
+                    .map_err(|a| format!("the value {a:?} of {flag} is not valid UTF-8"))?,
+            };
+            if value.is_empty() {
+                return Err(format!("{flag} needs a non-empty value"));
+            }
+            Ok(value)
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            "--runtime-arn" => {
+                once(&args.runtime_arn, "--runtime-arn")?;
+                args.runtime_arn = Some(value("--runtime-arn")?);
+            }
+            "--gateway-url" => {
+                once(&args.gateway_url, "--gateway-url")?;
+                args.gateway_url = Some(parse_url("--gateway-url", &value("--gateway-url")?)?);
+            }
+            "--url" => {
+                once(&args.url, "--url")?;
+                args.url = Some(parse_url("--url", &value("--url")?)?);
+            }
+            "--region" => {
+                once(&args.region, "--region")?;
+                args.region = Some(value("--region")?);
+            }
+            "--qualifier" => {
+                once(&args.qualifier, "--qualifier")?;
+                args.qualifier = Some(value("--qualifier")?);
+            }
+            "--endpoint" => {
+                once(&args.endpoint, "--endpoint")?;
+                args.endpoint = Some(value("--endpoint")?);
+            }
+            "--signing-name" => {
+                once(&args.signing_name, "--signing-name")?;
+                args.signing_name = Some(value("--signing-name")?);
+            }
+            "--bearer-token-env" => {
+                once(&args.token_env, "--bearer-token-env")?;
+                let name = value("--bearer-token-env")?;
+                if name.contains(['=', '\0']) {
+                    return Err(format!(
+                        "--bearer-token-env {name}: not an environment variable name"
+                    ));
+                }
+                args.token_env = Some(name);
+            }
+            "--bearer-token-command" => {
+                once(&args.token_command, "--bearer-token-command")?;
+                args.token_command = Some(value("--bearer-token-command")?);
+            }
+            "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
+            "--stop-session-on-exit" if inline.is_none() => args.stop_session_on_exit = true,
+            "--stop-session-on-exit" => return Err("--stop-session-on-exit takes no value".into()),
+            "--listen" => {
+                once(&args.listen, "--listen")?;
+                args.listen = Some(parse_listen(&value("--listen")?)?);
+            }
+            "--listen-token-file" => {
+                once(&args.listen_token_file, "--listen-token-file")?;
+                args.listen_token_file = Some(value("--listen-token-file")?.into());
+            }
+            other if other.starts_with('-') => return Err(format!("unknown option `{other}`")),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    args.check().map(|args| Parsed::Run(Box::new(args)))
+}
+
+impl Given {
+    /// The settings, once the options are known to go together.
+    fn check(self) -> Result<Args, String> {
+        let mut doors = Vec::new();
+        if let Some(arn) = self.runtime_arn {
+            doors.push(Door::Runtime(arn));
+        }
+        if let Some(url) = self.gateway_url {
+            doors.push(Door::Gateway(url));
+        }
+        if let Some(url) = self.url {
+            doors.push(Door::Url(url));
+        }
+        if doors.len() > 1 {
+            return Err(format!(
+                "{} and {} exclude each other: give one of them",
+                doors[0].flag(),
+                doors[1].flag()
+            ));
+        }
+        let door = doors
+            .pop()
+            .ok_or("one of --runtime-arn, --gateway-url or --url is required")?;
+        let tokens = match (self.token_env, self.token_command) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "--bearer-token-env and --bearer-token-command exclude each other: give one \
+                     of them"
+                        .into(),
+                );
+            }
+            (Some(name), None) => Some(TokenSource::Env(name)),
+            (None, Some(command)) => Some(TokenSource::Command(command)),
+            (None, None) => None,
+        };
+        if !matches!(door, Door::Runtime(_)) {
+            let runtime_only = [
+                ("--qualifier", self.qualifier.is_some()),
+                ("--endpoint", self.endpoint.is_some()),
+                ("--stop-session-on-exit", self.stop_session_on_exit),
+            ];
+            if let Some((flag, _)) = runtime_only.iter().find(|(_, given)| *given) {
+                return Err(format!(
+                    "{flag} applies to --runtime-arn only, not to {}",
+                    door.flag()
+                ));
+            }
+        }
+        if self.signing_name.is_some() {
+            if !matches!(door, Door::Url(_)) {
+                return Err(format!(
+                    "--signing-name applies to --url only: {} signs for bedrock-agentcore",
+                    door.flag()
+                ));
+            }
+            if let Some(tokens) = &tokens {
+                return Err(format!(
+                    "--signing-name is for SigV4, and {} sends a bearer token instead: give one \
+                     of them",
+                    tokens.flag()
+                ));
+            }
+        }
+        if matches!(door, Door::Url(_)) && self.signing_name.is_none() && tokens.is_none() {
+            return Err(
+                "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, lambda \
+                 for a Lambda function URL) or a bearer token (--bearer-token-env or \
+                 --bearer-token-command)"
+                    .into(),
+            );
+        }
+        if self.listen_token_file.is_some() && self.listen.is_none() {
+            return Err("--listen-token-file needs --listen".into());
+        }
+        Ok(Args {
+            door,
+            region: self.region,
+            qualifier: self.qualifier,
+            endpoint: self.endpoint,
+            signing_name: self.signing_name,
+            tokens,
+            idempotent_tools: self.idempotent_tools,
+            stop_session_on_exit: self.stop_session_on_exit,
+            listen: self.listen,
+            listen_token_file: self.listen_token_file,
+        })
+    }
+}
+
+/// Refuses a second value for a single-valued option.
+fn once<T>(slot: &Option<T>, flag: &str) -> Result<(), String> {
+    match slot {
+        Some(_) => Err(format!("{flag} is given twice")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
+    const GATEWAY: &str = "https://gw-abc.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp";
+
+    fn parse(args: &[&str]) -> Result<Parsed, String> {
+        parse_args(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn every_option_is_read_in_both_spellings() {
+        let parsed = parse(&[
+            "--runtime-arn",
+            ARN,
+            "--region=eu-west-1",
+            "--qualifier",
+            "prod",
+            "--endpoint=http://127.0.0.1:9",
+            "--idempotent-tool",
+            "add",
+            "--idempotent-tool=echo",
+            "--stop-session-on-exit",
+            "--listen",
+            "127.0.0.1:0",
+            "--listen-token-file=/tmp/token",
+            "--bearer-token-env=MCP_TOKEN",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed,
+            Parsed::Run(Box::new(Args {
+                door: Door::Runtime(ARN.into()),
+                region: Some("eu-west-1".into()),
+                qualifier: Some("prod".into()),
+                endpoint: Some("http://127.0.0.1:9".into()),
+                signing_name: None,
+                tokens: Some(TokenSource::Env("MCP_TOKEN".into())),
+                idempotent_tools: vec!["add".into(), "echo".into()],
+                stop_session_on_exit: true,
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                listen_token_file: Some("/tmp/token".into()),
+            }))
+        );
+        assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
+        assert_eq!(parse(&["-V"]).unwrap(), Parsed::Version);
+    }
+
+    #[test]
+    fn each_door_is_read_with_its_auth() {
+        let Parsed::Run(args) = parse(&[
+            "--gateway-url",
+            GATEWAY,
+            "--bearer-token-command=get-token --audience 'x y'",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(args.door, Door::Gateway(GATEWAY.parse().unwrap()));
+        assert_eq!(
+            args.tokens,
+            Some(TokenSource::Command("get-token --audience 'x y'".into()))
+        );
+        assert_eq!(args.signing_name, None);
+
+        let Parsed::Run(args) =
+            parse(&["--gateway-url", GATEWAY, "--region", "us-west-2"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((args.tokens, args.region), (None, Some("us-west-2".into())));
+
+        let url = "https://abc.execute-api.us-west-2.amazonaws.com/prod/mcp?stage=1";
+        let Parsed::Run(args) = parse(&["--url", url, "--signing-name", "execute-api"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(args.door, Door::Url(url.parse().unwrap()));
+        assert_eq!(args.signing_name.as_deref(), Some("execute-api"));
+
+        let Parsed::Run(args) = parse(&[
+            "--url",
+            "http://localhost:8080/mcp",
+            "--bearer-token-env",
+            "T",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(args.tokens, Some(TokenSource::Env("T".into())));
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let url = "https://example.com/mcp";
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &[],
+                "one of --runtime-arn, --gateway-url or --url is required",
+            ),
+            (
+                &["--region", "us-east-1"],
+                "one of --runtime-arn, --gateway-url or --url is required",
+            ),
+            (&["--runtime-arn"], "--runtime-arn needs a value"),
+            (&["--runtime-arn="], "--runtime-arn needs a non-empty value"),
+            (
+                &["--runtime-arn", ARN, "--runtime-arn", ARN],
+                "--runtime-arn is given twice",
+            ),
+            (&["--runtime-arn", ARN, "--nope"], "unknown option `--nope`"),
+            (
+                &["--runtime-arn", ARN, "stray"],
+                "unexpected argument `stray`",
+            ),
+            (
+                &["--runtime-arn", ARN, "--stop-session-on-exit=yes"],
+                "--stop-session-on-exit takes no value",
+            ),
+            (
+                &["--runtime-arn", ARN, "--listen-token-file", "/tmp/t"],
+                "--listen-token-file needs --listen",
+            ),
+            (
+                &["--runtime-arn", ARN, "--listen", "8080"],
+                "--listen 8080: not an ADDRESS:PORT (e.g. 127.0.0.1:8765, [::1]:8765, \
+                 localhost:8765)",
+            ),
+            // One door.
+            (
+                &[
+                    "--url",
+                    url,
+                    "--runtime-arn",
+                    ARN,
+                    "--bearer-token-env",
+                    "T",
+                ],
+                "--runtime-arn and --url exclude each other: give one of them",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--url", url],
+                "--gateway-url and --url exclude each other: give one of them",
+            ),
+            // One token source.
+            (
+                &[
+                    "--url",
+                    url,
+                    "--bearer-token-env",
+                    "T",
+                    "--bearer-token-command",
+                    "get-token",
+                ],
+                "--bearer-token-env and --bearer-token-command exclude each other: give one of \
+                 them",
+            ),
+            (
+                &["--url", url, "--bearer-token-env", "A=B"],
+                "--bearer-token-env A=B: not an environment variable name",
+            ),
+            // Runtime flags with a URL.
+            (
+                &["--gateway-url", GATEWAY, "--qualifier", "prod"],
+                "--qualifier applies to --runtime-arn only, not to --gateway-url",
+            ),
+            (
+                &["--url", url, "--bearer-token-env", "T", "--endpoint", url],
+                "--endpoint applies to --runtime-arn only, not to --url",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--stop-session-on-exit"],
+                "--stop-session-on-exit applies to --runtime-arn only, not to --gateway-url",
+            ),
+            // The signing name.
+            (
+                &["--url", url],
+                "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, \
+                 lambda for a Lambda function URL) or a bearer token (--bearer-token-env or \
+                 --bearer-token-command)",
+            ),
+            (
+                &[
+                    "--url",
+                    url,
+                    "--signing-name",
+                    "lambda",
+                    "--bearer-token-command",
+                    "t",
+                ],
+                "--signing-name is for SigV4, and --bearer-token-command sends a bearer token \
+                 instead: give one of them",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--signing-name", "lambda"],
+                "--signing-name applies to --url only: --gateway-url signs for bedrock-agentcore",
+            ),
+            (
+                &["--runtime-arn", ARN, "--signing-name", "lambda"],
+                "--signing-name applies to --url only: --runtime-arn signs for bedrock-agentcore",
+            ),
+            // The URLs.
+            (
+                &["--url", "example.com/mcp"],
+                "--url: not a URL (https://HOST/PATH, e.g. https://example.com/mcp)",
+            ),
+            (
+                &["--gateway-url", "https://"],
+                "--gateway-url: not a URL (https://HOST/PATH, e.g. https://example.com/mcp)",
+            ),
+            (
+                &["--url", "ftp://example.com/mcp"],
+                "--url: the scheme `ftp` is not https",
+            ),
+            (
+                &["--url", "https://user:pa55@example.com/mcp"],
+                "--url: the URL carries a user or password; give a token with \
+                 --bearer-token-env or --bearer-token-command instead",
+            ),
+            (
+                &["--url", "http://example.com/mcp?key=s3cr3t"],
+                "--url http://example.com/mcp?…: http:// is for a loopback test server only \
+                 (localhost, 127.0.0.1, [::1]): the request's credentials would cross the \
+                 network in the clear; use https://",
+            ),
+            (
+                &["--url", "https://example.com/mcp#part"],
+                "--url: the URL has a fragment (#…), which is never sent",
+            ),
+        ];
+        for (args, expected) in cases {
+            let error = parse(args).unwrap_err();
+            assert_eq!(&error, expected, "{args:?}");
+            assert!(
+                !error.contains("s3cr3t") && !error.contains("pa55"),
+                "{error}"
+            );
+        }
+    }
+}

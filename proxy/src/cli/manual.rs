@@ -1,0 +1,269 @@
+//! The manual page (`--help`) and the short usage shown after a wrong command line.
+
+/// The short usage, after an error.
+pub const USAGE: &str = "\
+usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
+           [--qualifier QUALIFIER] [--endpoint URL] [--stop-session-on-exit]
+           [TOKEN] [COMMON]
+       agentcore-mcp-proxy --gateway-url URL [--region REGION] [TOKEN] [COMMON]
+       agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
+           [COMMON]
+       agentcore-mcp-proxy --url URL TOKEN [COMMON]
+       agentcore-mcp-proxy --help | --version
+TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD  (else SigV4)
+COMMON: [--idempotent-tool NAME]...
+        [--listen ADDRESS:PORT [--listen-token-file PATH]]
+";
+
+/// `--help`: the manual page.
+pub const HELP: &str = "\
+NAME
+    agentcore-mcp-proxy - an MCP proxy to AWS Bedrock AgentCore Runtime,
+    AgentCore Gateway or any MCP URL, over stdio or local HTTP
+
+SYNOPSIS
+    agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
+                        [--qualifier QUALIFIER] [--endpoint URL]
+                        [--stop-session-on-exit] [TOKEN] [COMMON]
+    agentcore-mcp-proxy --gateway-url URL [--region REGION] [TOKEN] [COMMON]
+    agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
+                        [COMMON]
+    agentcore-mcp-proxy --url URL TOKEN [COMMON]
+    agentcore-mcp-proxy --help | --version
+
+    TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD
+    COMMON: [--idempotent-tool NAME]...
+            [--listen ADDRESS:PORT [--listen-token-file PATH]]
+
+DESCRIPTION
+    Lets an MCP client use an MCP server that needs AWS credentials or an
+    OAuth token, through one of three doors:
+
+      * --runtime-arn: a server hosted on AgentCore Runtime, called through
+        InvokeAgentRuntime;
+      * --gateway-url: an AgentCore Gateway's MCP URL;
+      * --url: any MCP server behind SigV4 (API Gateway, a Lambda function
+        URL, an AWS-managed MCP server) or a bearer token.
+
+    Each request is signed with SigV4 (IAM), with the credentials of the
+    standard AWS chain; or, with --bearer-token-env or
+    --bearer-token-command (OAuth inbound auth), carries
+    \"Authorization: Bearer TOKEN\" instead, and then no AWS credentials are
+    read at all. A request refused with HTTP 401 is sent once more with a
+    token asked for afresh. The token is never logged or printed.
+
+    stdio (the default): the MCP stdio transport. Newline-delimited JSON-RPC
+    messages on standard input; every answer and every server message (JSON
+    or SSE from the server) as one line on standard output, which carries
+    nothing else; logs on standard error. The handshake is serial
+    (initialize, then notifications/initialized, before anything else) and
+    a notification is never overtaken; requests run concurrently: a slow
+    tool does not hold up a ping. Once the session is initialized, the
+    server's own stream (GET) is opened where the door offers one, relayed,
+    and resumed with Last-Event-ID when it ends; so is an answer's stream
+    the server ends before its answer (not sent again: it is the same
+    call). When standard input closes, or on SIGINT
+    or SIGTERM, requests still running get up to 10 s to finish. For a
+    runtime, one runtime session (one microVM) serves the whole run, and is
+    then stopped with --stop-session-on-exit; for a gateway or a URL, the
+    MCP session the server opened is then ended with an MCP DELETE.
+
+    HTTP (--listen): the MCP Streamable HTTP transport at
+    http://ADDRESS:PORT/mcp, for clients that take a URL instead of a
+    command. POST carries JSON-RPC messages, answered as JSON or as an SSE
+    stream. For a runtime, GET is answered 405 (AgentCore Runtime sends
+    server messages only in the answer to a POST, and MCP clients read 405
+    as \"no stream offered\"), and DELETE ends the MCP session and stops its
+    runtime session; each MCP session gets a runtime session of its own, and
+    requests outside any (from a client of MCP's stateless versions, which
+    never initializes) share one. For a gateway or a URL, GET (the server's
+    stream, with Last-Event-ID) and DELETE go to the server as they are.
+    SSE events keep their id: and retry: lines, priming events included.
+    The endpoint acts with your identity, so it binds to loopback
+    addresses only, and refuses, with nothing sent, every request
+      * whose Origin, when it has one, is not a loopback origin
+        (http://localhost, http://127.0.0.1 or http://[::1], any port): 403,
+        the MCP specification's defence against DNS rebinding;
+      * whose Host is not a loopback name: 421;
+      * without \"Authorization: Bearer TOKEN\", when --listen-token-file is
+        given: 401;
+      * to any path but /mcp: 404.
+    It runs until SIGINT or SIGTERM; requests still running then get up to
+    10 s to finish.
+
+    Every request goes through the agentcore-tower stack, outer to inner: one
+    120 s deadline for the whole call, MCP session recovery (a server that no
+    longer knows the session, after a runtime's idle timeout or a gateway
+    session's end, answers 404: a new session is opened with the session's
+    own initialize and the request sent once more), the replay guard,
+    throttle retry (HTTP 429, honouring Retry-After), session-busy retry (a
+    runtime session still provisioning: a cold start is waited out for up to
+    30 s), then the signer (InvokeAgentRuntime for a runtime, the
+    request as it is for a URL), which signs (or sets the token) afresh for
+    every attempt, over HTTPS (rustls, the webpki roots; http:// only for a
+    local test server). A request whose answer may have been lost after it
+    ran (a dropped connection, a 5xx) is sent again only when it calls a
+    tool named by --idempotent-tool: any other may have run, and never runs
+    twice.
+
+    A request the stack gives up on is answered with a JSON-RPC error (code
+    -32000) naming what happened, the record of every attempt in
+    error.data.attempts; so is an HTTP error without a JSON-RPC body
+    (error.data.httpStatus, error.data.errorType; for a refused token,
+    error.data.resourceMetadata: where the server's OAuth metadata is). A
+    message that is not JSON gets a parse error (-32700), and nothing is
+    sent.
+
+OPTIONS
+    --runtime-arn ARN
+        The runtime to invoke:
+        arn:aws:bedrock-agentcore:REGION:ACCOUNT:runtime/ID.
+
+    --gateway-url URL
+        The MCP URL of an AgentCore Gateway:
+        https://ID.gateway.bedrock-agentcore.REGION.amazonaws.com/mcp.
+        Signed for bedrock-agentcore in the region the host names (else
+        --region, else the configured one), unless a TOKEN option is given.
+
+    --url URL
+        Any MCP URL; every request goes to it, path and query as given.
+        Needs --signing-name (SigV4) or a TOKEN option. A user or password
+        in the URL is refused; http:// is for a loopback address only.
+
+    --signing-name NAME
+        With --url: the service to sign for, e.g. execute-api (API
+        Gateway), lambda (a Lambda function URL), aws-mcp (the AWS MCP
+        Server). Not with a TOKEN option.
+
+    --region REGION
+        The region to sign for (or, for a runtime with a token, to call).
+        For a runtime: default the ARN's (a profile's default region never
+        sends the call elsewhere), else the configured one. For a gateway:
+        the one in its host name wins. For --url: default the configured
+        one; there is none to guess from the URL.
+
+    --bearer-token-env VAR
+        Send \"Authorization: Bearer TOKEN\", TOKEN being the value of the
+        environment variable VAR (read once, at start: a running process's
+        environment does not change, so a 401 is answered, not retried), in
+        place of SigV4. A value that is no usable bearer token (RFC 6750's
+        letters, digits and -._~+/ then =s, at least 8 characters) stops
+        the proxy at start (exit code 2).
+
+    --bearer-token-command CMD
+        Send \"Authorization: Bearer TOKEN\", TOKEN being the standard output
+        of CMD (run by sh -c; cmd /C on Windows) without the whitespace
+        around it, in place of SigV4. CMD runs at start, then again after a
+        401, and before a token that is a JWT expiring within 60 s is used;
+        its token is kept in memory only. CMD gets no standard input, cannot
+        prompt on the terminal, and may run for 60 s; on Unix it runs in a
+        process group of its own, and one that runs longer is stopped with
+        every process of that group. A CMD that fails (a non-zero exit, no
+        token, or no usable bearer token, as for --bearer-token-env) is an
+        error naming its exit status and
+        the first line of its standard error, never what it printed on
+        standard output.
+
+    --qualifier QUALIFIER
+        For a runtime: the endpoint to invoke. Default: DEFAULT.
+
+    --endpoint URL
+        For a runtime: where to send, e.g. a VPC endpoint. Default:
+        AWS_ENDPOINT_URL_BEDROCK_AGENTCORE, else AWS_ENDPOINT_URL, else the
+        region's.
+
+    --idempotent-tool NAME
+        A tool that may be sent again after its answer was lost: one that is
+        safe to run twice. Repeatable.
+
+    --stop-session-on-exit
+        For a runtime: at exit, stop the runtime session
+        (StopRuntimeSession) rather than leave it to expire; with --listen,
+        every runtime session not ended with DELETE.
+
+    --listen ADDRESS:PORT
+        Serve MCP Streamable HTTP at http://ADDRESS:PORT/mcp instead of
+        stdio. ADDRESS is a loopback address: 127.0.0.1 (or another
+        127.x.x.x), [::1], or localhost (127.0.0.1). PORT 0 picks a free
+        port; the log names the URL.
+
+    --listen-token-file PATH
+        With --listen, require \"Authorization: Bearer TOKEN\" on every
+        request, TOKEN being the file's content without the whitespace
+        around it: one word of visible ASCII, at least 16 characters. Keep
+        the file readable by you alone. (Not the token sent to the server.)
+
+    -h, --help
+        This page, on standard output.
+
+    -V, --version
+        The version, on standard output.
+
+ENVIRONMENT
+    AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+    AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, ...
+        With SigV4: the standard AWS credentials chain: environment,
+        profiles (SSO and assume-role included), web identity, container
+        and instance roles. Credentials are cached, and resolved again 5
+        minutes before they expire. Not read with a TOKEN option.
+
+    AWS_REGION, AWS_DEFAULT_REGION
+        The configured region (see --region).
+
+    AWS_ENDPOINT_URL_BEDROCK_AGENTCORE, AWS_ENDPOINT_URL
+        For a runtime: the endpoint (see --endpoint); not read when
+        AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true.
+
+    VAR (as --bearer-token-env names it)
+        The bearer token.
+
+    RUST_LOG
+        What to log on standard error: a level (error, warn, info, debug,
+        trace, off) or tracing directives (agentcore_tower=debug,info).
+        Default: info. No secret is logged, nor a URL's query.
+
+EXAMPLES
+    The command of a desktop MCP client (stdio), a runtime behind IAM:
+        agentcore-mcp-proxy --runtime-arn \\
+            arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/srv-AbC123
+
+    An SSO profile, a tool safe to repeat, the microVM stopped at exit:
+        AWS_PROFILE=dev agentcore-mcp-proxy --runtime-arn ARN \\
+            --idempotent-tool lookup --stop-session-on-exit
+
+    A runtime with OAuth inbound auth, the token from a command:
+        agentcore-mcp-proxy --runtime-arn ARN \\
+            --bearer-token-command 'my-idp-cli token --audience mcp'
+
+    An AgentCore Gateway behind IAM:
+        agentcore-mcp-proxy --gateway-url \\
+            https://gw-1.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp
+
+    An AgentCore Gateway with a JWT authorizer, the token in a variable:
+        MCP_TOKEN=eyJ... agentcore-mcp-proxy --gateway-url URL \\
+            --bearer-token-env MCP_TOKEN
+
+    An MCP server behind API Gateway with IAM auth:
+        agentcore-mcp-proxy \\
+            --url https://abc123.execute-api.us-west-2.amazonaws.com/prod/mcp \\
+            --signing-name execute-api --region us-west-2
+
+    Any MCP server that takes an OAuth token:
+        agentcore-mcp-proxy --url https://mcp.example.com/mcp \\
+            --bearer-token-command 'cat ~/.config/mcp/token'
+
+    A local URL for clients that take one, guarded by a token:
+        (umask 077; head -c 32 /dev/urandom | base64 > ~/.agentcore-mcp-token)
+        agentcore-mcp-proxy --runtime-arn ARN --listen 127.0.0.1:8765 \\
+            --listen-token-file ~/.agentcore-mcp-token
+    and in the client: the URL http://127.0.0.1:8765/mcp, the header
+    \"Authorization: Bearer\" and the file's content.
+
+EXIT STATUS
+    0   Standard input closed (stdio), or SIGINT or SIGTERM: the proxy
+        shut down.
+    1   The proxy could not start: no credentials provider, no TLS, the
+        listen address taken, a --bearer-token-command that failed.
+    2   The command line is wrong, or a file or variable it names cannot be
+        used: nothing was started.
+";

@@ -1,0 +1,194 @@
+//! The values of single options, each read and checked alone: the URL of `--gateway-url` and
+//! `--url`, the address of `--listen`, the token in a `--listen-token-file`; and how a URL is
+//! shown.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use http::Uri;
+
+/// A `--gateway-url` or `--url`: an absolute `https://` URL (`http://` for a loopback test
+/// server only), without a user or password. A message about it shows no query: it may carry
+/// a secret.
+pub fn parse_url(flag: &str, text: &str) -> Result<Uri, String> {
+    let not_a_url =
+        || format!("{flag}: not a URL (https://HOST/PATH, e.g. https://example.com/mcp)");
+    if text.contains('#') {
+        return Err(format!(
+            "{flag}: the URL has a fragment (#…), which is never sent"
+        ));
+    }
+    let uri: Uri = text.parse().map_err(|_| not_a_url())?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(not_a_url());
+    };
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "{flag}: the URL carries a user or password; give a token with --bearer-token-env or \
+             --bearer-token-command instead"
+        ));
+    }
+    if authority.host().is_empty() {
+        return Err(not_a_url());
+    }
+    match scheme {
+        "https" => {}
+        "http" if is_loopback_host(authority.host()) => {}
+        "http" => {
+            return Err(format!(
+                "{flag} {}: http:// is for a loopback test server only (localhost, 127.0.0.1, \
+                 [::1]): the request's credentials would cross the network in the clear; use \
+                 https://",
+                shown(&uri)
+            ));
+        }
+        other => return Err(format!("{flag}: the scheme `{other}` is not https")),
+    }
+    Ok(uri)
+}
+
+/// Whether a URL's host is a loopback one: `localhost`, `127.x.x.x`, `[::1]`.
+fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A URL to show (in a log line, a message): scheme, host, port and path; never the query (it
+/// may carry a secret) nor a user or password.
+pub fn shown(uri: &Uri) -> String {
+    let mut text = String::new();
+    if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
+        text.push_str(scheme);
+        text.push_str("://");
+        text.push_str(authority.host());
+        if let Some(port) = authority.port() {
+            text.push(':');
+            text.push_str(port.as_str());
+        }
+    }
+    text.push_str(uri.path());
+    if uri.query().is_some() {
+        text.push_str("?…");
+    }
+    text
+}
+
+/// A `--listen` address: a loopback IP address (or `localhost`) and a port.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let address = match text.strip_prefix("localhost:") {
+        Some(port) => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+            .map_err(|_| format!("--listen {text}: `{port}` is not a port (0 to 65535)"))?,
+        None => text.parse::<SocketAddr>().map_err(|_| {
+            format!(
+                "--listen {text}: not an ADDRESS:PORT (e.g. 127.0.0.1:8765, [::1]:8765, \
+                 localhost:8765)"
+            )
+        })?,
+    };
+    if !address.ip().is_loopback() {
+        let what = if address.ip().is_unspecified() {
+            "binds every network interface"
+        } else {
+            "is not a loopback address"
+        };
+        return Err(format!(
+            "--listen {text}: {} {what}; the endpoint acts with your AWS identity, so it listens \
+             on loopback only (127.0.0.1, [::1] or localhost)",
+            address.ip()
+        ));
+    }
+    Ok(address)
+}
+
+/// The bearer token in a `--listen-token-file`'s content.
+pub fn parse_token(path: &std::path::Path, content: &[u8]) -> Result<String, String> {
+    let shown = path.display();
+    let token = std::str::from_utf8(content)
+        .map_err(|_| format!("--listen-token-file {shown}: the token is not text"))?
+        .trim();
+    if token.is_empty() {
+        return Err(format!("--listen-token-file {shown}: the file is empty"));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "--listen-token-file {shown}: the token must be one word of visible ASCII characters"
+        ));
+    }
+    if token.len() < 16 {
+        return Err(format!(
+            "--listen-token-file {shown}: the token has {} characters; use at least 16 (e.g. \
+             `head -c 32 /dev/urandom | base64`)",
+            token.len()
+        ));
+    }
+    Ok(token.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_their_query() {
+        let url = parse_url("--url", "https://h.example:8443/a/mcp?token=s3cr3t").unwrap();
+        assert_eq!(shown(&url), "https://h.example:8443/a/mcp?…");
+        assert_eq!(url.query(), Some("token=s3cr3t"), "sent as given");
+        let url = parse_url("--url", "https://h.example").unwrap();
+        assert_eq!(shown(&url), "https://h.example/");
+        for loopback in [
+            "http://localhost:1/mcp",
+            "http://127.0.0.2/mcp",
+            "http://[::1]:9/mcp",
+        ] {
+            assert!(parse_url("--url", loopback).is_ok(), "{loopback}");
+        }
+    }
+
+    #[test]
+    fn only_loopback_addresses_are_listened_on() {
+        for ok in ["127.0.0.1:8765", "127.1.2.3:1", "[::1]:8765", "localhost:0"] {
+            let address = parse_listen(ok).unwrap();
+            assert!(address.ip().is_loopback(), "{ok}");
+        }
+        assert_eq!(
+            parse_listen("localhost:80").unwrap(),
+            "127.0.0.1:80".parse().unwrap()
+        );
+        for (bad, why) in [
+            ("0.0.0.0:8765", "binds every network interface"),
+            ("[::]:8765", "binds every network interface"),
+            ("192.168.1.10:8765", "is not a loopback address"),
+            ("[::ffff:127.0.0.1]:8765", "is not a loopback address"),
+            ("example.com:80", "not an ADDRESS:PORT"),
+            ("localhost:http", "`http` is not a port"),
+        ] {
+            let error = parse_listen(bad).unwrap_err();
+            assert!(error.contains(why), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_one_long_enough_word() {
+        let path = std::path::Path::new("t");
+        assert_eq!(
+            parse_token(path, b"  0123456789abcdef\n").unwrap(),
+            "0123456789abcdef"
+        );
+        for (content, why) in [
+            (&b" \n"[..], "empty"),
+            (b"short", "use at least 16"),
+            (b"0123456789 abcdef", "one word"),
+            (b"\xff\xfe0123456789abcdef", "not text"),
+        ] {
+            let error = parse_token(path, content).unwrap_err();
+            assert!(error.contains(why), "{content:?}: {error}");
+        }
+    }
+}
