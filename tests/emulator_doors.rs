@@ -755,7 +755,7 @@ async fn a_gateway_scopes_a_jwts_sessions_to_its_subject() {
         let emulator = &emulator;
         async move {
             gateway(
-                &emulator,
+                emulator,
                 Method::POST,
                 &with,
                 &counter(id),
