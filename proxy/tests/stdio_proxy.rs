@@ -162,6 +162,15 @@ impl Proxy {
     }
 
     /// Closes stdin; returns the lines written after that, and the exit status.
+    /// Closes stdin: nothing more comes on stdout (`why` says what that means) and the proxy
+    /// exits 0.
+    async fn closed_cleanly(self, why: &str) -> Proxy {
+        let (rest, status, proxy) = self.close().await;
+        assert_eq!(rest, Vec::<Value>::new(), "{why}");
+        assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+        proxy
+    }
+
     async fn close(mut self) -> (Vec<Value>, ExitStatus, Proxy) {
         drop(self.stdin.take());
         let deadline = Instant::now() + EXIT_TIMEOUT;
@@ -412,9 +421,7 @@ async fn sse_answers_become_one_line_each_and_the_endpoint_comes_from_the_enviro
     assert_eq!(answer["id"], 3, "{answer}");
     assert_eq!(answer["error"]["code"], -32601);
 
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     assert_eq!(proxy.stdout_seen.len(), 3);
 }
 
@@ -479,9 +486,7 @@ async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_sec
 
     // A notification that fails has no id to answer: nothing on stdout.
     proxy.send(&initialized());
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0));
+    let proxy = proxy.closed_cleanly("nothing more").await;
     assert_eq!(emulator.audit().signature_failures, 2);
 
     // The 403 quotes the canonical request, session token included: redacted everywhere.
@@ -1722,6 +1727,13 @@ impl Drop for TempDir {
     }
 }
 
+/// What the server saw, request by request: the HTTP method, the JSON-RPC method, the status.
+fn shape(seen: &[Seen]) -> Vec<(&str, Option<&str>, u16)> {
+    seen.iter()
+        .map(|s| (s.method.as_str(), s.rpc.as_deref(), s.status))
+        .collect()
+}
+
 /// A request as the in-test server saw it: method, JSON-RPC method, the token, the session
 /// id, the status.
 fn summary(seen: &Seen) -> (String, Option<String>, Option<String>, Option<String>, u16) {
@@ -1837,9 +1849,7 @@ async fn over_stdio_the_servers_stream_is_resumed_after_its_last_event() {
     assert_eq!(proxy.next().await, server_log());
     assert_eq!(proxy.next().await, resource_updated());
     assert_eq!(proxy.next().await, list_changed());
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new(), "nothing twice");
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    proxy.closed_cleanly("nothing twice").await;
     let gets: Vec<Option<String>> = server
         .seen
         .lock()
@@ -1880,9 +1890,7 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
     let answer = proxy.next().await;
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(text_of(&answer), "answered on the resumed stream");
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new(), "answered once");
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    proxy.closed_cleanly("answered once").await;
     assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
     let resumed: Vec<Option<String>> = server
         .seen
@@ -2022,9 +2030,7 @@ async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
     // No AWS credentials at all.
     let mut proxy = Proxy::start_with(&["--url", &url, "--bearer-token-command", &command], &[]);
     run_session(&mut proxy, true).await;
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
 
     // The first token was refused once; the command ran once more, and its token served the
     // rest, the DELETE that ends the session at exit included.
@@ -2087,9 +2093,7 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
         answer["error"]["data"]["resourceMetadata"],
         format!("{}/.well-known/oauth-protected-resource/mcp", server.base)
     );
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0));
+    let proxy = proxy.closed_cleanly("nothing more").await;
     // No session was opened: no DELETE at exit.
     assert_eq!(
         server.seen().iter().map(summary).collect::<Vec<_>>(),
@@ -2101,9 +2105,7 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
     // The right token: the session runs, and is ended at exit.
     let mut proxy = Proxy::start_with(&args, &[("GATEWAY_TOKEN", right)]);
     run_session(&mut proxy, true).await;
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     assert_eq!(
         server.seen()[1..].iter().map(summary).collect::<Vec<_>>(),
         [
@@ -2157,26 +2159,21 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
         ],
     );
     run_session(&mut proxy, true).await;
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     let seen = server.seen();
-    let shape: Vec<(String, Option<String>, u16)> = seen
-        .iter()
-        .map(|s| (s.method.clone(), s.rpc.clone(), s.status))
-        .collect();
-    let expected: Vec<(String, Option<String>, u16)> = [
-        ("POST", Some("initialize"), 200),
-        ("POST", Some("notifications/initialized"), 202),
-        ("POST", Some("tools/list"), 200),
-        ("POST", Some("tools/call"), 200),
-        ("GET", None, 200),
-        ("DELETE", None, 200),
-    ]
-    .into_iter()
-    .map(|(m, r, s)| (m.to_owned(), r.map(str::to_owned), s))
-    .collect();
-    assert_eq!(shape, expected, "stderr:\n{}", proxy.stderr());
+    assert_eq!(
+        shape(&seen),
+        [
+            ("POST", Some("initialize"), 200),
+            ("POST", Some("notifications/initialized"), 202),
+            ("POST", Some("tools/list"), 200),
+            ("POST", Some("tools/call"), 200),
+            ("GET", None, 200),
+            ("DELETE", None, 200),
+        ],
+        "stderr:\n{}",
+        proxy.stderr()
+    );
     for seen in &seen {
         let authorization = seen.authorization.as_deref().unwrap();
         assert!(
@@ -2390,9 +2387,7 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
         &[("RUNTIME_TOKEN", token)],
     );
     run_session(&mut proxy, false).await;
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     let seen = server.seen();
     // InvokeAgentRuntime's mapping, the token in place of a signature; no DELETE at exit
     // without --stop-session-on-exit.
@@ -2456,9 +2451,7 @@ async fn a_runtimes_stream_ended_early_cannot_be_resumed_and_the_error_says_the_
         ),
         "{answer}"
     );
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new(), "answered once");
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    proxy.closed_cleanly("answered once").await;
     let seen: Vec<(String, Option<String>)> = server
         .seen()
         .iter()
@@ -2528,21 +2521,16 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
     let (status, proxy) = listening.terminate().await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
     let seen = server.seen();
-    let shape: Vec<(String, Option<String>, u16)> = seen
-        .iter()
-        .map(|s| (s.method.clone(), s.rpc.clone(), s.status))
-        .collect();
-    let expected: Vec<(String, Option<String>, u16)> = [
-        ("POST", Some("initialize"), 200),
-        ("POST", Some("notifications/initialized"), 202),
-        ("POST", Some("ping"), 400),
-        ("GET", None, 200),
-        ("DELETE", None, 200),
-    ]
-    .into_iter()
-    .map(|(m, r, s)| (m.to_owned(), r.map(str::to_owned), s))
-    .collect();
-    assert_eq!(shape, expected);
+    assert_eq!(
+        shape(&seen),
+        [
+            ("POST", Some("initialize"), 200),
+            ("POST", Some("notifications/initialized"), 202),
+            ("POST", Some("ping"), 400),
+            ("GET", None, 200),
+            ("DELETE", None, 200),
+        ]
+    );
     assert!(seen.iter().all(|s| s.runtime_session.is_none()), "{seen:?}");
     assert!(
         seen.iter()
@@ -2574,9 +2562,7 @@ async fn a_gateway_is_signed_for_bedrock_agentcore() {
         ],
     );
     run_session(&mut proxy, true).await;
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     let statuses: Vec<u16> = server.seen().iter().map(|s| s.status).collect();
     assert_eq!(
         statuses,
@@ -2896,9 +2882,7 @@ async fn a_stdio_session_outlives_its_microvm_and_its_mcp_session(
     emulator.expire_mcp_sessions();
     stdio_calls(&mut proxy, after_the_expiry()).await;
 
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     let audit = emulator.audit();
     let mut expected = runtime_trail();
     expected.push("POST stopruntimesession - r1".into());
@@ -3030,9 +3014,7 @@ async fn over_stdio_a_gateway_session_that_expires_mid_session_is_opened_again_a
     stdio_calls(&mut proxy, after_the_expiry()).await;
 
     // At exit the proxy ends the session it holds: the gateway's live one.
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!(rest, Vec::<Value>::new());
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = proxy.closed_cleanly("nothing more").await;
     let audit = emulator.audit();
     assert_eq!(
         trail(&audit),
