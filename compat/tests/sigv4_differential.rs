@@ -52,7 +52,6 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
@@ -73,9 +72,8 @@ use aws_smithy_types::Blob;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
 use bytes::Bytes;
-use common::{FIXED_AMZ_DATE, Wire, fixed_time};
-use http_body_util::{BodyExt, Full};
-use tower::{Layer, ServiceExt, service_fn};
+use common::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
+use http_body_util::Full;
 
 const ACCESS_KEY: &str = "AKIDEXAMPLE";
 const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -372,17 +370,6 @@ async fn through_layer(case: &Case) -> Wire {
         .build()
         .unwrap_or_else(|e| panic!("{}: the layer is refused: {e}", case.name));
 
-    let captured: Arc<Mutex<Option<http::Request<Full<Bytes>>>>> = Arc::default();
-    let sink = captured.clone();
-    let inner = service_fn(move |request: http::Request<Full<Bytes>>| {
-        let sink = sink.clone();
-        async move {
-            let previous = sink.lock().unwrap().replace(request);
-            assert!(previous.is_none(), "the layer sent more than one request");
-            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::new())))
-        }
-    });
-
     let mut request = http::Request::post("http://ignored.invalid/mcp");
     for (name, value) in case.members.headers() {
         request = request.header(name, value);
@@ -390,33 +377,7 @@ async fn through_layer(case: &Case) -> Wire {
     let request = request
         .body(Full::new(case.body.clone()))
         .expect("a valid MCP request");
-    let response = layer
-        .layer(inner)
-        .oneshot(request)
-        .await
-        .unwrap_or_else(|e| panic!("{}: the layer failed: {e}", case.name));
-    assert_eq!(response.status(), 200, "{}", case.name);
-
-    let sent = captured
-        .lock()
-        .unwrap()
-        .take()
-        .expect("the layer sent no request");
-    let (parts, body) = sent.into_parts();
-    let body = body.collect().await.expect("an in-memory body").to_bytes();
-    let headers = parts.headers.iter().map(|(name, value)| {
-        let value = value
-            .to_str()
-            .unwrap_or_else(|_| panic!("our `{name}` is not visible ASCII"));
-        (name.as_str(), value)
-    });
-    Wire::new(
-        "our layer",
-        parts.method.as_str(),
-        &parts.uri.to_string(),
-        headers,
-        body,
-    )
+    through_our_layer(case.name, &layer, request).await
 }
 
 /// Asserts that our layer's request is the SDK's, as described in the module docs.

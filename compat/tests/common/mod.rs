@@ -1,11 +1,16 @@
-//! What the differential tests share: the fixed signing time, and a request as it would go on
-//! the wire, with its parsed `Authorization`.
+//! What the differential tests share: the fixed signing time, a request as it would go on the
+//! wire, with its parsed `Authorization`, and what our layer hands the service below it.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use tower::{Layer, Service, ServiceExt};
 
 /// 2023-11-14T22:13:20.123456789Z: the sub-second part must be dropped the same way by both.
 pub fn fixed_time() -> SystemTime {
@@ -122,4 +127,71 @@ impl Authorization {
         names.sort_unstable();
         names
     }
+}
+
+/// The service under our layer in a differential test: it keeps the one request it is handed
+/// and answers 200.
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Option<http::Request<Full<Bytes>>>>>);
+
+impl Service<http::Request<Full<Bytes>>> for Capture {
+    type Response = http::Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Full<Bytes>>) -> Self::Future {
+        let previous = self.0.lock().unwrap().replace(request);
+        assert!(previous.is_none(), "the layer sent more than one request");
+        std::future::ready(Ok(http::Response::new(Full::new(Bytes::new()))))
+    }
+}
+
+/// Sends `request` through `layer` and returns the request the layer handed the service below,
+/// as it would go on the wire ("our layer").
+pub async fn through_our_layer<L, B>(
+    case: &str,
+    layer: &L,
+    request: http::Request<Full<Bytes>>,
+) -> Wire
+where
+    L: Layer<Capture>,
+    L::Service: Service<http::Request<Full<Bytes>>, Response = http::Response<B>>,
+    <L::Service as Service<http::Request<Full<Bytes>>>>::Error: std::fmt::Display,
+{
+    let capture = Capture::default();
+    let response = layer
+        .layer(capture.clone())
+        .oneshot(request)
+        .await
+        .unwrap_or_else(|e| panic!("{case}: the layer failed: {e}"));
+    assert_eq!(response.status(), 200, "{case}");
+
+    let sent = capture
+        .0
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the layer sent no request");
+    let (parts, body) = sent.into_parts();
+    let body = body.collect().await.expect("an in-memory body").to_bytes();
+    let headers = parts.headers.iter().map(|(name, value)| {
+        let value = value
+            .to_str()
+            .unwrap_or_else(|_| panic!("our `{name}` is not visible ASCII"));
+        (name.as_str(), value)
+    });
+    Wire::new(
+        "our layer",
+        parts.method.as_str(),
+        &parts.uri.to_string(),
+        headers,
+        body,
+    )
 }
