@@ -1158,3 +1158,27 @@ impl HttpClient {
         }
     }
 }
+
+#[test]
+fn help_names_each_daily_option_with_its_default() {
+    let help = command(&["--help"], &[]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8(help.stdout).unwrap();
+    for option in [
+        "--timeout DURATION",
+        "--idle-timeout DURATION",
+        "--runtime-user-id ID",
+        "--profile NAME",
+        "--strict-tool NAME",
+        "--trust-tool-annotations",
+        "--allow-tool PATTERN",
+        "--deny-tool PATTERN",
+        "--read-only",
+    ] {
+        assert!(text.contains(&format!("\n    {option}\n")), "{option}");
+    }
+    assert!(text.contains("Default: 15m, AgentCore Runtime's limit for a"));
+    assert!(text.contains("Default: 5m."));
+    assert!(!text.contains("120 s"), "the old fixed deadline");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
