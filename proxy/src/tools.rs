@@ -210,8 +210,14 @@ impl Tools {
             return None;
         }
         let hints = self.hints_of(name)?;
-        (!hints.read_only && hints.idempotent && hints.destructive)
-            .then_some(ReplayOverride::NotReplayable)
+        let destructive = !hints.read_only && hints.idempotent && hints.destructive;
+        if destructive {
+            tracing::debug!(
+                tool = name,
+                "annotated idempotentHint and destructiveHint: not sent again after a lost answer"
+            );
+        }
+        destructive.then_some(ReplayOverride::NotReplayable)
     }
 
     /// The error that answers a call of a hidden tool.

@@ -259,6 +259,8 @@ struct Seen {
 /// What the in-test server answers to a request (initialize and notifications aside).
 enum Reply {
     Json(Value),
+    /// An HTTP error without a JSON-RPC body (after the tool ran: it may have).
+    Status(u16),
     /// An SSE answer: these events, then what `Then` says.
     Sse(Vec<Value>, Then),
 }
@@ -408,6 +410,7 @@ async fn serve(
         }
         (_, None) => response(202, None, Streamed::whole(String::new())),
         (_, Some(_)) => match handler(&message) {
+            Reply::Status(status) => response(status, None, Streamed::whole(String::new())),
             Reply::Json(answer) => response(
                 200,
                 Some("application/json"),
@@ -890,6 +893,57 @@ async fn an_idempotent_annotation_lets_a_dropped_call_be_sent_again_only_when_tr
             "{answer}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_idempotent_tool_that_is_also_destructive_is_not_sent_again() {
+    // Each tool's first call fails with a 500 after it ran; its next call is answered.
+    let ran = Arc::new(Mutex::new(std::collections::HashMap::<String, u32>::new()));
+    let counts = ran.clone();
+    let server = Server::start(move |message| {
+        let id = &message["id"];
+        match message["method"].as_str() {
+            Some("tools/list") => Reply::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "set_flag", "annotations": {"idempotentHint": true}},
+                {"name": "purge", "annotations": {"idempotentHint": true, "destructiveHint": true}},
+                {"name": "wipe", "annotations": {"idempotentHint": true, "destructiveHint": true}}
+            ]}})),
+            _ => {
+                let name = message["params"]["name"].as_str().unwrap().to_owned();
+                let mut ran = counts.lock().unwrap();
+                let n = ran.entry(name.clone()).or_default();
+                *n += 1;
+                if *n == 1 {
+                    Reply::Status(500)
+                } else {
+                    Reply::Json(result(id, &format!("{name} ran")))
+                }
+            }
+        }
+    })
+    .await;
+    let mut proxy = Proxy::for_url(
+        &server.url(),
+        &["--trust-tool-annotations", "--idempotent-tool", "wipe"],
+    );
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    assert_eq!(names(&proxy.next().await), ["set_flag", "purge", "wipe"]);
+    // idempotentHint alone: sent again after the 500.
+    proxy.send(&call(3, "set_flag", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "set_flag ran");
+    // idempotentHint and destructiveHint: not sent again.
+    proxy.send(&call(4, "purge", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["error"]["data"]["httpStatus"], 500, "{answer}");
+    // The same, named by --idempotent-tool: the command line wins.
+    proxy.send(&call(5, "wipe", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "wipe ran");
+    drop(proxy);
+    assert_eq!(
+        server.calls(),
+        ["set_flag", "set_flag", "purge", "wipe", "wipe"]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
