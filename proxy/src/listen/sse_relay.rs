@@ -8,9 +8,8 @@ use agentcore_tower::BoxError;
 use bytes::Bytes;
 use http::StatusCode;
 use hyper::body::{Body, Frame};
-use tracing::warn;
-
 use serde_json::Value;
+use tracing::warn;
 
 use crate::answers::{Call, OpenRequests, one_line, parse_server_message, unanswered};
 use crate::sse::{self, SseParser};
