@@ -1,12 +1,17 @@
 //! What both transports share: which requests of a message still wait for an answer, and the
 //! JSON-RPC errors that answer them when the stack could not.
 
+use std::time::Duration;
+
+use agentcore_tower::AttemptRecord;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
-use crate::stack::{CALL_TIMEOUT, ResBody};
+use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
+use crate::stack::{CallDeadline, ResBody, TimedOut};
 
 /// The JSON-RPC error code of a failure on the way to the server.
 pub const PROXY_ERROR: i64 = -32000;
@@ -35,6 +40,145 @@ pub fn set_bearer() {
 
 fn bearer() -> bool {
     BEARER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub total: Duration,
+    pub idle: Duration,
+}
+
+static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+
+/// Sets the limits, once at start.
+pub fn set_limits(limits: Limits) {
+    let _ = LIMITS.set(limits);
+}
+
+/// The limits in force.
+pub fn limits() -> Limits {
+    LIMITS.get().copied().unwrap_or(Limits {
+        total: DEFAULT_TIMEOUT,
+        idle: DEFAULT_IDLE_TIMEOUT,
+    })
+}
+
+/// The record's lines, for `error.data.attempts`.
+pub fn attempts(record: &AttemptRecord) -> Value {
+    json!(record.to_string().lines().collect::<Vec<_>>())
+}
+
+/// One call whose answer is being read: when its `--timeout` runs out, and its record.
+#[derive(Clone, Debug, Default)]
+pub struct Call {
+    deadline: Option<Instant>,
+    record: Option<AttemptRecord>,
+}
+
+impl Call {
+    /// The call an answer belongs to, as the stack marked it.
+    pub fn of(extensions: &http::Extensions) -> Call {
+        Call {
+            deadline: extensions.get::<CallDeadline>().map(|d| d.0),
+            record: AttemptRecord::of_extensions(extensions).cloned(),
+        }
+    }
+
+    /// The server's own stream: no deadline, only the idle limit (it is opened again when it
+    /// stalls).
+    pub fn stream() -> Call {
+        Call::default()
+    }
+
+    /// How long the next frame may take, and whether the deadline (not the idle limit) is what
+    /// ends that wait.
+    pub fn next_wait(&self) -> (Duration, bool) {
+        let idle = limits().idle;
+        match self.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left < idle {
+                    (left, true)
+                } else {
+                    (idle, false)
+                }
+            }
+            None => (idle, false),
+        }
+    }
+
+    /// `error.data` for this call: `extra`'s fields and the record's attempts.
+    fn data(&self, extra: Value) -> Value {
+        let mut data = extra;
+        if let Some(record) = &self.record {
+            data["attempts"] = attempts(record);
+        }
+        data
+    }
+
+    /// The answer was cut by `--timeout`, or by `--idle-timeout` (`by_deadline` false).
+    pub fn cut(&self, by_deadline: bool) -> Broke {
+        let limits = limits();
+        let (message, limit, value) = if by_deadline {
+            (
+                format!(
+                    "{} did not finish its answer within --timeout {} (the deadline of the whole \
+                     call); the request may have run",
+                    upstream(),
+                    shown_duration(limits.total)
+                ),
+                "--timeout",
+                limits.total,
+            )
+        } else {
+            (
+                format!(
+                    "{} sent nothing of its answer for --idle-timeout {}; the request may have run",
+                    upstream(),
+                    shown_duration(limits.idle)
+                ),
+                "--idle-timeout",
+                limits.idle,
+            )
+        };
+        Broke {
+            message,
+            data: self.data(limit_data(limit, value)),
+        }
+    }
+
+    /// The answer could not be read to its end, for `message`.
+    pub fn broken(&self, message: String) -> Broke {
+        Broke {
+            message,
+            data: self.data(json!({})),
+        }
+    }
+
+    /// The answer broke off.
+    pub fn broke(&self, error: &(dyn std::error::Error + 'static)) -> Broke {
+        Broke {
+            message: broke(error),
+            data: self.data(json!({"failure": "connection dropped"})),
+        }
+    }
+}
+
+/// `error.data` for a call a limit cut.
+fn limit_data(limit: &str, value: Duration) -> Value {
+    json!({
+        "failure": "timed out",
+        "limit": limit,
+        "limitMs": u64::try_from(value.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// An answer that could not be read to its end: the message for the client, and `error.data`.
+#[derive(Debug)]
+pub struct Broke {
+    pub message: String,
+    pub data: Value,
 }
 
 /// Its possessive: `AgentCore's`, `the MCP server's`.
@@ -134,14 +278,18 @@ pub fn one_line(data: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-/// The next frame of an answer, which must come within [`CALL_TIMEOUT`]: a stream may run long,
-/// but not stall. The error is the message for the client.
-pub async fn next_frame(body: &mut ResBody) -> Result<Option<Frame<bytes::Bytes>>, String> {
-    match tokio::time::timeout(CALL_TIMEOUT, body.frame()).await {
+/// The next frame of an answer, which must come within `--idle-timeout` (a stream may run
+/// long, but not stall) and before the call's `--timeout` runs out.
+pub async fn next_frame(
+    body: &mut ResBody,
+    call: &Call,
+) -> Result<Option<Frame<bytes::Bytes>>, Broke> {
+    let (wait, by_deadline) = call.next_wait();
+    match tokio::time::timeout(wait, body.frame()).await {
         Ok(None) => Ok(None),
         Ok(Some(Ok(frame))) => Ok(Some(frame)),
-        Ok(Some(Err(e))) => Err(broke(&e)),
-        Err(_) => Err(stalled()),
+        Ok(Some(Err(e))) => Err(call.broke(&e)),
+        Err(_) => Err(call.cut(by_deadline)),
     }
 }
 
@@ -151,15 +299,6 @@ pub fn broke(error: &(dyn std::error::Error + 'static)) -> String {
         "the connection broke while {} was answering: {}",
         upstream(),
         chain(error)
-    )
-}
-
-/// The message for an answer that stopped coming.
-pub fn stalled() -> String {
-    format!(
-        "{} stopped sending its answer for {} s",
-        upstream(),
-        CALL_TIMEOUT.as_secs()
     )
 }
 
@@ -174,21 +313,24 @@ pub fn unanswered(status: StatusCode) -> String {
 
 /// The message and `error.data` for a call the stack gave up on.
 pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, Value) {
-    if error.is::<tower::timeout::error::Elapsed>() {
+    if let Some(timed_out) = error.downcast_ref::<TimedOut>() {
+        let mut data = limit_data("--timeout", timed_out.total);
+        data["attempts"] = attempts(&timed_out.record);
         return (
             format!(
-                "no answer from {} within {} s; the request may have run",
+                "no answer from {} within --timeout {} (the deadline of the whole call); the \
+                 request may have run",
                 upstream(),
-                CALL_TIMEOUT.as_secs()
+                shown_duration(timed_out.total)
             ),
-            json!({"failure": "timed out"}),
+            data,
         );
     }
     let mut data = json!({});
     if let Some(ours) = error.downcast_ref::<agentcore_tower::Error>() {
         data["failure"] = json!(ours.failure_kind().to_string());
         if let Some(record) = ours.record() {
-            data["attempts"] = json!(record.to_string().lines().collect::<Vec<_>>());
+            data["attempts"] = attempts(record);
         }
     }
     let what = match upstream() {

@@ -7,12 +7,20 @@ mod values;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use http::Uri;
 
 pub use manual::{HELP, USAGE};
-use values::{parse_listen, parse_url};
-pub use values::{parse_token, shown};
+use values::{parse_duration, parse_listen, parse_pattern, parse_url};
+pub use values::{parse_token, shown, shown_duration};
+
+/// `--timeout`'s default: AgentCore Runtime's limit for a synchronous request (15 minutes), so
+/// that no call the service would still answer is cut here.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// `--idle-timeout`'s default: how long an answer may send nothing before it is taken for
+/// stalled.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// Where the proxy sends, as the command line names it.
 #[derive(Debug, PartialEq, Eq)]
@@ -69,6 +77,23 @@ pub struct Args {
     /// A bearer token instead of SigV4.
     pub tokens: Option<TokenSource>,
     pub idempotent_tools: Vec<String>,
+    /// Never sent again, not even after a refusal.
+    pub strict_tools: Vec<String>,
+    /// The server's `tools/list` annotations declare tools idempotent.
+    pub trust_tool_annotations: bool,
+    /// Tool name patterns: what the client sees and may call.
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+    /// Only tools annotated `readOnlyHint: true`.
+    pub read_only: bool,
+    /// One deadline for a whole call.
+    pub timeout: Duration,
+    /// How long an answer may send nothing.
+    pub idle_timeout: Duration,
+    /// Runtime only.
+    pub runtime_user_id: Option<String>,
+    /// SigV4 only: the AWS profile.
+    pub profile: Option<String>,
     /// Runtime only.
     pub stop_session_on_exit: bool,
     /// `--listen`: serve HTTP there instead of stdio.
@@ -97,6 +122,15 @@ struct Given {
     token_env: Option<String>,
     token_command: Option<String>,
     idempotent_tools: Vec<String>,
+    strict_tools: Vec<String>,
+    trust_tool_annotations: bool,
+    allow_tools: Vec<String>,
+    deny_tools: Vec<String>,
+    read_only: bool,
+    timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    runtime_user_id: Option<String>,
+    profile: Option<String>,
     stop_session_on_exit: bool,
     listen: Option<SocketAddr>,
     listen_token_file: Option<PathBuf>,
@@ -176,8 +210,40 @@ pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Str
                 args.token_command = Some(value("--bearer-token-command")?);
             }
             "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
-            "--stop-session-on-exit" if inline.is_none() => args.stop_session_on_exit = true,
-            "--stop-session-on-exit" => return Err("--stop-session-on-exit takes no value".into()),
+            "--strict-tool" => args.strict_tools.push(value("--strict-tool")?),
+            "--allow-tool" => {
+                let pattern = parse_pattern("--allow-tool", &value("--allow-tool")?)?;
+                args.allow_tools.push(pattern);
+            }
+            "--deny-tool" => {
+                let pattern = parse_pattern("--deny-tool", &value("--deny-tool")?)?;
+                args.deny_tools.push(pattern);
+            }
+            "--timeout" => {
+                once(&args.timeout, "--timeout")?;
+                args.timeout = Some(parse_duration("--timeout", &value("--timeout")?)?);
+            }
+            "--idle-timeout" => {
+                once(&args.idle_timeout, "--idle-timeout")?;
+                let duration = parse_duration("--idle-timeout", &value("--idle-timeout")?)?;
+                args.idle_timeout = Some(duration);
+            }
+            "--runtime-user-id" => {
+                once(&args.runtime_user_id, "--runtime-user-id")?;
+                args.runtime_user_id = Some(value("--runtime-user-id")?);
+            }
+            "--profile" => {
+                once(&args.profile, "--profile")?;
+                args.profile = Some(value("--profile")?);
+            }
+            "--stop-session-on-exit" | "--trust-tool-annotations" | "--read-only"
+                if inline.is_some() =>
+            {
+                return Err(format!("{flag} takes no value"));
+            }
+            "--stop-session-on-exit" => args.stop_session_on_exit = true,
+            "--trust-tool-annotations" => args.trust_tool_annotations = true,
+            "--read-only" => args.read_only = true,
             "--listen" => {
                 once(&args.listen, "--listen")?;
                 args.listen = Some(parse_listen(&value("--listen")?)?);
@@ -233,6 +299,7 @@ impl Given {
                 ("--qualifier", self.qualifier.is_some()),
                 ("--endpoint", self.endpoint.is_some()),
                 ("--stop-session-on-exit", self.stop_session_on_exit),
+                ("--runtime-user-id", self.runtime_user_id.is_some()),
             ];
             if let Some((flag, _)) = runtime_only.iter().find(|(_, given)| *given) {
                 return Err(format!(
@@ -264,8 +331,25 @@ impl Given {
                     .into(),
             );
         }
+        if let (Some(_), Some(tokens)) = (&self.profile, &tokens) {
+            return Err(format!(
+                "--profile is for SigV4 (the AWS credentials of that profile), and {} sends a \
+                 bearer token instead: give one of them",
+                tokens.flag()
+            ));
+        }
         if self.listen_token_file.is_some() && self.listen.is_none() {
             return Err("--listen-token-file needs --listen".into());
+        }
+        if let Some(tool) = self
+            .strict_tools
+            .iter()
+            .find(|tool| self.idempotent_tools.contains(tool))
+        {
+            return Err(format!(
+                "{tool} is given to both --idempotent-tool and --strict-tool: a tool is one or \
+                 the other"
+            ));
         }
         Ok(Args {
             door,
@@ -275,6 +359,15 @@ impl Given {
             signing_name: self.signing_name,
             tokens,
             idempotent_tools: self.idempotent_tools,
+            strict_tools: self.strict_tools,
+            trust_tool_annotations: self.trust_tool_annotations,
+            allow_tools: self.allow_tools,
+            deny_tools: self.deny_tools,
+            read_only: self.read_only,
+            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            idle_timeout: self.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
+            runtime_user_id: self.runtime_user_id,
+            profile: self.profile,
             stop_session_on_exit: self.stop_session_on_exit,
             listen: self.listen,
             listen_token_file: self.listen_token_file,
@@ -318,6 +411,20 @@ mod tests {
             "127.0.0.1:0",
             "--listen-token-file=/tmp/token",
             "--bearer-token-env=MCP_TOKEN",
+            "--strict-tool",
+            "charge",
+            "--trust-tool-annotations",
+            "--allow-tool=get_*",
+            "--allow-tool",
+            "list_?",
+            "--deny-tool",
+            "get_secret",
+            "--read-only",
+            "--timeout",
+            "5m",
+            "--idle-timeout=1500ms",
+            "--runtime-user-id",
+            "user-1",
         ])
         .unwrap();
         assert_eq!(
@@ -330,11 +437,28 @@ mod tests {
                 signing_name: None,
                 tokens: Some(TokenSource::Env("MCP_TOKEN".into())),
                 idempotent_tools: vec!["add".into(), "echo".into()],
+                strict_tools: vec!["charge".into()],
+                trust_tool_annotations: true,
+                allow_tools: vec!["get_*".into(), "list_?".into()],
+                deny_tools: vec!["get_secret".into()],
+                read_only: true,
+                timeout: Duration::from_secs(300),
+                idle_timeout: Duration::from_millis(1500),
+                runtime_user_id: Some("user-1".into()),
+                profile: None,
                 stop_session_on_exit: true,
                 listen: Some("127.0.0.1:0".parse().unwrap()),
                 listen_token_file: Some("/tmp/token".into()),
             }))
         );
+        let Parsed::Run(args) = parse(&["--runtime-arn", ARN, "--profile", "dev"]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(args.profile.as_deref(), Some("dev"));
+        // The defaults: AgentCore's 15 minutes for a synchronous request; 5 minutes idle.
+        assert_eq!(args.timeout, Duration::from_secs(900));
+        assert_eq!(args.idle_timeout, Duration::from_secs(300));
+        assert!(!args.trust_tool_annotations && !args.read_only);
         assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
         assert_eq!(parse(&["-V"]).unwrap(), Parsed::Version);
     }
@@ -464,6 +588,60 @@ mod tests {
             (
                 &["--gateway-url", GATEWAY, "--stop-session-on-exit"],
                 "--stop-session-on-exit applies to --runtime-arn only, not to --gateway-url",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--runtime-user-id", "u"],
+                "--runtime-user-id applies to --runtime-arn only, not to --gateway-url",
+            ),
+            // The daily-use options.
+            (
+                &["--runtime-arn", ARN, "--timeout", "soon"],
+                "--timeout soon: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, \
+                 1h; alone, seconds)",
+            ),
+            (
+                &["--runtime-arn", ARN, "--idle-timeout=0s"],
+                "--idle-timeout 0s: the duration must be more than zero",
+            ),
+            (
+                &["--runtime-arn", ARN, "--timeout", "1m", "--timeout", "2m"],
+                "--timeout is given twice",
+            ),
+            (
+                &["--runtime-arn", ARN, "--read-only=yes"],
+                "--read-only takes no value",
+            ),
+            (
+                &["--runtime-arn", ARN, "--trust-tool-annotations=no"],
+                "--trust-tool-annotations takes no value",
+            ),
+            (
+                &["--runtime-arn", ARN, "--allow-tool="],
+                "--allow-tool needs a non-empty value",
+            ),
+            (
+                &[
+                    "--runtime-arn",
+                    ARN,
+                    "--idempotent-tool",
+                    "a",
+                    "--strict-tool",
+                    "a",
+                ],
+                "a is given to both --idempotent-tool and --strict-tool: a tool is one or the \
+                 other",
+            ),
+            (
+                &[
+                    "--runtime-arn",
+                    ARN,
+                    "--profile",
+                    "dev",
+                    "--bearer-token-env",
+                    "T",
+                ],
+                "--profile is for SigV4 (the AWS credentials of that profile), and \
+                 --bearer-token-env sends a bearer token instead: give one of them",
             ),
             // The signing name.
             (

@@ -35,10 +35,11 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response, is_jsonrpc,
-    next_frame, preview, unanswered, upstream,
+    Broke, Call, OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response,
+    is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
 use crate::stack::{Kind, ResBody, Stack};
+use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 use sse_relay::SseRelay;
 
@@ -73,6 +74,8 @@ struct Endpoint {
     stack: Stack,
     uri: Uri,
     kind: Kind,
+    /// The tools a client may see and call.
+    tools: Arc<Tools>,
     /// `--listen-token-file`'s token.
     token: Option<String>,
     /// The MCP sessions to stop at exit (`--stop-session-on-exit`), as their answers named them.
@@ -99,6 +102,7 @@ pub async fn run(
     stack: Stack,
     uri: Uri,
     kind: Kind,
+    tools: Tools,
     address: SocketAddr,
     token: Option<String>,
     stop_session_on_exit: bool,
@@ -119,6 +123,7 @@ pub async fn run(
         stack,
         uri,
         kind,
+        tools: Arc::new(tools),
         token,
         sessions: stop_session_on_exit.then(Mutex::default),
         shared: HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
@@ -269,8 +274,18 @@ impl Endpoint {
         if let (Some(session), false) = (&session, answers_only) {
             self.after_stream_opened(session).await;
         }
-        let open = OpenRequests::of(&message);
         let batch = message.is_array();
+        let screen = self.tools.screen(&message);
+        if let Some(mut errors) = screen.refused {
+            // A tool the proxy does not let through: answered here, nothing sent.
+            debug!("refused here: a tool not let through");
+            return match (batch, errors.len()) {
+                (_, 0) => respond(StatusCode::ACCEPTED, HeaderMap::new(), full(Bytes::new())),
+                (false, _) => json_response(StatusCode::OK, &errors.swap_remove(0)),
+                (true, _) => json_response(StatusCode::OK, &Value::Array(errors)),
+            };
+        }
+        let open = OpenRequests::of(&message);
         let initialize = match &message {
             Value::Array(batch) => batch.iter().any(is_initialize),
             one => is_initialize(one),
@@ -280,6 +295,9 @@ impl Endpoint {
             one => is_initialized(one),
         };
         let mut upstream = self.upstream(Method::POST, &parts.headers, body);
+        if let Some(replay) = screen.replay {
+            upstream.extensions_mut().insert(replay);
+        }
         if self.kind == Kind::Runtime
             && !initialize
             && !parts.headers.contains_key("mcp-session-id")
@@ -297,7 +315,7 @@ impl Endpoint {
                 {
                     self.expect_stream(session);
                 }
-                self.relay(response, open, batch).await
+                self.relay(response, open, batch, screen.lists).await
             }
             Err(error) => {
                 let (message, data) = describe_failure(error.as_ref());
@@ -313,9 +331,11 @@ impl Endpoint {
         response: Response<ResBody>,
         open: OpenRequests,
         batch: bool,
+        lists: Vec<Value>,
     ) -> Response<HttpBody> {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
+        let call = Call::of(&parts.extensions);
         let sse = parts
             .headers
             .get(CONTENT_TYPE)
@@ -326,16 +346,23 @@ impl Endpoint {
         if status.is_success() && sse {
             let mut headers = answer_headers(&parts.headers);
             headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            let relay = SseRelay::new(body, open, status);
+            let relay = SseRelay::new(body, open, status, call, lists, self.tools.clone());
             return respond(status, headers, relay.boxed_unsync());
         }
-        let whole = match read_whole(&mut body).await {
+        let mut whole = match read_whole(&mut body, &call).await {
             Ok(whole) => whole,
-            Err(message) => {
-                warn!("{message}");
-                return failed(open, batch, &message, None);
+            Err(why) => {
+                warn!("{}", why.message);
+                return failed(open, batch, &why.message, Some(&why.data));
             }
         };
+        if status.is_success()
+            && !lists.is_empty()
+            && let Ok(mut message) = serde_json::from_slice::<Value>(&whole)
+            && self.tools.filter(&lists, &mut message)
+        {
+            whole = message.to_string().into();
+        }
         let text = whole.trim_ascii();
         if status.is_success() {
             if text.is_empty() && !open.is_empty() {
@@ -396,13 +423,13 @@ impl Endpoint {
                 body.map_err(Into::into).boxed_unsync(),
             );
         }
-        let whole = match read_whole(&mut body).await {
+        let whole = match read_whole(&mut body, &Call::of(&parts.extensions)).await {
             Ok(whole) => whole,
-            Err(message) => {
-                warn!("{method}: {message}");
+            Err(why) => {
+                warn!("{method}: {}", why.message);
                 return json_response(
                     StatusCode::BAD_GATEWAY,
-                    &error_response(&Value::Null, PROXY_ERROR, &message, None),
+                    &error_response(&Value::Null, PROXY_ERROR, &why.message, Some(&why.data)),
                 );
             }
         };
@@ -507,10 +534,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Reads a whole answer, each frame within the idle limit.
-async fn read_whole(body: &mut ResBody) -> Result<Bytes, String> {
+/// Reads a whole answer, each frame within the idle limit, the whole before the call's
+/// deadline.
+async fn read_whole(body: &mut ResBody, call: &Call) -> Result<Bytes, Broke> {
     let mut whole = Vec::new();
-    while let Some(frame) = next_frame(body).await? {
+    while let Some(frame) = next_frame(body, call).await? {
         if let Some(data) = frame.data_ref() {
             whole.extend_from_slice(data);
         }

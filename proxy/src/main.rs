@@ -16,6 +16,7 @@ mod sse;
 mod stack;
 mod stdio;
 mod tokens;
+mod tools;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -148,12 +149,14 @@ async fn run(args: Args, token: Option<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let tools = tools::Tools::new(&args);
     match args.listen {
         Some(address) => {
             listen::run(
                 built.stack,
                 built.uri,
                 built.kind,
+                tools,
                 address,
                 token,
                 args.stop_session_on_exit,
@@ -170,7 +173,7 @@ async fn run(args: Args, token: Option<String>) -> ExitCode {
                 stack::Kind::Runtime => stdio::AtExit::Nothing,
                 stack::Kind::Endpoint => stdio::AtExit::EndMcpSession,
             };
-            stdio::run(built.stack, built.uri, at_exit).await
+            stdio::run(built.stack, built.uri, tools, at_exit).await
         }
     }
 }

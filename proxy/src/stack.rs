@@ -2,6 +2,9 @@
 //! (`InvokeAgentRuntime`) or an MCP URL (a gateway, any server), signed with the AWS
 //! configuration's credentials or carrying a bearer token.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::mcp_session::McpSessionRecovery;
@@ -9,7 +12,8 @@ use agentcore_tower::sigv4::{
     CachedCredentials, InvokeTarget, McpEndpointLayer, RuntimeSessions, SigV4InvokeLayer,
 };
 use agentcore_tower::{
-    BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, recommended_layers,
+    AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
+    recommended_layers,
 };
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
@@ -19,18 +23,13 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tower::timeout::{Timeout, TimeoutLayer};
 use tower::util::BoxCloneSyncService;
-use tower::{Layer, ServiceBuilder};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
 use crate::answers;
-use crate::cli::{Args, Door, TokenSource, shown};
+use crate::cli::{Args, Door, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
-
-/// One deadline for a whole call, retries included; also the longest an answer's body may go
-/// without a byte.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The body of the stack's answers.
 pub type ResBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
@@ -76,6 +75,15 @@ pub struct Mode {
 /// Builds the stack for `args`: the token provider when a bearer flag is given (and then no AWS
 /// credentials at all), else the AWS configuration's credentials.
 pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
+    answers::set_limits(answers::Limits {
+        total: args.timeout,
+        idle: args.idle_timeout,
+    });
+    info!(
+        timeout = %shown_duration(args.timeout),
+        idle_timeout = %shown_duration(args.idle_timeout),
+        "limits of a call"
+    );
     let tokens = match &args.tokens {
         Some(source) => Some(tokens::provider(source).await.map_err(|e| match e {
             TokenError::Usage(message) => StartError::Usage(message),
@@ -118,7 +126,7 @@ async fn runtime(
     // credentials: only the region, and only when neither --region nor the ARN names it.
     let (credentials, configured_region) = match &tokens {
         None => {
-            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            let mut loader = aws_config_loader(args);
             if let Some(region) = &args.region {
                 // Skips the region chain (which may ask the instance metadata service).
                 loader = loader.region(aws_config::Region::new(region.clone()));
@@ -166,11 +174,18 @@ async fn runtime(
         (None, Some(tokens)) => SigV4InvokeLayer::bearer(target, tokens),
         (None, None) => unreachable!("SigV4 has credentials"),
     };
-    let signer = builder
+    let mut builder = builder
         .runtime_sessions(sessions)
-        .stop_session_on_delete(mode.stop_session_on_delete)
-        .build()
-        .map_err(|e| StartError::Usage(e.to_string()))?;
+        .stop_session_on_delete(mode.stop_session_on_delete);
+    if let Some(user) = &args.runtime_user_id {
+        builder = builder.runtime_user_id(user.clone());
+    }
+    let signer = builder.build().map_err(|e| match &args.runtime_user_id {
+        Some(_) if e.to_string().contains("user id") => {
+            StartError::Usage(format!("--runtime-user-id: {e}"))
+        }
+        _ => StartError::Usage(e.to_string()),
+    })?;
     let uri = signer.target().invocation_uri();
     info!(
         runtime = %arn,
@@ -179,8 +194,7 @@ async fn runtime(
         auth = %auth,
         "proxying to AgentCore Runtime"
     );
-    let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
-    let stack = over_client(guard, signer, &uri)?;
+    let stack = over_client(guard(args), signer, &uri)?;
     Ok(Built {
         stack,
         uri,
@@ -219,7 +233,7 @@ async fn endpoint(
                 );
             }
             let known = in_host.map(str::to_owned).or_else(|| args.region.clone());
-            let mut loader = aws_config::defaults(BehaviorVersion::latest());
+            let mut loader = aws_config_loader(args);
             if let Some(region) = &known {
                 loader = loader.region(aws_config::Region::new(region.clone()));
             }
@@ -259,13 +273,41 @@ async fn endpoint(
         auth = %auth,
         "{what}"
     );
-    let guard = ReplayGuardLayer::new().idempotent_tools(args.idempotent_tools.clone());
-    let stack = over_client(guard, signer, url)?;
+    let stack = over_client(guard(args), signer, url)?;
     Ok(Built {
         stack,
         uri: url.clone(),
         kind: Kind::Endpoint,
     })
+}
+
+/// The replay guard the command line declares: `--idempotent-tool`, `--strict-tool`, and the
+/// server's annotations with `--trust-tool-annotations` (the guard learns them from the
+/// `tools/list` answers that pass, before the proxy filters them).
+fn guard(args: &Args) -> ReplayGuardLayer {
+    ReplayGuardLayer::new()
+        .idempotent_tools(args.idempotent_tools.clone())
+        .strict_tools(args.strict_tools.clone())
+        .learn_idempotent_hints(args.trust_tool_annotations)
+}
+
+/// aws-config's loader: the standard chain, for `--profile`'s profile when given (its
+/// credentials, SSO and assume-role included, and its region).
+fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
+    let loader = aws_config::defaults(BehaviorVersion::latest());
+    match &args.profile {
+        Some(profile) => {
+            if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+                warn!(
+                    "AWS_ACCESS_KEY_ID is set: the standard chain takes the credentials in the \
+                     environment before those of --profile {profile}"
+                );
+            }
+            info!(profile = %profile, "AWS profile");
+            loader.profile_name(profile)
+        }
+        None => loader,
+    }
 }
 
 /// The signing name of AgentCore Gateway (and Runtime).
@@ -303,8 +345,8 @@ fn over_client<L>(guard: ReplayGuardLayer, signer: L, uri: &Uri) -> Result<Stack
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
     RecommendedLayers<L>: Layer<HttpClient> + Layer<HttpsClient>,
-    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpClient>>::Service>>: Boxable,
-    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>>: Boxable,
+    McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpClient>>::Service>: Boxable,
+    McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
 {
     let executor = TokioExecutor::new();
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
@@ -321,12 +363,15 @@ where
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A service [`Stack`] can box.
+/// The stack below [`Deadline`], boxed.
+type Inner = BoxCloneSyncService<Request<Full<Bytes>>, Response<ResBody>, agentcore_tower::Error>;
+
+/// A service [`Inner`] can box.
 pub trait Boxable:
     tower::Service<
         Request<Full<Bytes>>,
         Response = Response<ResBody>,
-        Error = BoxError,
+        Error = agentcore_tower::Error,
         Future: Send + 'static,
     > + Clone
     + Send
@@ -339,7 +384,7 @@ impl<S> Boxable for S where
     S: tower::Service<
             Request<Full<Bytes>>,
             Response = Response<ResBody>,
-            Error = BoxError,
+            Error = agentcore_tower::Error,
             Future: Send + 'static,
         > + Clone
         + Send
@@ -348,20 +393,95 @@ impl<S> Boxable for S where
 {
 }
 
-/// The stack, outer to inner: one deadline, the MCP session re-opened when the server no longer
-/// knows it, the replay rule, throttle and session-busy retries, the signer — over `client`.
+/// The stack, outer to inner: one deadline ([`Deadline`]), the MCP session re-opened when the
+/// server no longer knows it, the replay rule, throttle and session-busy retries, the signer —
+/// over `client`.
 fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
-    Timeout<McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>>: Boxable,
+    McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
 {
-    BoxCloneSyncService::new(
+    let inner = BoxCloneSyncService::new(
         ServiceBuilder::new()
-            .layer(TimeoutLayer::new(CALL_TIMEOUT))
             .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(guard, signer))
             .service(client),
-    )
+    );
+    BoxCloneSyncService::new(Deadline {
+        inner,
+        total: answers::limits().total,
+    })
+}
+
+/// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the
+/// answer then.
+#[derive(Clone, Copy, Debug)]
+pub struct CallDeadline(pub tokio::time::Instant);
+
+/// A call cut by `--timeout` before its answer came: the record of its attempts (the one in
+/// flight left "sent, no answer yet", then dropped).
+#[derive(Debug)]
+pub struct TimedOut {
+    pub total: Duration,
+    pub record: AttemptRecord,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no answer within {}", shown_duration(self.total))
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// The outermost layer: one deadline for the whole call (`--timeout`), retries included, and
+/// the call's record kept past it — tower's timeout would drop the record with the call. The
+/// record goes in the request (the stack's layers write to it) and comes back in the answer's
+/// extensions, with the deadline, for the relays that read the answer's body.
+#[derive(Clone)]
+struct Deadline {
+    inner: Inner,
+    total: Duration,
+}
+
+impl Service<Request<Full<Bytes>>> for Deadline {
+    type Response = Response<ResBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Each call readies a clone of the stack (`oneshot`).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<Full<Bytes>>) -> Self::Future {
+        let record = match AttemptRecord::of_extensions(request.extensions()) {
+            Some(record) => record.clone(),
+            None => {
+                let record = AttemptRecord::new();
+                request.extensions_mut().insert(record.clone());
+                record
+            }
+        };
+        let total = self.total;
+        let deadline = tokio::time::Instant::now() + total;
+        let call = self.inner.clone().oneshot(request);
+        Box::pin(async move {
+            match tokio::time::timeout_at(deadline, call).await {
+                Ok(Ok(mut response)) => {
+                    let extensions = response.extensions_mut();
+                    extensions.insert(CallDeadline(deadline));
+                    if extensions.get::<AttemptRecord>().is_none() {
+                        extensions.insert(record);
+                    }
+                    Ok(response)
+                }
+                Ok(Err(error)) => Err(error.into()),
+                // The call is dropped by now: its record says so.
+                Err(_) => Err(Box::new(TimedOut { total, record }) as BoxError),
+            }
+        })
+    }
 }
 
 /// rustls (ring, the webpki roots) over hyper-util's connector; `https_or_http` so an

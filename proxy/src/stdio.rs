@@ -16,11 +16,13 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Ending, OpenRequests, describe_failure, describe_status, error_response, is_jsonrpc,
-    log_ending, next_frame, one_line, parse_server_message, preview, unanswered, upstream,
+    Broke, Call, Ending, OpenRequests, describe_failure, describe_status, error_response,
+    is_jsonrpc, log_ending, next_frame, one_line, parse_server_message, preview, unanswered,
+    upstream,
 };
 use crate::sse::{Event, SseParser};
 use crate::stack::{ResBody, Stack};
+use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 
 /// How long the server's stream waits before it is opened again, unless the server said
@@ -32,15 +34,17 @@ const STREAM_FAILURES: u32 = 5;
 
 /// Reads an event stream, each event to `on_event`, until it ends or `on_event` wants no more
 /// (every request it waited for is answered: a server may keep the stream open after the
-/// answer, and nothing is waited for on it): `Err` when it broke or stalled first.
+/// answer, and nothing is waited for on it): `Err` when it broke or stalled first, or the
+/// call's deadline came.
 async fn read_events(
     body: &mut ResBody,
+    call: &Call,
     events: &mut SseParser,
     mut on_event: impl FnMut(Event) -> bool,
-) -> Result<(), String> {
+) -> Result<(), Broke> {
     let mut more = true;
     let ended = loop {
-        match next_frame(body).await {
+        match next_frame(body, call).await {
             Ok(Some(frame)) => {
                 if let Some(data) = frame.data_ref() {
                     events.feed(data, |event| more &= on_event(event));
@@ -73,7 +77,7 @@ pub enum AtExit {
 }
 
 /// Runs the proxy until stdin closes (or a signal), then drains and does what `at_exit` says.
-pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
+pub async fn run(stack: Stack, uri: Uri, tools: Tools, at_exit: AtExit) -> ExitCode {
     let (out, lines_out) = mpsc::unbounded_channel();
     let writer = std::thread::Builder::new()
         .name("stdout".into())
@@ -97,6 +101,7 @@ pub async fn run(stack: Stack, uri: Uri, at_exit: AtExit) -> ExitCode {
     let proxy = Arc::new(Proxy {
         stack,
         uri,
+        tools,
         session: RwLock::new(Session::default()),
         sent: AtomicBool::new(false),
         out: out.clone(),
@@ -274,6 +279,8 @@ struct Session {
 struct Proxy {
     stack: Stack,
     uri: Uri,
+    /// The tools the client may see and call.
+    tools: Tools,
     session: RwLock<Session>,
     sent: AtomicBool,
     out: mpsc::UnboundedSender<Vec<u8>>,
@@ -318,11 +325,24 @@ impl Proxy {
         };
         let initialize = method == Some("initialize");
         let label = method.unwrap_or("(response or batch)").to_owned();
+        let screen = self.tools.screen(&message);
+        if let Some(errors) = screen.refused {
+            // A tool the proxy does not let through: answered here, nothing sent.
+            debug!(method = %label, "refused here: a tool not let through");
+            for error in errors {
+                let _ = self.out.send(line_of(&error));
+            }
+            return false;
+        }
         let mut answers = Answers {
             open: OpenRequests::of(&message),
+            lists: screen.lists,
             out: self.out.clone(),
         };
-        let request = self.request(Method::POST, body, initialize);
+        let mut request = self.request(Method::POST, body, initialize);
+        if let Some(replay) = screen.replay {
+            request.extensions_mut().insert(replay);
+        }
         let started = Instant::now();
         self.sent.store(true, Ordering::SeqCst);
         let result = self.stack.clone().oneshot(request).await;
@@ -340,6 +360,21 @@ impl Proxy {
                 false
             }
         }
+    }
+
+    /// Writes one server message of an answer as one line (its `tools/list` answers filtered);
+    /// `None` (and nothing written) when it is not JSON.
+    fn emit(&self, answers: &mut Answers, data: &[u8]) -> Option<Value> {
+        let mut message = parse_server_message(data)?;
+        answers.open.answered_by(&message);
+        let mut line = if self.tools.filter(&answers.lists, &mut message) {
+            message.to_string().into_bytes()
+        } else {
+            one_line(data)
+        };
+        line.push(b'\n');
+        let _ = answers.out.send(line);
+        Some(message)
     }
 
     /// Opens the server's own stream (MCP's GET) and relays it from a task of its own: `None`
@@ -403,8 +438,8 @@ impl Proxy {
                 }
                 true
             };
-            if let Err(why) = read_events(&mut body, &mut events, emit).await {
-                debug!("the server's stream ended: {why}");
+            if let Err(why) = read_events(&mut body, &Call::stream(), &mut events, emit).await {
+                debug!("the server's stream ended: {}", why.message);
             }
             loop {
                 tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
@@ -440,6 +475,7 @@ impl Proxy {
     async fn relay(&self, response: Response<ResBody>, answers: &mut Answers, initialize: bool) {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
+        let call = Call::of(&parts.extensions);
         let sse = parts
             .headers
             .get(CONTENT_TYPE)
@@ -450,7 +486,7 @@ impl Proxy {
             session.protocol_version = None;
         }
         let on_message = |answers: &mut Answers, data: &[u8]| {
-            let Some(message) = answers.emit(data) else {
+            let Some(message) = self.emit(answers, data) else {
                 return false;
             };
             if initialize
@@ -471,7 +507,7 @@ impl Proxy {
         // before its answers); a JSON body is read whole.
         if status.is_success() && sse {
             let mut events = SseParser::default();
-            let mut ended = read_events(&mut body, &mut events, |event| {
+            let mut ended = read_events(&mut body, &call, &mut events, |event| {
                 if let Some(data) = event.message() {
                     on_message(answers, data);
                 }
@@ -487,13 +523,14 @@ impl Proxy {
                 };
                 resumes += 1;
                 if resumes > STREAM_FAILURES {
-                    ended = Err(format!("it was resumed {STREAM_FAILURES} times"));
+                    ended = Err(call.broken(format!("it was resumed {STREAM_FAILURES} times")));
                     break;
                 }
                 tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
                 match self.get_stream(Some(&last)).await {
                     Ok(Some(mut next)) => {
-                        ended = read_events(&mut next, &mut events, |event| {
+                        // The same call: its deadline still holds.
+                        ended = read_events(&mut next, &call, &mut events, |event| {
                             if let Some(data) = event.message() {
                                 on_message(answers, data);
                             }
@@ -505,37 +542,45 @@ impl Proxy {
                         }
                     }
                     Ok(None) => {
-                        ended = Err(format!(
+                        ended = Err(call.broken(format!(
                             "{} ended its answer's stream before the answer, and offers no \
                              stream to resume it (GET: 405)",
                             upstream()
-                        ));
+                        )));
                         break;
                     }
                     Err(why) => {
-                        ended = Err(format!("its answer's stream could not be resumed: {why}"));
+                        ended = Err(
+                            call.broken(format!("its answer's stream could not be resumed: {why}"))
+                        );
                         break;
                     }
                 }
             }
             if !answers.open.is_empty() {
-                let message = match ended {
-                    Err(why) => format!("{why}; the tool may have run"),
-                    Ok(()) => unanswered(status),
+                let (message, data) = match ended {
+                    Err(why) if why.message.ends_with("may have run") => {
+                        (why.message, Some(why.data))
+                    }
+                    Err(why) => (
+                        format!("{}; the tool may have run", why.message),
+                        Some(why.data),
+                    ),
+                    Ok(()) => (unanswered(status), None),
                 };
                 warn!("{message}");
-                answers.fail_all(&message, None);
+                answers.fail_all(&message, data.as_ref());
             }
             return;
         }
         let mut whole = Vec::new();
         loop {
-            let frame = match next_frame(&mut body).await {
+            let frame = match next_frame(&mut body, &call).await {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
-                Err(message) => {
-                    warn!("{message}");
-                    answers.fail_all(&message, None);
+                Err(why) => {
+                    warn!("{}", why.message);
+                    answers.fail_all(&why.message, Some(&why.data));
                     return;
                 }
             };
@@ -608,20 +653,12 @@ impl Proxy {
 /// client is never left waiting.
 struct Answers {
     open: OpenRequests,
+    /// The ids of the message's `tools/list` requests, whose answers are filtered.
+    lists: Vec<Value>,
     out: mpsc::UnboundedSender<Vec<u8>>,
 }
 
 impl Answers {
-    /// Writes one server message as one line; `None` (and nothing written) when it is not JSON.
-    fn emit(&mut self, data: &[u8]) -> Option<Value> {
-        let message = parse_server_message(data)?;
-        self.open.answered_by(&message);
-        let mut line = one_line(data);
-        line.push(b'\n');
-        let _ = self.out.send(line);
-        Some(message)
-    }
-
     fn fail_all(&mut self, message: &str, data: Option<&Value>) {
         for error in self.open.fail_all(message, data) {
             let _ = self.out.send(line_of(&error));

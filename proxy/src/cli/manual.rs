@@ -4,14 +4,18 @@
 pub const USAGE: &str = "\
 usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
            [--qualifier QUALIFIER] [--endpoint URL] [--stop-session-on-exit]
-           [TOKEN] [COMMON]
-       agentcore-mcp-proxy --gateway-url URL [--region REGION] [TOKEN] [COMMON]
+           [--runtime-user-id ID] [TOKEN | --profile NAME] [COMMON]
+       agentcore-mcp-proxy --gateway-url URL [--region REGION]
+           [TOKEN | --profile NAME] [COMMON]
        agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
-           [COMMON]
+           [--profile NAME] [COMMON]
        agentcore-mcp-proxy --url URL TOKEN [COMMON]
        agentcore-mcp-proxy --help | --version
 TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD  (else SigV4)
-COMMON: [--idempotent-tool NAME]...
+COMMON: [--timeout DURATION] [--idle-timeout DURATION]
+        [--idempotent-tool NAME]... [--strict-tool NAME]...
+        [--trust-tool-annotations] [--read-only]
+        [--allow-tool PATTERN]... [--deny-tool PATTERN]...
         [--listen ADDRESS:PORT [--listen-token-file PATH]]
 ";
 
@@ -24,15 +28,20 @@ NAME
 SYNOPSIS
     agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
                         [--qualifier QUALIFIER] [--endpoint URL]
-                        [--stop-session-on-exit] [TOKEN] [COMMON]
-    agentcore-mcp-proxy --gateway-url URL [--region REGION] [TOKEN] [COMMON]
+                        [--stop-session-on-exit] [--runtime-user-id ID]
+                        [TOKEN | --profile NAME] [COMMON]
+    agentcore-mcp-proxy --gateway-url URL [--region REGION]
+                        [TOKEN | --profile NAME] [COMMON]
     agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
-                        [COMMON]
+                        [--profile NAME] [COMMON]
     agentcore-mcp-proxy --url URL TOKEN [COMMON]
     agentcore-mcp-proxy --help | --version
 
     TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD
-    COMMON: [--idempotent-tool NAME]...
+    COMMON: [--timeout DURATION] [--idle-timeout DURATION]
+            [--idempotent-tool NAME]... [--strict-tool NAME]...
+            [--trust-tool-annotations] [--read-only]
+            [--allow-tool PATTERN]... [--deny-tool PATTERN]...
             [--listen ADDRESS:PORT [--listen-token-file PATH]]
 
 DESCRIPTION
@@ -92,7 +101,8 @@ DESCRIPTION
     10 s to finish.
 
     Every request goes through the agentcore-tower stack, outer to inner: one
-    120 s deadline for the whole call, MCP session recovery (a server that no
+    deadline for the whole call (--timeout, 15 minutes unless told
+    otherwise), MCP session recovery (a server that no
     longer knows the session, after a runtime's idle timeout or a gateway
     session's end, answers 404: a new session is opened with the session's
     own initialize and the request sent once more), the replay guard,
@@ -103,12 +113,22 @@ DESCRIPTION
     every attempt, over HTTPS (rustls, the webpki roots; http:// only for a
     local test server). A request whose answer may have been lost after it
     ran (a dropped connection, a 5xx) is sent again only when it calls a
-    tool named by --idempotent-tool: any other may have run, and never runs
-    twice.
+    tool named by --idempotent-tool (or, with --trust-tool-annotations, one
+    the server annotates as safe to repeat): any other may have run, and
+    never runs twice.
+
+    Tools: with --allow-tool, --deny-tool or --read-only, the client sees
+    only the tools let through. Each tools/list answer (JSON or SSE) comes
+    without the others, its nextCursor untouched (a page may come empty),
+    and a tools/call of a hidden tool is answered here with an
+    invalid-params error (-32602) naming the tool and the rule that hides
+    it: nothing is sent. A batch holding such a call is not sent at all.
 
     A request the stack gives up on is answered with a JSON-RPC error (code
     -32000) naming what happened, the record of every attempt in
-    error.data.attempts; so is an HTTP error without a JSON-RPC body
+    error.data.attempts; so is a call cut by --timeout or --idle-timeout
+    (the message names the limit and its value, as do error.data.limit and
+    error.data.limitMs); so is an HTTP error without a JSON-RPC body
     (error.data.httpStatus, error.data.errorType; for a refused token,
     error.data.resourceMetadata: where the server's OAuth metadata is). A
     message that is not JSON gets a parse error (-32700), and nothing is
@@ -172,9 +192,63 @@ OPTIONS
         AWS_ENDPOINT_URL_BEDROCK_AGENTCORE, else AWS_ENDPOINT_URL, else the
         region's.
 
+    --profile NAME
+        With SigV4: the credentials (SSO, assume-role and credential_process
+        included) and the region of this AWS profile, as AWS_PROFILE=NAME
+        would give them. Credentials in the environment (AWS_ACCESS_KEY_ID)
+        still come first, as in every AWS SDK. Not with a TOKEN option.
+
+    --runtime-user-id ID
+        For a runtime: send X-Amzn-Bedrock-AgentCore-Runtime-User-Id: ID
+        with every invocation, the user the runtime acts for (needs the
+        bedrock-agentcore:InvokeAgentRuntimeForUser permission).
+
+    --timeout DURATION
+        One deadline for each whole call: its retries, its waits and the
+        reading of its answer. Default: 15m, AgentCore Runtime's limit for a
+        synchronous request, so no call the service would still answer is
+        cut. A call cut by it is answered with an error naming it.
+
+    --idle-timeout DURATION
+        How long an answer that has begun (its headers came: a JSON body, an
+        SSE stream) may send nothing before it is taken for stalled and cut,
+        with an error naming it; and after which the server's own stream is
+        opened again. Default: 5m. A tool that streams its answer but works
+        in silence for longer needs more. The wait for an answer to begin is
+        --timeout's alone.
+
+        A DURATION is a whole number with a unit: 1500ms, 90s, 5m, 1h; a
+        number alone is seconds. More than zero, at most 24h.
+
     --idempotent-tool NAME
         A tool that may be sent again after its answer was lost: one that is
         safe to run twice. Repeatable.
+
+    --strict-tool NAME
+        A tool never sent again, not even after a refusal that ran nothing
+        (429, a session still starting). Repeatable.
+
+    --trust-tool-annotations
+        Take the server's tools/list annotations at their word (MCP calls
+        them hints, not to be trusted from an untrusted server): a tool
+        annotated readOnlyHint: true, or idempotentHint: true without
+        destructiveHint: true, may be sent again as if named by
+        --idempotent-tool, once listed; the attempt record says \"by server
+        annotation\". --idempotent-tool and --strict-tool still win. Off by
+        default.
+
+    --allow-tool PATTERN
+        Let through only the tools whose name matches a PATTERN: * for any
+        run of characters, ? for any one, e.g. 'get_*'. Repeatable.
+
+    --deny-tool PATTERN
+        Hide the tools whose name matches PATTERN, even one an --allow-tool
+        pattern matches. Repeatable.
+
+    --read-only
+        Let through only the tools the server annotates readOnlyHint: true.
+        A tool the proxy has not seen in a tools/list answer is refused: its
+        annotations are not known.
 
     --stop-session-on-exit
         For a runtime: at exit, stop the runtime session
@@ -203,9 +277,10 @@ ENVIRONMENT
     AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
     AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, ...
         With SigV4: the standard AWS credentials chain: environment,
-        profiles (SSO and assume-role included), web identity, container
-        and instance roles. Credentials are cached, and resolved again 5
-        minutes before they expire. Not read with a TOKEN option.
+        profiles (SSO and assume-role included; --profile names one), web
+        identity, container and instance roles. Credentials are cached, and
+        resolved again 5 minutes before they expire. Not read with a TOKEN
+        option.
 
     AWS_REGION, AWS_DEFAULT_REGION
         The configured region (see --region).
@@ -228,8 +303,13 @@ EXAMPLES
             arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/srv-AbC123
 
     An SSO profile, a tool safe to repeat, the microVM stopped at exit:
-        AWS_PROFILE=dev agentcore-mcp-proxy --runtime-arn ARN \\
+        agentcore-mcp-proxy --runtime-arn ARN --profile dev \\
             --idempotent-tool lookup --stop-session-on-exit
+
+    Read-only tools only, a secret one hidden, the server's annotations
+    trusted, calls cut after 5 minutes:
+        agentcore-mcp-proxy --gateway-url URL --read-only \\
+            --deny-tool '*secret*' --trust-tool-annotations --timeout 5m
 
     A runtime with OAuth inbound auth, the token from a command:
         agentcore-mcp-proxy --runtime-arn ARN \\

@@ -1,8 +1,9 @@
 //! The values of single options, each read and checked alone: the URL of `--gateway-url` and
-//! `--url`, the address of `--listen`, the token in a `--listen-token-file`; and how a URL is
-//! shown.
+//! `--url`, the address of `--listen`, the token in a `--listen-token-file`, the DURATION of
+//! `--timeout` and `--idle-timeout`, a tool pattern; and how a URL and a duration are shown.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use http::Uri;
 
@@ -131,9 +132,127 @@ pub fn parse_token(path: &std::path::Path, content: &[u8]) -> Result<String, Str
     Ok(token.to_owned())
 }
 
+/// The longest DURATION taken: a day, far past AgentCore's longest request (8 hours, an
+/// asynchronous one), and far from where adding it to the clock could overflow.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A DURATION: a whole number followed by `ms`, `s`, `m` or `h`, or alone (seconds): `90s`,
+/// `5m`, `1h`, `1500ms`, `120`. More than zero, at most a day.
+pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "{flag} {text}: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, 1h; \
+             alone, seconds)"
+        )
+    };
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if number.is_empty() {
+        return Err(bad());
+    }
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(number),
+        "" | "s" => Duration::from_secs(number),
+        "m" => Duration::from_secs(number.saturating_mul(60)),
+        "h" => Duration::from_secs(number.saturating_mul(3600)),
+        _ => return Err(bad()),
+    };
+    if duration.is_zero() {
+        return Err(format!(
+            "{flag} {text}: the duration must be more than zero"
+        ));
+    }
+    if duration > MAX_DURATION {
+        return Err(format!("{flag} {text}: the duration must be at most 24h"));
+    }
+    Ok(duration)
+}
+
+/// A duration as a DURATION is written, in its largest whole unit: `15m`, `90s`, `1500ms`.
+pub fn shown_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if !millis.is_multiple_of(1000) {
+        return format!("{millis}ms");
+    }
+    let secs = duration.as_secs();
+    match secs {
+        s if s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        s if s.is_multiple_of(60) => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// A `--allow-tool` or `--deny-tool` PATTERN: a tool name, `*` for any run of characters and
+/// `?` for any one.
+pub fn parse_pattern(flag: &str, text: &str) -> Result<String, String> {
+    if text.chars().any(char::is_control) {
+        return Err(format!(
+            "{flag} {text:?}: a tool name pattern holds no control character"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_read_in_each_unit_and_bad_ones_named() {
+        for (text, secs_ms) in [
+            ("5m", 300_000),
+            ("15m", 900_000),
+            ("90s", 90_000),
+            ("1h", 3_600_000),
+            ("1500ms", 1_500),
+            ("120", 120_000),
+            ("24h", 86_400_000),
+        ] {
+            let duration = parse_duration("--timeout", text).unwrap();
+            assert_eq!(duration, Duration::from_millis(secs_ms), "{text}");
+        }
+        assert_eq!(
+            parse_duration("--timeout", "5m").unwrap(),
+            Duration::from_secs(300)
+        );
+        for (bad, why) in [
+            ("", "not a DURATION"),
+            ("m", "not a DURATION"),
+            ("5 m", "not a DURATION"),
+            ("1.5m", "not a DURATION"),
+            ("-5s", "not a DURATION"),
+            ("5min", "not a DURATION"),
+            ("5M", "not a DURATION"),
+            ("99999999999999999999s", "not a DURATION"),
+            ("0", "more than zero"),
+            ("0ms", "more than zero"),
+            ("25h", "at most 24h"),
+            ("18446744073709551615h", "at most 24h"),
+        ] {
+            let error = parse_duration("--idle-timeout", bad).unwrap_err();
+            assert!(
+                error.starts_with(&format!("--idle-timeout {bad}: ")),
+                "{error}"
+            );
+            assert!(error.contains(why), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn durations_are_shown_in_their_largest_whole_unit() {
+        for (millis, shown) in [
+            (900_000, "15m"),
+            (300_000, "5m"),
+            (90_000, "90s"),
+            (3_600_000, "1h"),
+            (5_400_000, "90m"),
+            (1_500, "1500ms"),
+            (3_000, "3s"),
+        ] {
+            assert_eq!(shown_duration(Duration::from_millis(millis)), shown);
+        }
+    }
 
     #[test]
     fn urls_are_shown_without_their_query() {

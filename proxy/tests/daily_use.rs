@@ -1,0 +1,1238 @@
+//! The options for daily use, through the built binary: the call's limits (`--timeout`,
+//! `--idle-timeout`), who calls (`--runtime-user-id`, `--profile`), the server's tool
+//! annotations (`--trust-tool-annotations`), and which tools a client sees and may call
+//! (`--allow-tool`, `--deny-tool`, `--read-only`).
+//!
+//! Against the emulator where it has what a test needs (a slow tool, a dropped connection, the
+//! tools' annotations, SigV4); else against an MCP server played here (an answer stream that
+//! stalls or never ends, a paginated `tools/list`, a runtime that records its headers).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// How long any one stdout line may take.
+const LINE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the proxy may take to exit once stdin is closed.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
+
+// ---------------------------------------------------------------------------------------------
+// The proxy as a child process.
+
+struct Proxy {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Proxy {
+    /// The proxy for `emulator` (its credentials and endpoint), `args` after `--runtime-arn`.
+    fn for_emulator(emulator: &Emulator, args: &[&str]) -> Proxy {
+        let credentials = emulator.credentials();
+        let endpoint = emulator.endpoint();
+        let mut all = vec![
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+        ];
+        all.extend_from_slice(args);
+        Proxy::start(
+            &all,
+            &[
+                ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
+                ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
+                ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
+            ],
+        )
+    }
+
+    /// The proxy in front of the MCP server at `url` with a bearer token, `args` after.
+    fn for_url(url: &str, args: &[&str]) -> Proxy {
+        let mut all = vec!["--url", url, "--bearer-token-env", "DAILY_TOKEN"];
+        all.extend_from_slice(args);
+        Proxy::start(&all, &[("DAILY_TOKEN", TOKEN)])
+    }
+
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let mut command = command(args, env);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("the proxy starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Proxy {
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(message.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        self.next_within(LINE_TIMEOUT).await
+    }
+
+    async fn next_within(&mut self, limit: Duration) -> Value {
+        match tokio::time::timeout(limit, self.lines.recv()).await {
+            Ok(Some(line)) => serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line}; stderr:\n{}", self.stderr())),
+            Ok(None) => panic!("stdout closed; stderr:\n{}", self.stderr()),
+            Err(_) => panic!(
+                "no stdout line within {limit:?}; stderr:\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    /// initialize, then notifications/initialized.
+    async fn open(&mut self) {
+        self.send(&initialize(1));
+        let answer = self.next().await;
+        assert_eq!(answer["id"], 1, "{answer}");
+        assert!(answer.get("result").is_some(), "{answer}");
+        self.send(&initialized());
+    }
+
+    /// Closes stdin: the lines written after that, and the exit status.
+    async fn close(mut self) -> (Vec<Value>, ExitStatus, Proxy) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        let mut rest = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.lines.recv()).await {
+                Ok(Some(line)) => rest.push(serde_json::from_str(&line).unwrap()),
+                Ok(None) => break,
+                Err(_) => panic!("stdout still open; stderr:\n{}", self.stderr()),
+            }
+        }
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the proxy did not exit");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        (rest, status, self)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The proxy's command: no AWS variable from outside, no real configuration files, no
+/// instance metadata; the region and `env` only.
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
+    command.args(args);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_") {
+            command.env_remove(name);
+        }
+    }
+    let nowhere = std::env::temp_dir().join("agentcore-mcp-proxy-daily-no-such-aws-config");
+    command
+        .env("AWS_CONFIG_FILE", &nowhere)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUST_LOG", "debug");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+}
+
+fn request(id: u64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn initialize(id: u64) -> Value {
+    request(
+        id,
+        "initialize",
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "daily-use-test", "version": "1"}
+        }),
+    )
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+fn call(id: u64, tool: &str, arguments: Value) -> Value {
+    request(
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    )
+}
+
+fn text_of(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a tool result: {answer}"))
+}
+
+fn names(answer: &Value) -> Vec<&str> {
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools/list answer: {answer}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// An MCP server played here.
+
+/// The token the in-test server is sent.
+const TOKEN: &str = "daily-use-token-0123456789";
+const SESSION: &str = "daily-use-mcp-session-0123456789";
+
+/// One request the in-test server got.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    rpc: Option<String>,
+    tool: Option<String>,
+    user_id: Option<String>,
+}
+
+/// What the in-test server answers to a request (initialize and notifications aside).
+enum Reply {
+    Json(Value),
+    /// An HTTP error without a JSON-RPC body (after the tool ran: it may have).
+    Status(u16),
+    /// An SSE answer: these events, then what `Then` says.
+    Sse(Vec<Value>, Then),
+}
+
+/// How an SSE answer goes on after its events.
+#[derive(Clone, Copy)]
+enum Then {
+    End,
+    /// Nothing more, and the stream stays open.
+    Stall,
+    /// A comment line every this often, forever: never idle, never done.
+    Tick(Duration),
+}
+
+type Handler = dyn Fn(&Value) -> Reply + Send + Sync;
+
+/// An MCP Streamable HTTP server at any path (an MCP URL, or a runtime's invocations):
+/// `initialize` opens a session, a notification gets 202, any other request the handler's
+/// reply; with a verifier, a request whose SigV4 signature it refuses gets 403.
+struct Server {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(handler: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Server {
+        Self::start_with(None, handler).await
+    }
+
+    async fn start_with(
+        verifier: Option<SignatureVerifier>,
+        handler: impl Fn(&Value) -> Reply + Send + Sync + 'static,
+    ) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let shared = Arc::new((verifier, handler, seen.clone()));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let shared = shared.clone();
+                        async move {
+                            let (verifier, handler, seen) = &*shared;
+                            Ok::<_, std::convert::Infallible>(
+                                serve(verifier.as_ref(), handler.as_ref(), seen, request).await,
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Server { base, seen, task }
+    }
+
+    fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The tools called, in order.
+    fn calls(&self) -> Vec<String> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.rpc.as_deref() == Some("tools/call"))
+            .map(|s| s.tool.unwrap_or_default())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(
+    verifier: Option<&SignatureVerifier>,
+    handler: &Handler,
+    seen: &Mutex<Vec<Seen>>,
+    request: http::Request<hyper::body::Incoming>,
+) -> http::Response<Streamed> {
+    use http_body_util::BodyExt;
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    let message: Option<Value> = serde_json::from_slice(&body).ok();
+    let rpc = message
+        .as_ref()
+        .and_then(|m| m["method"].as_str())
+        .map(str::to_owned);
+    seen.lock().unwrap().push(Seen {
+        method: parts.method.to_string(),
+        rpc: rpc.clone(),
+        tool: message
+            .as_ref()
+            .and_then(|m| m.pointer("/params/name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        user_id: parts
+            .headers
+            .get("x-amzn-bedrock-agentcore-runtime-user-id")
+            .map(|v| v.to_str().unwrap().to_owned()),
+    });
+    let response = |status: u16, content_type: Option<&str>, body: Streamed| {
+        let mut response = http::Response::builder().status(status);
+        if let Some(content_type) = content_type {
+            response = response.header("content-type", content_type);
+        }
+        response
+            .header("mcp-session-id", SESSION)
+            .body(body)
+            .unwrap()
+    };
+    if let Some(verifier) = verifier
+        && let Err(e) = verifier.verify(&parts, &body, std::time::SystemTime::now())
+    {
+        let refusal = json!({"message": format!("{e:?}")}).to_string();
+        return response(403, Some("application/json"), Streamed::whole(refusal));
+    }
+    let Some(message) = message.filter(|_| parts.method == http::Method::POST) else {
+        return response(405, None, Streamed::whole(String::new()));
+    };
+    match (rpc.as_deref(), message.get("id")) {
+        (Some("initialize"), Some(id)) => {
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "daily-use", "version": "1"}
+            }});
+            response(
+                200,
+                Some("application/json"),
+                Streamed::whole(answer.to_string()),
+            )
+        }
+        (_, None) => response(202, None, Streamed::whole(String::new())),
+        (_, Some(_)) => match handler(&message) {
+            Reply::Status(status) => response(status, None, Streamed::whole(String::new())),
+            Reply::Json(answer) => response(
+                200,
+                Some("application/json"),
+                Streamed::whole(answer.to_string()),
+            ),
+            Reply::Sse(events, then) => {
+                let text: String = events
+                    .iter()
+                    .map(|event| format!("data: {event}\n\n"))
+                    .collect();
+                response(200, Some("text/event-stream"), Streamed::sse(text, then))
+            }
+        },
+    }
+}
+
+/// A response body: its text, then (SSE) an end, a stall, or a comment every tick.
+struct Streamed {
+    first: Option<Bytes>,
+    then: Then,
+    tick: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Streamed {
+    fn whole(text: String) -> Streamed {
+        Streamed {
+            first: Some(Bytes::from(text)),
+            then: Then::End,
+            tick: None,
+        }
+    }
+
+    fn sse(text: String, then: Then) -> Streamed {
+        Streamed {
+            first: Some(Bytes::from(text)),
+            then,
+            tick: None,
+        }
+    }
+}
+
+impl hyper::body::Body for Streamed {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
+        match self.then {
+            Then::End => Poll::Ready(None),
+            Then::Stall => Poll::Pending,
+            Then::Tick(every) => {
+                let tick = self
+                    .tick
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+                if tick.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                tick.as_mut().reset(tokio::time::Instant::now() + every);
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+                    b": still working\n\n",
+                )))))
+            }
+        }
+    }
+}
+
+/// A tool result.
+fn result(id: &Value, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": false}})
+}
+
+// ---------------------------------------------------------------------------------------------
+// --timeout and --idle-timeout.
+
+/// The record of a call whose answer came (and was then cut while it was read).
+const DELIVERED: &str = "#1 HTTP 200 -> mcp_session: delivered; effect unknown";
+
+/// The record of a call cut while its only attempt was in flight.
+fn record_of_a_dropped_call() -> Value {
+    json!([
+        "#1 sent, no answer yet -> mcp_session: call dropped before it ended (a deadline or cancellation outside); effect unknown"
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_slower_than_the_timeout_is_cut_naming_it_and_one_within_it_is_delivered() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+
+    // 5 s of work under --timeout 3s: cut at 3 s, the error names the limit and its value.
+    let mut proxy = Proxy::for_emulator(&emulator, &["--timeout", "3s"]);
+    proxy.open().await;
+    emulator.push_fault(Fault::Slow(Duration::from_secs(5)));
+    let sent = Instant::now();
+    proxy.send(&call(2, "add", json!({"a": 1, "b": 2})));
+    let answer = proxy.next().await;
+    let took = sent.elapsed();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32000,
+            "message": "no answer from AgentCore within --timeout 3s (the deadline of the whole call); the request may have run",
+            "data": {
+                "failure": "timed out",
+                "limit": "--timeout",
+                "limitMs": 3000,
+                "attempts": record_of_a_dropped_call(),
+            }
+        }),
+        "{answer}"
+    );
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_millis(4500),
+        "cut after {took:?}"
+    );
+    let (rest, status, _proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+
+    // 2 s of work under --timeout 5s: delivered.
+    let mut proxy = Proxy::for_emulator(&emulator, &["--timeout=5s"]);
+    proxy.open().await;
+    emulator.push_fault(Fault::Slow(Duration::from_secs(2)));
+    proxy.send(&call(3, "add", json!({"a": 20, "b": 22})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert_eq!(text_of(&answer), "42");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    assert!(
+        proxy
+            .stderr()
+            .contains("limits of a call timeout=5s idle_timeout=5m"),
+        "{}",
+        proxy.stderr()
+    );
+    assert_eq!(emulator.audit().executions_of("add"), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_answer_stream_is_cut_at_the_idle_timeout_over_stdio_and_listen() {
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "data": "started"}});
+    let event = progress.clone();
+    // The tool's answer: headers and one event, then nothing, the stream left open.
+    let server = Server::start(move |_| Reply::Sse(vec![event.clone()], Then::Stall)).await;
+
+    let mut proxy = Proxy::for_url(&server.url(), &["--idle-timeout", "1500ms"]);
+    proxy.open().await;
+    proxy.send(&call(2, "slow", json!({})));
+    assert_eq!(proxy.next().await, progress);
+    let event_came = Instant::now();
+    let answer = proxy.next().await;
+    let took = event_came.elapsed();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "the MCP server sent nothing of its answer for --idle-timeout 1500ms; the request may \
+         have run"
+    );
+    let data = &answer["error"]["data"];
+    assert_eq!(
+        (&data["failure"], &data["limit"], &data["limitMs"]),
+        (&json!("timed out"), &json!("--idle-timeout"), &json!(1500)),
+        "{answer}"
+    );
+    assert_eq!(data["attempts"], json!([DELIVERED]), "{answer}");
+    assert!(
+        took >= Duration::from_millis(1400) && took < Duration::from_secs(4),
+        "cut after {took:?}"
+    );
+    drop(proxy);
+
+    // The same over --listen: the SSE answer ends with an error event for the request.
+    let listening = Listening::start(&server.url(), &["--idle-timeout", "1500ms"]).await;
+    let client = listening.client().await;
+    let answer = client.post(&call(3, "slow", json!({}))).await;
+    assert_eq!(answer.status, 200);
+    let events = answer.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0], progress);
+    assert_eq!(events[1]["id"], 3);
+    assert_eq!(
+        events[1]["error"]["message"],
+        "the MCP server sent nothing of its answer for --idle-timeout 1500ms; the request may \
+         have run"
+    );
+    assert_eq!(events[1]["error"]["data"]["limit"], "--idle-timeout");
+    assert_eq!(events[1]["error"]["data"]["attempts"], json!([DELIVERED]));
+    assert_eq!(server.calls(), ["slow", "slow"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_stream_that_never_ends_is_cut_at_the_timeout_though_never_idle() {
+    // A comment every 200 ms: never idle for the default 5 minutes, never done.
+    let server =
+        Server::start(|_| Reply::Sse(vec![], Then::Tick(Duration::from_millis(200)))).await;
+    let mut proxy = Proxy::for_url(&server.url(), &["--timeout", "2s"]);
+    proxy.open().await;
+    let sent = Instant::now();
+    proxy.send(&call(2, "forever", json!({})));
+    let answer = proxy.next().await;
+    let took = sent.elapsed();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "the MCP server did not finish its answer within --timeout 2s (the deadline of the \
+         whole call); the request may have run"
+    );
+    assert_eq!(answer["error"]["data"]["limit"], "--timeout");
+    assert_eq!(answer["error"]["data"]["limitMs"], 2000);
+    assert_eq!(answer["error"]["data"]["attempts"], json!([DELIVERED]));
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "cut after {took:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --runtime-user-id and --profile.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_user_id_goes_with_every_invocation() {
+    let key = "AKIDDAILYUSE0001";
+    let secret = "daily-use-secret-access-key-0a1b2c3d";
+    let credentials = aws_credential_types::Credentials::new(key, secret, None, None, "t");
+    let verifier =
+        SignatureVerifier::new("us-east-1", "bedrock-agentcore").with_credentials(credentials);
+    let server = Server::start_with(Some(verifier), |message| {
+        Reply::Json(result(&message["id"], "ran"))
+    })
+    .await;
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            ARN,
+            "--endpoint",
+            &server.base,
+            "--runtime-user-id",
+            "alice@example.com",
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", key),
+            ("AWS_SECRET_ACCESS_KEY", secret),
+        ],
+    );
+    proxy.open().await;
+    proxy.send(&call(2, "whoami", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(text_of(&answer), "ran", "{answer}");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new());
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+    let seen: Vec<(String, Option<String>, Option<String>)> = server
+        .seen()
+        .into_iter()
+        .map(|s| (s.method, s.rpc, s.user_id))
+        .collect();
+    let user = Some("alice@example.com".to_owned());
+    assert_eq!(
+        seen,
+        [
+            ("POST".into(), Some("initialize".into()), user.clone()),
+            (
+                "POST".into(),
+                Some("notifications/initialized".into()),
+                user.clone()
+            ),
+            ("POST".into(), Some("tools/call".into()), user),
+        ]
+    );
+}
+
+/// A directory of its own under the temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "agentcore-mcp-proxy-daily-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_signs_with_the_named_profiles_credentials() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let credentials = emulator.credentials();
+    let dir = TempDir::new("profile");
+    // The default profile has a key the emulator refuses; `daily` has the emulator's.
+    let shared = dir.write(
+        "credentials",
+        &format!(
+            "[default]\naws_access_key_id = AKIDWRONG0000\naws_secret_access_key = wrong-secret\n\n\
+             [daily]\naws_access_key_id = {}\naws_secret_access_key = {}\naws_session_token = {}\n",
+            credentials.access_key_id(),
+            credentials.secret_access_key(),
+            credentials.session_token().unwrap()
+        ),
+    );
+    let config = dir.write(
+        "config",
+        "[default]\nregion = us-east-1\n\n[profile daily]\nregion = us-east-1\n",
+    );
+    let endpoint = emulator.endpoint();
+    let files = [
+        ("AWS_CONFIG_FILE", config.as_str()),
+        ("AWS_SHARED_CREDENTIALS_FILE", shared.as_str()),
+    ];
+    let run = |profile: Option<&str>| {
+        let mut args = vec![
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+        ];
+        if let Some(profile) = profile {
+            args.extend_from_slice(&["--profile", profile]);
+        }
+        Proxy::start(&args, &files)
+    };
+
+    let mut proxy = run(Some("daily"));
+    proxy.send(&initialize(1));
+    let answer = proxy.next().await;
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "agentcore-tower-emulator",
+        "{answer}"
+    );
+    let (_, status, proxy) = proxy.close().await;
+    assert_eq!(status.code(), Some(0));
+    assert!(proxy.stderr().contains("AWS profile profile=daily"));
+    assert_eq!(emulator.audit().signature_failures, 0);
+
+    // Without it, the default profile's key is refused.
+    let mut proxy = run(None);
+    proxy.send(&initialize(1));
+    let answer = proxy.next().await;
+    assert_eq!(answer["error"]["data"]["httpStatus"], 403, "{answer}");
+    assert_eq!(emulator.audit().signature_failures, 1);
+}
+
+#[test]
+fn daily_use_options_that_do_not_fit_are_usage_errors() {
+    let gateway = "https://gw-1.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp";
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--runtime-arn", ARN, "--timeout", "15 minutes"],
+            "--timeout 15 minutes: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, \
+             1h; alone, seconds)",
+        ),
+        (
+            &["--runtime-arn", ARN, "--idle-timeout", "0"],
+            "--idle-timeout 0: the duration must be more than zero",
+        ),
+        (
+            &["--gateway-url", gateway, "--runtime-user-id", "alice"],
+            "--runtime-user-id applies to --runtime-arn only, not to --gateway-url",
+        ),
+        (
+            &[
+                "--runtime-arn",
+                ARN,
+                "--bearer-token-env",
+                "T",
+                "--profile",
+                "dev",
+            ],
+            "--profile is for SigV4 (the AWS credentials of that profile), and \
+             --bearer-token-env sends a bearer token instead: give one of them",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = command(args, &[("T", TOKEN)]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("agentcore-mcp-proxy: {expected}")),
+            "{args:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+    // Checked by the library's builder, once the AWS configuration is read.
+    let output = command(
+        &["--runtime-arn", ARN, "--runtime-user-id", "tab\there"],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "agentcore-mcp-proxy: --runtime-user-id: the runtime user id must be 1 to 1024 \
+             visible ASCII characters (got 8)\n"
+        ),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --trust-tool-annotations.
+
+/// `add` (annotated `idempotentHint: true` by the emulator) after a dropped connection, once
+/// listed: the number of times it ran, and the answer.
+async fn add_after_a_drop(trust: bool, drops: usize) -> (u64, Value, String) {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let args: &[&str] = if trust {
+        &["--trust-tool-annotations"]
+    } else {
+        &[]
+    };
+    let mut proxy = Proxy::for_emulator(&emulator, args);
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    assert_eq!(names(&proxy.next().await), ["add", "echo", "counter"]);
+    for _ in 0..drops {
+        emulator.push_fault(Fault::DropAfterRun);
+    }
+    proxy.send(&call(3, "add", json!({"a": 2, "b": 3})));
+    let answer = proxy.next().await;
+    let (_, _, proxy) = proxy.close().await;
+    (
+        emulator.audit().executions_of("add"),
+        answer,
+        proxy.stderr(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_annotation_lets_a_dropped_call_be_sent_again_only_when_trusted() {
+    // Not trusted: the server's word is a hint; `add` ran once and is not sent again.
+    let (ran, answer, _) = add_after_a_drop(false, 1).await;
+    assert_eq!(ran, 1);
+    assert_eq!(
+        answer["error"]["data"]["attempts"],
+        json!([
+            "#1 failed: connection dropped -> replay_guard: delivered (connection dropped, but a re-send is forbidden: tools/call `add` is not declared replayable); effect unknown"
+        ]),
+        "{answer}"
+    );
+
+    // Trusted: sent again, answered; it ran twice (which its annotation says is harmless).
+    let (ran, answer, _) = add_after_a_drop(true, 1).await;
+    assert_eq!(ran, 2);
+    assert_eq!(text_of(&answer), "5", "{answer}");
+
+    // The record names the server's annotation as what permitted the re-sends.
+    let (ran, answer, _) = add_after_a_drop(true, 3).await;
+    assert_eq!(ran, 3);
+    let attempts = answer["error"]["data"]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{answer}");
+    for attempt in &attempts[..2] {
+        assert!(
+            attempt
+                .as_str()
+                .unwrap()
+                .contains("(by server annotation, assumes idempotent)"),
+            "{answer}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_idempotent_tool_that_is_also_destructive_is_not_sent_again() {
+    // Each tool's first call fails with a 500 after it ran; its next call is answered.
+    let ran = Arc::new(Mutex::new(std::collections::HashMap::<String, u32>::new()));
+    let counts = ran.clone();
+    let server = Server::start(move |message| {
+        let id = &message["id"];
+        match message["method"].as_str() {
+            Some("tools/list") => Reply::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "set_flag", "annotations": {"idempotentHint": true}},
+                {"name": "purge", "annotations": {"idempotentHint": true, "destructiveHint": true}},
+                {"name": "wipe", "annotations": {"idempotentHint": true, "destructiveHint": true}}
+            ]}})),
+            _ => {
+                let name = message["params"]["name"].as_str().unwrap().to_owned();
+                let mut ran = counts.lock().unwrap();
+                let n = ran.entry(name.clone()).or_default();
+                *n += 1;
+                if *n == 1 {
+                    Reply::Status(500)
+                } else {
+                    Reply::Json(result(id, &format!("{name} ran")))
+                }
+            }
+        }
+    })
+    .await;
+    let mut proxy = Proxy::for_url(
+        &server.url(),
+        &["--trust-tool-annotations", "--idempotent-tool", "wipe"],
+    );
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    assert_eq!(names(&proxy.next().await), ["set_flag", "purge", "wipe"]);
+    // idempotentHint alone: sent again after the 500.
+    proxy.send(&call(3, "set_flag", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "set_flag ran");
+    // idempotentHint and destructiveHint: not sent again.
+    proxy.send(&call(4, "purge", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["error"]["data"]["httpStatus"], 500, "{answer}");
+    // The same, named by --idempotent-tool: the command line wins.
+    proxy.send(&call(5, "wipe", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "wipe ran");
+    drop(proxy);
+    assert_eq!(
+        server.calls(),
+        ["set_flag", "set_flag", "purge", "wipe", "wipe"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// --allow-tool, --deny-tool, --read-only.
+
+/// Two pages of tools: the first as JSON, the second as an SSE answer.
+fn paginated(message: &Value) -> Reply {
+    let id = &message["id"];
+    match message["method"].as_str() {
+        Some("tools/list") => match message.pointer("/params/cursor").and_then(Value::as_str) {
+            None => Reply::Json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                {"name": "get_issue", "annotations": {"readOnlyHint": true}},
+                {"name": "delete_issue", "annotations": {"destructiveHint": true}},
+                {"name": "list_issues", "annotations": {"readOnlyHint": true}}
+            ], "nextCursor": "page-2"}})),
+            Some(_) => Reply::Sse(
+                vec![json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+                    {"name": "get_secret", "annotations": {"readOnlyHint": true}},
+                    {"name": "update_issue", "annotations": {"readOnlyHint": false}}
+                ]}})],
+                Then::End,
+            ),
+        },
+        Some("tools/call") => {
+            let name = message["params"]["name"].as_str().unwrap_or_default();
+            Reply::Json(result(id, &format!("{name} ran")))
+        }
+        _ => Reply::Json(json!({"jsonrpc": "2.0", "id": id, "result": {}})),
+    }
+}
+
+fn page(id: u64, cursor: Option<&str>) -> Value {
+    match cursor {
+        Some(cursor) => request(id, "tools/list", json!({"cursor": cursor})),
+        None => request(id, "tools/list", json!({})),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_and_deny_filter_every_page_over_stdio_and_refuse_a_hidden_tool_unsent() {
+    let server = Server::start(paginated).await;
+    let filter = [
+        "--allow-tool",
+        "get_*",
+        "--allow-tool=list_?ssues",
+        "--deny-tool",
+        "*secret",
+    ];
+    let mut proxy = Proxy::for_url(&server.url(), &filter);
+    proxy.open().await;
+    proxy.send(&page(2, None));
+    let first = proxy.next().await;
+    assert_eq!(names(&first), ["get_issue", "list_issues"]);
+    assert_eq!(first["result"]["nextCursor"], "page-2");
+    // The second page holds nothing allowed: empty, and still the last.
+    proxy.send(&page(3, Some("page-2")));
+    let second = proxy.next().await;
+    assert_eq!(
+        second,
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": []}})
+    );
+
+    proxy.send(&call(4, "get_secret", json!({})));
+    assert_eq!(
+        proxy.next().await,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602,
+            "message": "the tool `get_secret` is not available through this proxy: --deny-tool *secret hides it",
+            "data": {"tool": "get_secret", "rule": "--deny-tool *secret"}}})
+    );
+    proxy.send(&call(5, "delete_issue", json!({})));
+    assert_eq!(
+        proxy.next().await,
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602,
+            "message": "the tool `delete_issue` is not available through this proxy: it matches no --allow-tool pattern (get_*, list_?ssues)",
+            "data": {"tool": "delete_issue", "rule": "--allow-tool"}}})
+    );
+    proxy.send(&call(6, "get_issue", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "get_issue ran");
+    let (rest, status, _proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    assert_eq!(
+        server.calls(),
+        ["get_issue"],
+        "the hidden tools were never sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_shows_read_only_tools_and_refuses_a_tool_it_has_not_seen_listed() {
+    let server = Server::start(paginated).await;
+    let mut proxy = Proxy::for_url(&server.url(), &["--read-only"]);
+    proxy.open().await;
+    // Not listed yet: its annotations are not known.
+    proxy.send(&call(2, "get_issue", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(
+        answer["error"]["message"],
+        "the tool `get_issue` is not available through this proxy: --read-only: it has not been \
+         listed (tools/list), so whether it is read-only is not known",
+        "{answer}"
+    );
+    proxy.send(&page(3, None));
+    assert_eq!(names(&proxy.next().await), ["get_issue", "list_issues"]);
+    proxy.send(&page(4, Some("page-2")));
+    assert_eq!(names(&proxy.next().await), ["get_secret"]);
+    proxy.send(&call(5, "update_issue", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(answer["error"]["data"]["rule"], "--read-only");
+    proxy.send(&call(6, "get_issue", json!({})));
+    assert_eq!(text_of(&proxy.next().await), "get_issue ran");
+    drop(proxy);
+    assert_eq!(server.calls(), ["get_issue"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_json_and_sse_pages_are_filtered_and_a_hidden_tool_is_refused_unsent() {
+    let server = Server::start(paginated).await;
+    let listening = Listening::start(&server.url(), &["--deny-tool", "*_issue"]).await;
+    let client = listening.client().await;
+    let first = client.post(&page(2, None)).await;
+    assert_eq!(first.status, 200);
+    let first = first.json();
+    assert_eq!(names(&first), ["list_issues"]);
+    assert_eq!(first["result"]["nextCursor"], "page-2");
+    let second = client.post(&page(3, Some("page-2"))).await;
+    let events = second.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(names(&events[0]), ["get_secret"]);
+    assert!(events[0]["result"].get("nextCursor").is_none());
+
+    let refused = client.post(&call(4, "update_issue", json!({}))).await;
+    assert_eq!(refused.status, 200);
+    assert_eq!(
+        refused.json()["error"]["message"],
+        "the tool `update_issue` is not available through this proxy: --deny-tool *_issue hides it"
+    );
+    let answer = client.post(&call(5, "get_secret", json!({}))).await;
+    assert_eq!(text_of(&answer.json()), "get_secret ran");
+    assert_eq!(server.calls(), ["get_secret"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --listen.
+
+/// The proxy with `--listen 127.0.0.1:0` in front of `url`, once it logged its URL.
+struct Listening {
+    _proxy: Proxy,
+    url: String,
+}
+
+impl Listening {
+    async fn start(url: &str, args: &[&str]) -> Listening {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let proxy = Proxy::for_url(url, &all);
+        let deadline = Instant::now() + LINE_TIMEOUT;
+        let url = loop {
+            let stderr = proxy.stderr();
+            if let Some(at) = stderr.find("listening on http://") {
+                let rest = &stderr[at + "listening on ".len()..];
+                if let Some(end) = rest.find(char::is_whitespace) {
+                    break rest[..end].to_owned();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no URL logged; stderr:\n{stderr}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        Listening { _proxy: proxy, url }
+    }
+
+    /// A client whose MCP session is open.
+    async fn client(&self) -> HttpClient {
+        let mut client = HttpClient {
+            client: hyper_util::client::legacy::Client::builder(
+                hyper_util::rt::TokioExecutor::new(),
+            )
+            .build_http(),
+            url: self.url.clone(),
+            session: None,
+        };
+        let answer = client.post(&initialize(1)).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        client.session = answer
+            .headers
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(client.post(&initialized()).await.status, 202);
+        client
+    }
+}
+
+struct HttpClient {
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<Bytes>,
+    >,
+    url: String,
+    session: Option<String>,
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+
+    /// The messages of an SSE body.
+    fn events(&self) -> Vec<Value> {
+        assert_eq!(
+            self.headers.get("content-type").unwrap(),
+            "text/event-stream",
+            "{self:?}"
+        );
+        std::str::from_utf8(&self.body)
+            .unwrap()
+            .split("\n\n")
+            .filter(|event| !event.trim().is_empty())
+            .map(|event| {
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data: "))
+                    .collect();
+                serde_json::from_str(&data.join("\n")).unwrap()
+            })
+            .collect()
+    }
+}
+
+impl HttpClient {
+    async fn post(&self, message: &Value) -> Answer {
+        use http_body_util::BodyExt;
+        let mut request = http::Request::post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18");
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        let request = request
+            .body(http_body_util::Full::new(Bytes::from(message.to_string())))
+            .unwrap();
+        let response = tokio::time::timeout(LINE_TIMEOUT, self.client.request(request))
+            .await
+            .expect("an answer in time")
+            .expect("the endpoint answers");
+        let (parts, body) = response.into_parts();
+        let body = tokio::time::timeout(LINE_TIMEOUT, body.collect())
+            .await
+            .expect("the whole body in time")
+            .unwrap()
+            .to_bytes();
+        Answer {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        }
+    }
+}
+
+#[test]
+fn help_names_each_daily_option_with_its_default() {
+    let help = command(&["--help"], &[]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8(help.stdout).unwrap();
+    for option in [
+        "--timeout DURATION",
+        "--idle-timeout DURATION",
+        "--runtime-user-id ID",
+        "--profile NAME",
+        "--strict-tool NAME",
+        "--trust-tool-annotations",
+        "--allow-tool PATTERN",
+        "--deny-tool PATTERN",
+        "--read-only",
+    ] {
+        assert!(text.contains(&format!("\n    {option}\n")), "{option}");
+    }
+    assert!(text.contains("Default: 15m, AgentCore Runtime's limit for a"));
+    assert!(text.contains("Default: 5m."));
+    assert!(!text.contains("120 s"), "the old fixed deadline");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
