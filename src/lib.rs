@@ -129,6 +129,7 @@ mod jsonrpc;
 pub mod mcp_session;
 mod peek;
 pub mod record;
+pub mod redact;
 pub mod replay;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

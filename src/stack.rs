@@ -4,9 +4,10 @@
 use tower::Layer;
 
 use crate::body::{ObservedBody, PeekedBody};
+use crate::redact::InvokeBody;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
-use crate::sigv4::{InvokeBody, McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
+use crate::sigv4::{McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,

@@ -34,7 +34,7 @@ const METADATA: &str = "https://bedrock-agentcore.us-east-1.amazonaws.com/runtim
 async fn bearer_call(
     tokens: impl ProvideToken,
     service: Scripted,
-) -> Result<Response<agentcore_tower::sigv4::InvokeBody<TestBody>>, agentcore_tower::Error> {
+) -> Result<Response<agentcore_tower::redact::InvokeBody<TestBody>>, agentcore_tower::Error> {
     SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
         .build()
         .unwrap()

@@ -20,8 +20,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 
 use super::credentials::CachedCredentials;
-use super::redact::{Needle, Secrets, cached_needle, needle};
 use crate::error::{BoxError, Error, ErrorKind};
+use crate::redact::{Needle, Secrets, cached_needle, needle};
 
 /// A bearer token (an OAuth access token, usually a JWT): a secret. Its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]

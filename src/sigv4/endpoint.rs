@@ -17,8 +17,9 @@ use tower::{Layer, Service};
 use super::auth::{AuthSource, Clock, ProvideToken};
 use super::request::{Origin, SIGNING_NAME};
 use super::target::check_region;
-use super::{ConfigError, InvokeBody, Mapping, Operation, ResponseFuture, Shared, call};
+use super::{ConfigError, Mapping, Operation, ResponseFuture, Shared, call};
 use crate::error::{BoxError, Error};
+use crate::redact::InvokeBody;
 
 /// The URL of an AgentCore Gateway's MCP endpoint:
 /// `https://{gateway_id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`.

@@ -136,28 +136,9 @@
 //! operation models none). The attempt's signature and session token are redacted from every
 //! header and body byte the app reads (`InvalidSignatureException` quotes the canonical request,
 //! which carries the token), plainly or JSON-escaped, with masks as long as what they cover, so
-//! `Content-Length` stays exact (see below). The outcome, the error type and the runtime session
+//! `Content-Length` stays exact (see
+//! [redaction](crate::redact)). The outcome, the error type and the runtime session
 //! id are read from the answer after it is redacted.
-//!
-//! # Redaction
-//! * **What is caught**: each secret spelled plainly, or JSON-escaped character by character in
-//!   any mix — `\/` for `/`, `\uXXXX` (either case of hex digits) for any character: the forms
-//!   a JSON encoder may produce and a JSON parser turns back into the secret.
-//! * **How**: in a body, a match is masked with as many bytes as it spans (`[redacted]` then
-//!   `*`s), so the body's length, its `Content-Length` and its `size_hint` stay exact; a header
-//!   value with a secret in it becomes `[redacted]` as a whole.
-//! * **Across frames**: only what could be the start of a secret at the end of a frame is held
-//!   back until the next frame tells — at most six bytes per character of the longest secret
-//!   (every character escaped); an SSE event is never kept waiting for the next one.
-//! * **A body cut short**: when a body ends or fails in the middle of what could be a secret, 8
-//!   or more of its bytes are delivered masked (then the error, if any); fewer are delivered as
-//!   they came — no secret can be told from 7 of its bytes, and an answer that merely ends with
-//!   the first letters of one is not mangled.
-//! * **What no filter can catch**: a server that has a secret can always encode it in a form no
-//!   filter knows (base64 of it, percent-encoding, its hex in other case, split by other text,
-//!   a timing channel). The promise is that the forms an honest mistake or a plain echo
-//!   produce — quoting the canonical request in an error, echoing a header, JSON-encoding it —
-//!   never reach the app.
 //!
 //! A 404 from the service (`x-amzn-errortype: ResourceNotFoundException`: a wrong runtime ARN or
 //! qualifier) comes back as a 404 too. MCP clients read a 404 on a request that carries an
@@ -244,12 +225,10 @@
 //! A request may carry a [`SharedSendGate`] in its extensions: asked after signing, just before
 //! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
 
-mod answer;
 mod auth;
 mod credentials;
 mod endpoint;
 mod gate;
-mod redact;
 mod request;
 mod session;
 mod target;
@@ -269,7 +248,6 @@ use http_body_util::Full;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-pub use answer::InvokeBody;
 pub use auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn, TokenFuture};
 pub use credentials::CachedCredentials;
 pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
@@ -285,9 +263,9 @@ use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, KeptExtensions, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::redact::{self, InvokeBody, Secrets};
 use crate::rule::{Failure, Refusal};
 use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
-use redact::Secrets;
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
 use session::{Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
 
@@ -740,7 +718,7 @@ where
         Ok(operation) => operation,
         Err(why) => {
             // GET (the server-message stream), DELETE and anything else: not offered.
-            let response = answer::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+            let response = redact::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
             call.handed.not_sent(why);
             return ResponseFuture {
                 state: State::Local {
@@ -1142,10 +1120,10 @@ where
                             // Redact first: nothing below is read from an unredacted head.
                             match shared.mapping {
                                 Mapping::Invoke(_) => {
-                                    answer::filter_headers(&mut parts.headers, &secrets);
+                                    redact::filter_headers(&mut parts.headers, &secrets);
                                 }
                                 Mapping::Endpoint(_) => {
-                                    answer::filter_endpoint_headers(&mut parts.headers, &secrets);
+                                    redact::filter_endpoint_headers(&mut parts.headers, &secrets);
                                 }
                             }
                             record.complete(call.index, || {

@@ -6,12 +6,12 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use super::answer::HOP_BY_HOP;
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
+use crate::redact::HOP_BY_HOP;
 
 /// The runtime session header.
 pub(crate) const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
