@@ -118,6 +118,7 @@
 
 #[macro_use]
 mod macros;
+pub mod auth;
 pub mod body;
 pub mod budget;
 mod context;

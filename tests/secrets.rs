@@ -11,7 +11,8 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use agentcore_tower::sigv4::{BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
+use agentcore_tower::auth::BearerToken;
+use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, recommended_layers,
     record::{ErrorType, Outcome},

@@ -423,7 +423,7 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// fingerprint of itself.
 fn token_principal(token: &[u8]) -> Principal {
     let subject = std::str::from_utf8(token).ok().and_then(|token| {
-        match crate::sigv4::BearerToken::new(token)
+        match crate::auth::BearerToken::new(token)
             .jwt_claims()?
             .remove("sub")?
         {

@@ -14,10 +14,10 @@ use http_body::Body;
 use http_body_util::Full;
 use tower::{Layer, Service};
 
-use super::auth::{AuthSource, Clock, ProvideToken};
 use super::request::{Origin, SIGNING_NAME};
 use super::target::check_region;
 use super::{ConfigError, Mapping, Operation, ResponseFuture, Shared, call};
+use crate::auth::{AuthSource, CachedCredentials, Clock, ProvideToken};
 use crate::error::{BoxError, Error};
 use crate::redact::InvokeBody;
 
@@ -82,7 +82,8 @@ impl McpEndpointLayerBuilder {
     /// the layer sends wherever each request names.
     ///
     /// ```
-    /// use agentcore_tower::sigv4::{BearerToken, McpEndpointLayer};
+    /// use agentcore_tower::sigv4::McpEndpointLayer;
+    /// use agentcore_tower::auth::BearerToken;
     ///
     /// let layer = McpEndpointLayer::bearer(BearerToken::new("eyJhbGciOi..."))
     ///     .origin("https://mcp.example.com/mcp")
@@ -191,7 +192,7 @@ impl McpEndpointLayer {
 
     /// Starts building a SigV4 layer from an AWS configuration (feature `aws-config`): its
     /// region and its credentials provider, cached
-    /// ([`CachedCredentials`](super::CachedCredentials)).
+    /// ([`CachedCredentials`]).
     #[cfg(feature = "aws-config")]
     pub fn from_sdk_config(
         config: &aws_config::SdkConfig,
@@ -199,7 +200,7 @@ impl McpEndpointLayer {
         let provider = config
             .credentials_provider()
             .ok_or(ConfigError::NoCredentials)?;
-        let mut builder = Self::sigv4(super::CachedCredentials::new(provider));
+        let mut builder = Self::sigv4(CachedCredentials::new(provider));
         builder.region = config.region().map(|r| r.as_ref().to_owned());
         Ok(builder)
     }
@@ -329,7 +330,7 @@ mod tests {
         let debug = format!("{layer:?}");
         assert!(debug.contains(r#"signing_name: "execute-api""#), "{debug}");
         // A bearer token signs nothing: no region needed.
-        let layer = McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"))
+        let layer = McpEndpointLayer::bearer(crate::auth::BearerToken::new("t0ken-secret"))
             .build()
             .unwrap();
         assert_eq!(format!("{layer:?}"), "McpEndpoint { auth: Bearer(..) }");
@@ -339,7 +340,7 @@ mod tests {
     fn an_origin_is_an_absolute_url_and_plain_http_only_to_loopback_with_a_token() {
         let credentials =
             aws_credential_types::Credentials::new("AKIDTEST", "secret", None, None, "test");
-        let bearer = || McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"));
+        let bearer = || McpEndpointLayer::bearer(crate::auth::BearerToken::new("t0ken-secret"));
         let refused =
             |builder: McpEndpointLayerBuilder| builder.build().err().map(|e| e.to_string());
         for (url, reason) in [

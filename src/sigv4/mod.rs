@@ -68,20 +68,9 @@
 //! Put this layer innermost, under the retry layers: each attempt resolves the credentials
 //! again (a credential rotated during a wait is never reused) and gets its own `x-amz-date` and
 //! signature. Resolving is cheap when the provider caches; aws-config's default chain does not
-//! (the AWS SDK caches in its own identity cache): wrap it in [`CachedCredentials`].
-//!
-//! # Expired credentials, a skewed clock
-//! One answer gets one more attempt, freshly signed, as the AWS SDKs do — when the call's rule
-//! and budget allow it, recorded by `sigv4` as "refused before execution":
-//! * a 403 `ExpiredTokenException`: the credentials are resolved again, the cache of a
-//!   [`CachedCredentials`] provider dropped first;
-//! * a 403 refusing the signature (`InvalidSignatureException`, `SignatureDoesNotMatch`,
-//!   `RequestTimeTooSkewed`, `AuthFailure`, `AccessDeniedException`) while the answer's `Date`
-//!   is more than 4 minutes from our clock: the signer's clock is corrected by that offset —
-//!   for every later attempt too — and the request signed again.
-//!
-//! No other 403 is sent again: a wrong key, a missing permission, a bad signature within the
-//! clock's tolerance stay what they are.
+//! (the AWS SDK caches in its own identity cache): wrap it in [`CachedCredentials`]. An answer
+//! refusing expired credentials, or a signature from a clock far off, gets one more attempt,
+//! freshly signed ([`auth`](crate::auth#expired-credentials-a-skewed-clock)).
 //!
 //! # The runtime session
 //! A runtime session is a microVM with the MCP server's state in it: it belongs to one MCP
@@ -145,30 +134,8 @@
 //! `Mcp-Session-Id` as "session expired" and re-initialise: check `x-amzn-errortype` first.
 //!
 //! # Runtimes with OAuth inbound auth
-//! A runtime configured with a JWT authorizer takes `Authorization: Bearer <token>` instead of
-//! a signature, at the same URL with the same headers — and one or the other, never both ("An
-//! AgentCore Runtime can support either IAM SigV4 or JWT Bearer Token based inbound auth, but
-//! not both simultaneously", AgentCore developer guide, *runtime OAuth*; the
-//! `InvokeAgentRuntime` API reference: with OAuth "you can't use the AWS SDK … make a HTTPS
-//! request"). [`SigV4InvokeLayer::bearer`] is the same layer with a token provider
-//! ([`ProvideToken`]: a [`BearerToken`], a [`TokenFn`], or your own) in place of credentials;
-//! everything above about the mapping, the runtime session and the answer holds.
-//!
-//! * The token is asked for on every attempt (cache in the provider, which knows its expiry).
-//! * A request without a valid token gets a **401** with
-//!   `WWW-Authenticate: Bearer resource_metadata="https://bedrock-agentcore.{region}.amazonaws.com/runtimes/{ARN}/invocations/.well-known/oauth-protected-resource?qualifier={qualifier}"`
-//!   (the MCP protocol contract of AgentCore Runtime): nothing ran. The provider is asked once
-//!   more, named the refused token, and the call sent again, when it can refresh and the call's
-//!   rule and budget allow it — any 401, since a wrong token may come back without the
-//!   challenge.
-//! * A 401 that stays one is **delivered as an answer**, not turned into an error: with its
-//!   `WWW-Authenticate`, and the challenge read into the response's extensions
-//!   ([`BearerChallenge`]), so that an MCP client that runs the OAuth flow from a 401 (as rmcp's
-//!   does) can; an app reads `resource_metadata()` from it.
-//! * A signed request to an OAuth runtime gets a 403 `AccessDeniedException` ("Authorization
-//!   method mismatch"), delivered as it is.
-//! * The token is a secret like a signature: never in `Debug`, an error or the record, and
-//!   redacted from every header and body byte of the answer, plainly or JSON-escaped.
+//! [`SigV4InvokeLayer::bearer`] is the same layer with a token provider in place of credentials,
+//! for a runtime with a JWT authorizer: see [`auth`](crate::auth#runtimes-with-oauth-inbound-auth).
 //!
 //! # MCP endpoints
 //! [`McpEndpointLayer`] sends an MCP request as it is — method, URL (path and query), headers —
@@ -225,8 +192,6 @@
 //! A request may carry a [`SharedSendGate`] in its extensions: asked after signing, just before
 //! the service below is called, on every attempt. A refusal ends the call, and nothing is sent.
 
-mod auth;
-mod credentials;
 mod endpoint;
 mod gate;
 mod request;
@@ -248,8 +213,6 @@ use http_body_util::Full;
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-pub use auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn, TokenFuture};
-pub use credentials::CachedCredentials;
 pub use endpoint::{McpEndpoint, McpEndpointLayer, McpEndpointLayerBuilder, gateway_url};
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub use session::RuntimeSessions;
@@ -259,13 +222,16 @@ pub(crate) use session::{RenewedFrom, mcp_session_of};
 pub(crate) use target::encode as encode_label;
 pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
 
+use crate::auth::{
+    Auth, AuthSource, BearerChallenge, BearerToken, CachedCredentials, Clock, Key, KeyFuture,
+    ProvideToken, Refresh,
+};
 use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, KeptExtensions, Ownership};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::redact::{self, InvokeBody, Secrets};
 use crate::rule::{Failure, Refusal};
-use auth::{Auth, AuthSource, Clock, Key, KeyFuture, Refresh};
 use request::{RUNTIME_SESSION_ID, SIGNING_NAME, is_valid_session_id};
 use session::{Chosen, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
 
@@ -498,8 +464,8 @@ impl SigV4InvokeLayer {
 
     /// Starts building a layer for `target` — a runtime with OAuth inbound auth — that sends
     /// `Authorization: Bearer <token>` instead of a signature, with a token from `tokens`
-    /// asked for every attempt (a [`BearerToken`], a [`TokenFn`], or your own
-    /// [`ProvideToken`]). The mapping is the same as with SigV4: such a runtime is called at the
+    /// asked for every attempt (a [`BearerToken`], a [`TokenFn`](crate::auth::TokenFn), or
+    /// your own [`ProvideToken`]). The mapping is the same as with SigV4: such a runtime is called at the
     /// same URL, with the same headers, and takes a token or a signature, never both.
     ///
     /// A 401 was refused before anything ran (the token was not taken): the provider is asked
@@ -510,7 +476,8 @@ impl SigV4InvokeLayer {
     /// flow starts from).
     ///
     /// ```
-    /// use agentcore_tower::sigv4::{BearerToken, InvokeTarget, SigV4InvokeLayer};
+    /// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+    /// use agentcore_tower::auth::BearerToken;
     /// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
     /// let layer = SigV4InvokeLayer::bearer(
     ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
