@@ -29,7 +29,7 @@ use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 ///     stack: RecommendedStack<Client<HttpConnector, http_body_util::Full<bytes::Bytes>>>,
 /// }
 ///
-/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 /// let signer = SigV4InvokeLayer::builder(
 ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
 ///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
@@ -118,7 +118,7 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
 /// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 /// use agentcore_tower::{ReplayGuardLayer, recommended_layers};
 /// use aws_credential_types::Credentials;
-/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 /// let signer = SigV4InvokeLayer::builder(
 ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
 ///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use agentcore_tower::emulator::SignatureVerifier;
-use agentcore_tower::sigv4::{ClosableGate, ConfigError, InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::error::ConfigError;
+use agentcore_tower::sigv4::{ClosableGate, InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ErrorKind, ThrottleRetryLayer, record::Outcome};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::error::CredentialsError;

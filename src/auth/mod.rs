@@ -9,7 +9,7 @@
 //! ```
 //! use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 //! use agentcore_tower::auth::{BearerToken, TokenFn};
-//! # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+//! # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 //! // A runtime with OAuth inbound auth: a token for every attempt, another after a 401.
 //! let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
 //!     // Ask the authorization server for a new token after a refused one; serve a cached one

@@ -16,8 +16,9 @@ use tower::{Layer, Service};
 
 use super::request::{Origin, SIGNING_NAME};
 use super::target::check_region;
-use super::{ConfigError, Mapping, Operation, ResponseFuture, Shared, call};
+use super::{Mapping, Operation, ResponseFuture, Shared, call};
 use crate::auth::{AuthSource, CachedCredentials, Clock, ProvideToken};
+use crate::error::ConfigError;
 use crate::error::{BoxError, Error};
 use crate::redact::InvokeBody;
 
@@ -30,7 +31,7 @@ use crate::redact::InvokeBody;
 ///     url.to_string(),
 ///     "https://my-gateway-abc123.gateway.bedrock-agentcore.us-east-1.amazonaws.com/mcp"
 /// );
-/// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+/// # Ok::<(), agentcore_tower::error::ConfigError>(())
 /// ```
 pub fn gateway_url(gateway_id: &str, region: &str) -> Result<http::Uri, ConfigError> {
     let plausible = (1..=100).contains(&gateway_id.len())
@@ -97,7 +98,7 @@ impl McpEndpointLayerBuilder {
     ///     .origin("http://mcp.example.com")
     ///     .build()
     ///     .is_err());
-    /// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+    /// # Ok::<(), agentcore_tower::error::ConfigError>(())
     /// ```
     pub fn origin(mut self, url: impl Into<String>) -> Self {
         self.origin = Some(url.into());

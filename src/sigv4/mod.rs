@@ -100,7 +100,7 @@
 //! use std::time::Duration;
 //! use agentcore_tower::sigv4::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 //! use aws_credential_types::Credentials;
-//! # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+//! # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 //! // One layer for every user of a multi-tenant app: each MCP session gets its own microVM.
 //! let signer = SigV4InvokeLayer::builder(
 //!     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
@@ -220,7 +220,7 @@ pub(crate) use session::{RenewedFrom, mcp_session_of};
 /// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
 #[cfg(feature = "emulator")]
 pub(crate) use target::encode as encode_label;
-pub use target::{ConfigError, InvokeTarget, ResolvedTarget};
+pub use target::{InvokeTarget, ResolvedTarget};
 
 use crate::auth::{
     Auth, AuthSource, BearerChallenge, BearerToken, CachedCredentials, Clock, Key, KeyFuture,
@@ -228,7 +228,7 @@ use crate::auth::{
 };
 use crate::body::{ReadError, ReadToBytes};
 use crate::context::{CallContext, KeptExtensions, Ownership};
-use crate::error::{BoxError, Error, ErrorKind};
+use crate::error::{BoxError, ConfigError, Error, ErrorKind};
 use crate::record::{Decision, Handed, Outcome, Verdict};
 use crate::redact::{self, InvokeBody, Secrets};
 use crate::rule::{Failure, Refusal};
@@ -478,7 +478,7 @@ impl SigV4InvokeLayer {
     /// ```
     /// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
     /// use agentcore_tower::auth::BearerToken;
-    /// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+    /// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
     /// let layer = SigV4InvokeLayer::bearer(
     ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
     ///     BearerToken::new(std::env::var("MCP_TOKEN").unwrap_or_default()),
