@@ -121,7 +121,7 @@
 //! Above the signer and the retry layers (outermost, or just inside a deadline): the new session
 //! is opened *through* them, so it is signed and its cold start waited out. Below the signer it
 //! would send unsigned requests; the order of the others does not matter. With an AgentCore
-//! Runtime and [`RuntimeSessions::PerMcpSession`](crate::sigv4::RuntimeSessions), the new MCP
+//! Runtime and [`RuntimeSessions::PerMcpSession`](crate::invoke::RuntimeSessions), the new MCP
 //! session stays on the runtime session of the old one, whose microVM the request that met the
 //! 404 already brought up: one cold start, not two.
 //!
@@ -136,7 +136,7 @@
 //! Those protocol versions have no `initialize` and no `Mcp-Session-Id`: there is no session
 //! to lose, and this layer passes every request through. On AgentCore the runtime session id
 //! still carries the stickiness to one microVM (see
-//! [`RuntimeSessions`](crate::sigv4::RuntimeSessions)).
+//! [`RuntimeSessions`](crate::invoke::RuntimeSessions)).
 //!
 //! # Many sessions over one layer
 //! The layer, its clones and the services it builds share one table of sessions, keyed by the
@@ -597,7 +597,7 @@ where
     ResB: Body<Data = Bytes>,
     ResB::Error: Into<BoxError>,
 {
-    let role = match crate::sigv4::mcp_session_of(request.headers()) {
+    let role = match crate::invoke::mcp_session_of(request.headers()) {
         Some(id) => sessions
             .get(id, request.uri())
             .map_or(Role::Other, Role::Of),
@@ -780,7 +780,7 @@ fn opened_id<B>(answer: &Response<B>) -> Option<Arc<str>> {
     answer
         .status()
         .is_success()
-        .then(|| crate::sigv4::mcp_session_of(answer.headers()))
+        .then(|| crate::invoke::mcp_session_of(answer.headers()))
         .flatten()
         .map(Arc::from)
 }
@@ -851,7 +851,7 @@ where
         // microVM the old one's last request brought up.
         initialize
             .extensions_mut()
-            .insert(crate::sigv4::RenewedFrom(dead.clone()));
+            .insert(crate::invoke::RenewedFrom(dead.clone()));
         let answer = call(&mut service, initialize).await?;
         let Some(id) = opened_id(&answer) else {
             return Err(format!(

@@ -103,7 +103,7 @@
 //! * **What the guard still rules**: every request of the recovery is an ordinary call. A
 //!   dropped connection or a 5xx while re-sending is judged as for any call (an undeclared
 //!   `tools/call` is not sent again); a throttle or a session-busy refusal is waited out.
-//! * **The runtime session**: with [`RuntimeSessions::PerLayer`](crate::sigv4::RuntimeSessions)
+//! * **The runtime session**: with [`RuntimeSessions::PerLayer`](crate::invoke::RuntimeSessions)
 //!   (the default) the new MCP session goes to the same runtime session (the same microVM);
 //!   with `PerMcpSession` the new `initialize`, carrying no `Mcp-Session-Id`, gets a runtime
 //!   session of its own, and the new `Mcp-Session-Id` is bound to it.
@@ -136,7 +136,7 @@
 //! go (the layer sends them to its `InvokeTarget`), and the layer answers the GET and the
 //! DELETE itself with 405, sending nothing: rmcp goes on without the server stream, and closes
 //! all the same. (With
-//! [`stop_session_on_delete`](crate::sigv4::SigV4InvokeLayerBuilder::stop_session_on_delete)
+//! [`stop_session_on_delete`](crate::invoke::SigV4InvokeLayerBuilder::stop_session_on_delete)
 //! the DELETE ends the runtime session instead.)
 //!
 //! # How answers map to rmcp

@@ -4,22 +4,23 @@
 use tower::Layer;
 
 use crate::body::{ObservedBody, PeekedBody};
+use crate::endpoint::McpEndpoint;
+use crate::invoke::{SigV4Invoke, SigV4InvokeLayer};
 use crate::redact::InvokeBody;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
-use crate::sigv4::{McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
 /// session busy, the signer — as one [`Layer`]: each with its defaults unless set here.
 ///
 /// The signer is a [`SigV4InvokeLayer`] for a runtime (SigV4 or bearer), or an
-/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) for an AgentCore Gateway or another
+/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer) for an AgentCore Gateway or another
 /// MCP URL: the retry layers and the guard work the same over either.
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 /// use agentcore_tower::{RecommendedLayers, RecommendedStack, ReplayGuardLayer, ThrottleRetryLayer};
 /// use aws_credential_types::Credentials;
 /// use hyper_util::client::legacy::{Client, connect::HttpConnector};
@@ -92,7 +93,7 @@ impl<Signer> RecommendedLayers<Signer> {
 pub type RecommendedStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>>>;
 
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with an
-/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer).
+/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer).
 pub type RecommendedEndpointStack<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>>>;
 
 /// The body of the responses of a [`RecommendedStack`] (or a [`RecommendedEndpointStack`]) over an HTTP client whose responses have
@@ -115,7 +116,7 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
 /// client. [`RecommendedLayers`] sets every layer.
 ///
 /// ```
-/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 /// use agentcore_tower::{ReplayGuardLayer, recommended_layers};
 /// use aws_credential_types::Credentials;
 /// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {

@@ -352,7 +352,7 @@ fn ten_minutes_ahead(
         Full<Bytes>,
     >,
 > {
-    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+    let signer = agentcore_tower::invoke::SigV4InvokeLayer::builder(
         agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
         credentials,
     )

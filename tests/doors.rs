@@ -11,8 +11,9 @@ use std::time::SystemTime;
 
 use agentcore_tower::auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::{Outcome, Verdict};
-use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ErrorKind, ReplayGuardLayer, recommended_layers};
 use aws_credential_types::Credentials;
 use bytes::Bytes;

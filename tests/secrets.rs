@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use agentcore_tower::auth::BearerToken;
-use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, recommended_layers,
     record::{ErrorType, Outcome},

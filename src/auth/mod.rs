@@ -2,13 +2,13 @@
 //! by [`CachedCredentials`] where the provider does not cache), or a bearer token (OAuth inbound
 //! auth: a [`ProvideToken`] — a [`BearerToken`], a [`TokenFn`] or your own — and the
 //! [`BearerChallenge`] of a refused one). Both signing layers,
-//! [`SigV4InvokeLayer`](crate::sigv4::SigV4InvokeLayer) and
-//! [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer), take either, resolved afresh for every
+//! [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) and
+//! [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer), take either, resolved afresh for every
 //! attempt; both are secrets the answer never shows ([`redact`](crate::redact)).
 //!
 //! ```
-//! use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 //! use agentcore_tower::auth::{BearerToken, TokenFn};
+//! use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 //! # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 //! // A runtime with OAuth inbound auth: a token for every attempt, another after a 401.
 //! let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
@@ -47,12 +47,12 @@
 //! AgentCore Runtime can support either IAM SigV4 or JWT Bearer Token based inbound auth, but
 //! not both simultaneously", AgentCore developer guide, *runtime OAuth*; the
 //! `InvokeAgentRuntime` API reference: with OAuth "you can't use the AWS SDK … make a HTTPS
-//! request"). [`SigV4InvokeLayer::bearer`](crate::sigv4::SigV4InvokeLayer::bearer) is the same
+//! request"). [`SigV4InvokeLayer::bearer`](crate::invoke::SigV4InvokeLayer::bearer) is the same
 //! layer with a token provider ([`ProvideToken`]: a [`BearerToken`], a [`TokenFn`], or your own)
-//! in place of credentials; everything its [module docs](crate::sigv4) say about the mapping,
+//! in place of credentials; everything its [module docs](crate::invoke) say about the mapping,
 //! the runtime session and the answer holds. (An AgentCore Gateway or another MCP server with a
 //! `CUSTOM_JWT` authorizer takes a token through
-//! [`McpEndpointLayer::bearer`](crate::sigv4::McpEndpointLayer::bearer).)
+//! [`McpEndpointLayer::bearer`](crate::endpoint::McpEndpointLayer::bearer).)
 //!
 //! * The token is asked for on every attempt (cache in the provider, which knows its expiry).
 //! * A request without a valid token gets a **401** with

@@ -807,7 +807,7 @@ impl Emulator {
         Ok(Emulator { addr, state, task })
     }
 
-    /// The endpoint to give [`InvokeTarget::endpoint`](crate::sigv4::InvokeTarget::endpoint):
+    /// The endpoint to give [`InvokeTarget::endpoint`](crate::invoke::InvokeTarget::endpoint):
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -828,16 +828,16 @@ impl Emulator {
         &self.state.config.region
     }
 
-    /// A [`SigV4InvokeLayer`](crate::sigv4::SigV4InvokeLayer) builder aimed at this emulator:
+    /// A [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) builder aimed at this emulator:
     /// its runtime ARN, its endpoint, its first test credentials. Add settings, then `build()`.
-    pub fn signer(&self) -> crate::sigv4::SigV4InvokeLayerBuilder {
-        crate::sigv4::SigV4InvokeLayer::builder(
-            crate::sigv4::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
+    pub fn signer(&self) -> crate::invoke::SigV4InvokeLayerBuilder {
+        crate::invoke::SigV4InvokeLayer::builder(
+            crate::invoke::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
             self.credentials(),
         )
     }
 
-    /// An [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) builder aimed at this emulator
+    /// An [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer) builder aimed at this emulator
     /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name,
     /// sending to this emulator's origin only. Requests name [`gateway_url`](Self::gateway_url).
     /// Add settings, then `build()`.
@@ -852,8 +852,8 @@ impl Emulator {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn endpoint_signer(&self) -> crate::sigv4::McpEndpointLayerBuilder {
-        crate::sigv4::McpEndpointLayer::sigv4(self.credentials())
+    pub fn endpoint_signer(&self) -> crate::endpoint::McpEndpointLayerBuilder {
+        crate::endpoint::McpEndpointLayer::sigv4(self.credentials())
             .region(self.region())
             .signing_name(self.state.config.signing_name.clone())
             .origin(self.gateway_url())

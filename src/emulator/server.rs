@@ -92,7 +92,7 @@ fn aws_error(status: StatusCode, error_type: &str, message: &str) -> Response<An
 async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
     state.record(|a| a.requests += 1);
     let (parts, body) = request.into_parts();
-    let Ok(body) = ReadToBytes::new(body, crate::sigv4::MAX_PAYLOAD_BYTES).await else {
+    let Ok(body) = ReadToBytes::new(body, crate::invoke::MAX_PAYLOAD_BYTES).await else {
         return Ok(aws_error(
             StatusCode::BAD_REQUEST,
             "ValidationException",
@@ -502,7 +502,7 @@ fn runtime_invocations(state: &State) -> String {
     format!(
         "{}/runtimes/{}/invocations",
         state.endpoint,
-        crate::sigv4::encode_label(&state.config.runtime_arn)
+        crate::invoke::encode_label(&state.config.runtime_arn)
     )
 }
 

@@ -116,7 +116,8 @@ pub(crate) fn local<B: Body>(
 }
 
 pin_project! {
-    /// The body of a [`SigV4Invoke`](crate::sigv4::SigV4Invoke) response: the service's body with the
+    /// The body of a [`SigV4Invoke`](crate::invoke::SigV4Invoke) response (and of an
+    /// [`McpEndpoint`](crate::endpoint::McpEndpoint) one): the service's body with the
     /// attempt's secrets redacted, or a body answered locally.
     pub struct InvokeBody<B: Body> {
         #[pin]

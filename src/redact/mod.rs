@@ -1,7 +1,8 @@
 //! Keeping secrets out of answers: an attempt's signature, the session token it was signed with
 //! and its bearer token never reach the app — not in a header, not in any byte of the body
-//! ([`InvokeBody`], the body of every answer of [`SigV4InvokeLayer`](crate::sigv4::SigV4InvokeLayer)
-//! and [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer)).
+//! ([`InvokeBody`], the body of every answer of
+//! [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) and
+//! [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer)).
 //!
 //! * **What is caught**: each secret spelled plainly, or JSON-escaped character by character in
 //!   any mix — `\/` for `/`, `\uXXXX` (either case of hex digits) for any character: the forms

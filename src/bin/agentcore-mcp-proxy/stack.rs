@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use agentcore_tower::auth::CachedCredentials;
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::mcp_session::McpSessionRecovery;
-use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::{
     BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, recommended_layers,
 };

@@ -68,7 +68,7 @@ pub(crate) fn check_region(region: &str) -> Result<(), ConfigError> {
 /// Which AgentCore runtime the requests go to, and through which endpoint.
 ///
 /// ```
-/// use agentcore_tower::sigv4::InvokeTarget;
+/// use agentcore_tower::invoke::InvokeTarget;
 ///
 /// let target = InvokeTarget::arn("arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/my_agent-AbC123")
 ///     .qualifier("DEFAULT");

@@ -427,7 +427,7 @@ pub(crate) fn endpoint_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sigv4::InvokeTarget;
+    use crate::invoke::InvokeTarget;
 
     fn target() -> ResolvedTarget {
         InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-1")
