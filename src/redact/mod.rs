@@ -4,6 +4,43 @@
 //! [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) and
 //! [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer)).
 //!
+//! ```
+//! use std::convert::Infallible;
+//! use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
+//! use aws_credential_types::Credentials;
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Full};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let signer = SigV4InvokeLayer::builder(
+//!     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
+//!     Credentials::new("AKIDEXAMPLE", "secret", Some("the-session-token".into()), None, "example"),
+//! )
+//! .build()?;
+//! // A server that echoes the session token it was sent, in a header and in the body.
+//! let echo = service_fn(|request: Request<Full<Bytes>>| async move {
+//!     let token = request.headers()["x-amz-security-token"].clone();
+//!     let body = format!(r#"{{"echo":"{}"}}"#, token.to_str().unwrap());
+//!     let answer = Response::builder().header("x-amzn-requestid", token);
+//!     Ok::<_, Infallible>(answer.body(Full::new(Bytes::from(body))).unwrap())
+//! });
+//! let client = ServiceBuilder::new().layer(signer).service(echo);
+//! let request = Request::post("http://mcp.invalid/mcp")
+//!     .header("content-type", "application/json")
+//!     .header("accept", "application/json, text/event-stream")
+//!     .body(Full::new(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)))?;
+//! let response = client.oneshot(request).await?;
+//! assert_eq!(response.headers()["x-amzn-requestid"], "[redacted]");
+//! let body = response.into_body().collect().await?.to_bytes();
+//! // Masked where it stood, the body's length kept.
+//! assert_eq!(&body[..], br#"{"echo":"[redacted]*******"}"#);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! * **What is caught**: each secret spelled plainly, or JSON-escaped character by character in
 //!   any mix — `\/` for `/`, `\uXXXX` (either case of hex digits) for any character: the forms
 //!   a JSON encoder may produce and a JSON parser turns back into the secret.
