@@ -220,8 +220,8 @@ pub struct McpEndpointLayer {
 
 impl McpEndpointLayer {
     /// Starts building a layer that signs with SigV4, with credentials from `credentials`
-    /// resolved for every attempt (as [`SigV4InvokeLayer::builder`](crate::invoke::SigV4InvokeLayer::builder)
-    /// does). Give it the [`region`](McpEndpointLayerBuilder::region), and the
+    /// resolved for every attempt (as
+    /// [`SigV4InvokeLayer::builder`](crate::invoke::SigV4InvokeLayer::builder) does). Give it the [`region`](McpEndpointLayerBuilder::region), and the
     /// [`signing_name`](McpEndpointLayerBuilder::signing_name) when the server is not an
     /// AgentCore Gateway.
     pub fn sigv4(credentials: impl ProvideCredentials + 'static) -> McpEndpointLayerBuilder {

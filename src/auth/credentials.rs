@@ -13,8 +13,9 @@ const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 /// How long credentials without an expiry are reused before the provider is asked again.
 const REUSE_WITHOUT_EXPIRY: Duration = Duration::from_secs(15 * 60);
 
-/// Wraps a credentials provider so that [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer), which
-/// resolves credentials for every attempt, does not run the provider every time.
+/// Wraps a credentials provider so that
+/// [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer), which resolves credentials for every
+/// attempt, does not run the provider every time.
 ///
 /// aws-config's default chain (`aws_config::load_defaults(..).credentials_provider()`) does not
 /// cache by itself — the AWS SDK caches in its own identity cache, which this crate does not

@@ -32,7 +32,8 @@ pub(crate) struct SigV4 {
     pub(crate) region: String,
     pub(crate) clock: Clock,
     /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
-    /// that ours is off by more than [`SKEW_THRESHOLD`](super::SKEW_THRESHOLD) (as the AWS SDKs correct it).
+    /// that ours is off by more than [`SKEW_THRESHOLD`](super::SKEW_THRESHOLD) (as the AWS SDKs
+    /// correct it).
     pub(crate) skew_ms: AtomicI64,
     /// What depends only on the credentials last signed with, built once for them.
     last: Mutex<Option<Arc<ForCredentials>>>,
