@@ -125,9 +125,8 @@
 //! operation models none). The attempt's signature and session token are redacted from every
 //! header and body byte the app reads (`InvalidSignatureException` quotes the canonical request,
 //! which carries the token), plainly or JSON-escaped, with masks as long as what they cover, so
-//! `Content-Length` stays exact (see
-//! [redaction](crate::redact)). The outcome, the error type and the runtime session
-//! id are read from the answer after it is redacted.
+//! `Content-Length` stays exact (see [redaction](crate::redact)). The outcome, the error type
+//! and the runtime session id are read from the answer after it is redacted.
 //!
 //! A 404 from the service (`x-amzn-errortype: ResourceNotFoundException`: a wrong runtime ARN or
 //! qualifier) comes back as a 404 too. MCP clients read a 404 on a request that carries an
