@@ -25,8 +25,10 @@
 
 use std::time::Duration;
 
+use agentcore_tower::auth::BearerToken;
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::sigv4::{BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, record::Verdict};
 use agentcore_tower::{RecommendedLayers, recommended_layers};
 use aws_credential_types::Credentials;

@@ -1,4 +1,5 @@
-//! The one error type of this crate's layers.
+//! The errors of this crate: [`Error`], the one error type of its layers' calls, and
+//! [`ConfigError`], what is wrong with a layer's settings when it is built.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -257,6 +258,96 @@ impl StdError for Error {
             .map(|e| e as &(dyn StdError + 'static))
     }
 }
+
+/// What is wrong with a target or a layer's settings, found when the layer is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The runtime ARN (or runtime id) is empty.
+    EmptyRuntimeArn,
+    /// The account id is not 12 digits.
+    InvalidAccountId(String),
+    /// The qualifier is empty (leave it out to use the default endpoint).
+    EmptyQualifier,
+    /// No region was given and none can be read off the ARN, or the region is empty.
+    MissingRegion,
+    /// The region is not a plausible AWS region name (lower-case letters, digits and `-`).
+    InvalidRegion(String),
+    /// The endpoint override (or an MCP endpoint layer's origin) is not an absolute
+    /// `http`/`https` URL with a host.
+    InvalidEndpoint {
+        /// The endpoint as given, without what could be a secret in it (user information, a
+        /// query).
+        endpoint: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// FIPS or dual-stack was asked for together with an explicit endpoint, which is used as given.
+    EndpointWithVariant,
+    /// The runtime session id is outside the service's 33..=256 characters, or is not visible
+    /// ASCII.
+    InvalidRuntimeSessionId {
+        /// Its length in characters.
+        length: usize,
+    },
+    /// The runtime user id is outside the service's 1..=1024 characters, or is not visible ASCII.
+    InvalidRuntimeUserId {
+        /// Its length in characters.
+        length: usize,
+    },
+    /// The AWS configuration has no credentials provider.
+    NoCredentials,
+    /// The SigV4 signing name is not a plausible service name (lower-case letters, digits and
+    /// `-`, 1 to 64 characters).
+    InvalidSigningName(String),
+    /// The AgentCore Gateway id is not one (letters, digits and `-`, 1 to 100 characters).
+    InvalidGatewayId(String),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::EmptyRuntimeArn => f.write_str("the runtime ARN is empty"),
+            ConfigError::InvalidAccountId(id) => {
+                write!(f, "the account id `{id}` is not 12 digits")
+            }
+            ConfigError::EmptyQualifier => {
+                f.write_str("the qualifier is empty (leave it out to use the DEFAULT endpoint)")
+            }
+            ConfigError::MissingRegion => f.write_str(
+                "no region: give one, or a runtime ARN that names it (arn:aws:bedrock-agentcore:REGION:…)",
+            ),
+            ConfigError::InvalidRegion(region) => write!(f, "`{region}` is not an AWS region name"),
+            ConfigError::InvalidEndpoint { endpoint, reason } => {
+                write!(f, "the endpoint `{endpoint}` cannot be used: {reason}")
+            }
+            ConfigError::EndpointWithVariant => f.write_str(
+                "an explicit endpoint is used as given: it cannot be combined with FIPS or dual-stack",
+            ),
+            ConfigError::InvalidRuntimeSessionId { length } => write!(
+                f,
+                "the runtime session id must be 33 to 256 visible ASCII characters (got {length})"
+            ),
+            ConfigError::NoCredentials => f.write_str(
+                "the AWS configuration has no credentials provider (no profile, no environment variables, no SSO session?)",
+            ),
+            ConfigError::InvalidRuntimeUserId { length } => write!(
+                f,
+                "the runtime user id must be 1 to 1024 visible ASCII characters (got {length})"
+            ),
+            ConfigError::InvalidSigningName(name) => write!(
+                f,
+                "`{name}` is not a SigV4 signing name (lower-case letters, digits and `-`)"
+            ),
+            ConfigError::InvalidGatewayId(id) => write!(
+                f,
+                "`{id}` is not an AgentCore Gateway id (letters, digits and `-`)"
+            ),
+        }
+    }
+}
+
+impl StdError for ConfigError {}
 
 #[cfg(test)]
 mod tests {

@@ -57,7 +57,7 @@
 //!   adapter's own policy, and nothing that may have run is;
 //! * **one runtime session**: the signer picks the call's runtime session at its first attempt
 //!   and keeps it for every attempt; a request that names its own goes there, for that request
-//!   only; many MCP sessions can share one layer ([`sigv4::RuntimeSessions`]).
+//!   only; many MCP sessions can share one layer ([`invoke::RuntimeSessions`]).
 //!
 //! # What the order changes
 //! Nothing of the above. What a different order does change:
@@ -118,17 +118,21 @@
 
 #[macro_use]
 mod macros;
+pub mod auth;
 pub mod body;
 pub mod budget;
 mod context;
 pub mod contract;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+pub mod endpoint;
 pub mod error;
+pub mod invoke;
 mod jsonrpc;
 pub mod mcp_session;
 mod peek;
 pub mod record;
+pub mod redact;
 pub mod replay;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
@@ -137,7 +141,6 @@ pub mod retry;
 pub mod rmcp;
 pub mod rule;
 pub mod session_busy;
-pub mod sigv4;
 mod stack;
 pub mod throttle;
 mod uri;
@@ -145,11 +148,11 @@ mod uri;
 // What a user needs first; the rest lives in its module.
 pub use budget::{CallBudget, RetryBudget};
 pub use error::{BoxError, Error, ErrorKind};
+pub use invoke::{InvokeTarget, SigV4InvokeLayer};
 pub use mcp_session::McpSessionRecoveryLayer;
 pub use record::AttemptRecord;
 pub use replay::ReplayGuardLayer;
 pub use session_busy::SessionBusyRetryLayer;
-pub use sigv4::{InvokeTarget, SigV4InvokeLayer};
 pub use stack::{
     RecommendedBody, RecommendedEndpointStack, RecommendedLayers, RecommendedStack,
     recommended_layers,

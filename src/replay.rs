@@ -513,7 +513,7 @@ where
             };
         }
         Prepare::Reading {
-            reading: ReadToBytes::new(request.body().clone(), crate::sigv4::MAX_PAYLOAD_BYTES),
+            reading: ReadToBytes::new(request.body().clone(), crate::invoke::MAX_PAYLOAD_BYTES),
             job: Some(Job {
                 declarations,
                 choice: request.extensions().get::<ReplayOverride>().copied(),

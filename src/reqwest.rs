@@ -2,8 +2,8 @@
 //! `reqwest::Client` with its own retries and redirects off by construction.
 //!
 //! ```no_run
+//! use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 //! use agentcore_tower::reqwest::ReqwestService;
-//! use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 //! use agentcore_tower::{ReplayGuardLayer, recommended_layers};
 //! use aws_credential_types::Credentials;
 //!

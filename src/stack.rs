@@ -5,9 +5,11 @@ use tower::Layer;
 
 use crate::body::{InnerReadAhead, ObservedBody, PeekedBody};
 use crate::budget::RetryBudget;
+use crate::endpoint::McpEndpoint;
+use crate::invoke::{SigV4Invoke, SigV4InvokeLayer};
+use crate::redact::InvokeBody;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
-use crate::sigv4::{InvokeBody, McpEndpoint, SigV4Invoke, SigV4InvokeLayer};
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
@@ -19,12 +21,12 @@ use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 /// a budget of its own (or none) keeps it.
 ///
 /// The signer is a [`SigV4InvokeLayer`] for a runtime (SigV4 or bearer), or an
-/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) for an AgentCore Gateway or another
+/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer) for an AgentCore Gateway or another
 /// MCP URL: the retry layers and the guard work the same over either.
 ///
 /// ```
 /// use std::time::Duration;
-/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 /// use agentcore_tower::{RecommendedLayers, RecommendedStack, ReplayGuardLayer, ThrottleRetryLayer};
 /// use aws_credential_types::Credentials;
 /// use hyper_util::client::legacy::{Client, connect::HttpConnector};
@@ -34,7 +36,7 @@ use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 ///     stack: RecommendedStack<Client<HttpConnector, http_body_util::Full<bytes::Bytes>>>,
 /// }
 ///
-/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 /// let signer = SigV4InvokeLayer::builder(
 ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
 ///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
@@ -119,7 +121,7 @@ pub type RecommendedStack<S> =
     ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>, InnerReadAhead>, InnerReadAhead>;
 
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with an
-/// [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer).
+/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer).
 pub type RecommendedEndpointStack<S> =
     ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>, InnerReadAhead>, InnerReadAhead>;
 
@@ -153,10 +155,10 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
 /// client. [`RecommendedLayers`] sets every layer.
 ///
 /// ```
-/// use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+/// use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 /// use agentcore_tower::{ReplayGuardLayer, recommended_layers};
 /// use aws_credential_types::Credentials;
-/// # fn main() -> Result<(), agentcore_tower::sigv4::ConfigError> {
+/// # fn main() -> Result<(), agentcore_tower::error::ConfigError> {
 /// let signer = SigV4InvokeLayer::builder(
 ///     InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123"),
 ///     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),

@@ -13,7 +13,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agentcore_tower::sigv4::{InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     McpSessionRecoveryLayer, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
     recommended_layers,

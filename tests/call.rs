@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, FaultRates};
-use agentcore_tower::sigv4::{RuntimeSessions, SigV4InvokeLayer};
+use agentcore_tower::invoke::{RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, CallBudget, Error, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
     recommended_layers,
@@ -30,7 +30,7 @@ const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
 type Stack = BoxCloneService<Request<Full<Bytes>>, Response<TestBody>, Error>;
 
 /// A signer for in-memory tests: a made-up runtime, static credentials.
-fn test_signer() -> agentcore_tower::sigv4::SigV4InvokeLayerBuilder {
+fn test_signer() -> agentcore_tower::invoke::SigV4InvokeLayerBuilder {
     SigV4InvokeLayer::builder(
         agentcore_tower::InvokeTarget::arn(
             "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",

@@ -352,7 +352,7 @@ fn ten_minutes_ahead(
         Full<Bytes>,
     >,
 > {
-    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+    let signer = agentcore_tower::invoke::SigV4InvokeLayer::builder(
         agentcore_tower::InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint()),
         credentials,
     )
@@ -372,7 +372,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
     use std::sync::atomic::{AtomicU32, Ordering};
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let asked = std::sync::Arc::new(AtomicU32::new(0));
-    let cached = agentcore_tower::sigv4::CachedCredentials::new(Counting(
+    let cached = agentcore_tower::auth::CachedCredentials::new(Counting(
         emulator.credentials(),
         asked.clone(),
     ));

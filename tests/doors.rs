@@ -9,12 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use agentcore_tower::auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::{Outcome, Verdict};
-use agentcore_tower::sigv4::{
-    BearerChallenge, BearerToken, InvokeTarget, McpEndpointLayer, ProvideToken, SigV4InvokeLayer,
-    TokenFn,
-};
 use agentcore_tower::{AttemptRecord, ErrorKind, ReplayGuardLayer, recommended_layers};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -41,7 +40,7 @@ const METADATA: &str = "https://bedrock-agentcore.us-east-1.amazonaws.com/runtim
 async fn bearer_call(
     tokens: impl ProvideToken,
     service: Scripted,
-) -> Result<Response<agentcore_tower::sigv4::InvokeBody<TestBody>>, agentcore_tower::Error> {
+) -> Result<Response<agentcore_tower::redact::InvokeBody<TestBody>>, agentcore_tower::Error> {
     SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
         .build()
         .unwrap()
@@ -91,7 +90,7 @@ struct Tokens {
 }
 
 impl Tokens {
-    fn provider(&self) -> impl agentcore_tower::sigv4::ProvideToken + use<> {
+    fn provider(&self) -> impl agentcore_tower::auth::ProvideToken + use<> {
         let this = self.clone();
         TokenFn::new(move |refused: Option<BearerToken>| {
             let this = this.clone();

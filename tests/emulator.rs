@@ -6,8 +6,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::recommended_layers;
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, Error, ReplayGuardLayer,
     record::{Outcome, Verdict},
@@ -43,8 +43,8 @@ async fn call_with(
     guard: ReplayGuardLayer,
     credentials: Credentials,
     signer: impl FnOnce(
-        agentcore_tower::sigv4::SigV4InvokeLayerBuilder,
-    ) -> agentcore_tower::sigv4::SigV4InvokeLayerBuilder,
+        agentcore_tower::invoke::SigV4InvokeLayerBuilder,
+    ) -> agentcore_tower::invoke::SigV4InvokeLayerBuilder,
     request: Request<Full<Bytes>>,
 ) -> Result<Answer, Error> {
     let signer = signer(SigV4InvokeLayer::builder(

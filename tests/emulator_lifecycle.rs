@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agentcore_tower::emulator::{Audit, BusyForm, Emulator, EmulatorConfig};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use bytes::Bytes;
 use common::{http_client, read_all};
 use http::{Request, Response, StatusCode};

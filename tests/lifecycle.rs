@@ -475,7 +475,7 @@ async fn with_a_runtime_session_per_mcp_session_the_new_session_stays_on_the_mic
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(12))).await;
     let signer = emulator
         .signer()
-        .runtime_sessions(agentcore_tower::sigv4::RuntimeSessions::PerMcpSession)
+        .runtime_sessions(agentcore_tower::invoke::RuntimeSessions::PerMcpSession)
         .build()
         .unwrap();
     let stack = boxed(

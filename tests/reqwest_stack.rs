@@ -6,9 +6,9 @@ use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::reqwest::ReqwestService;
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ErrorKind, ReplayGuardLayer,
     record::{Outcome, Verdict},

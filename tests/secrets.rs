@@ -11,7 +11,9 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use agentcore_tower::sigv4::{BearerToken, InvokeTarget, McpEndpointLayer, SigV4InvokeLayer};
+use agentcore_tower::auth::BearerToken;
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, recommended_layers,
     record::{ErrorType, Outcome},

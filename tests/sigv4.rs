@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use agentcore_tower::emulator::SignatureVerifier;
-use agentcore_tower::sigv4::{ClosableGate, ConfigError, InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::error::ConfigError;
+use agentcore_tower::invoke::{ClosableGate, InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ErrorKind, ThrottleRetryLayer, record::Outcome};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::error::CredentialsError;
@@ -415,7 +416,7 @@ async fn an_oversize_body_is_refused_before_anything_is_sent() {
 #[tokio::test]
 async fn bad_settings_are_refused_when_the_layer_is_built() {
     let build =
-        |b: agentcore_tower::sigv4::SigV4InvokeLayerBuilder| b.build().map(|_| ()).unwrap_err();
+        |b: agentcore_tower::invoke::SigV4InvokeLayerBuilder| b.build().map(|_| ()).unwrap_err();
     assert_eq!(
         build(
             SigV4InvokeLayer::builder(InvokeTarget::arn(ARN), creds("A"))

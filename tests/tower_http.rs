@@ -103,7 +103,7 @@ async fn a_stalled_streamed_answer_ends_at_the_body_timeout() {
         stream.write_all(head.as_bytes()).await.unwrap();
         tokio::time::sleep(Duration::from_secs(3600)).await;
     });
-    let signer = agentcore_tower::sigv4::SigV4InvokeLayer::builder(
+    let signer = agentcore_tower::invoke::SigV4InvokeLayer::builder(
         agentcore_tower::InvokeTarget::arn(
             "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
         )

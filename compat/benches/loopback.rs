@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig};
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use aws_credential_types::Credentials;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;

@@ -34,7 +34,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::sigv4::{BearerToken, InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
+use agentcore_tower::auth::BearerToken;
+use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderValue, Request, Response};

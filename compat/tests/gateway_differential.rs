@@ -59,7 +59,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use agentcore_tower::sigv4::McpEndpointLayer;
+use agentcore_tower::endpoint::McpEndpointLayer;
 use aws_credential_types::Credentials;
 use aws_runtime::auth::sigv4::SigV4Signer;
 use aws_runtime::auth::{SigV4OperationSigningConfig, SigningOptions};

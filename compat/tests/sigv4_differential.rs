@@ -54,7 +54,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use aws_credential_types::Credentials;
 use aws_sdk_bedrockagentcore::config::retry::RetryConfig;
 use aws_sdk_bedrockagentcore::config::{BehaviorVersion, Region};

@@ -6,7 +6,7 @@
 
 mod common;
 
-use agentcore_tower::sigv4::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use arbitrary::Arbitrary;
 use aws_credential_types::Credentials;
 use common::*;

@@ -1,7 +1,7 @@
 //! Target, ARN and endpoint parsing: never a panic; what resolves yields well-formed URLs.
 #![no_main]
 
-use agentcore_tower::sigv4::InvokeTarget;
+use agentcore_tower::invoke::InvokeTarget;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 

@@ -421,7 +421,7 @@ pub fn describe_status(
                 message.push(')');
             }
         }
-        if let Some(url) = agentcore_tower::sigv4::BearerChallenge::of(headers)
+        if let Some(url) = agentcore_tower::auth::BearerChallenge::of(headers)
             .as_ref()
             .and_then(|c| c.resource_metadata())
         {

@@ -7,10 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use agentcore_tower::auth::CachedCredentials;
+use agentcore_tower::endpoint::McpEndpointLayer;
+use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::mcp_session::McpSessionRecovery;
-use agentcore_tower::sigv4::{
-    CachedCredentials, InvokeTarget, McpEndpointLayer, RuntimeSessions, SigV4InvokeLayer,
-};
 use agentcore_tower::{
     AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
     recommended_layers,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentcore_tower::BoxError;
-use agentcore_tower::sigv4::{BearerToken, ProvideToken, TokenFuture};
+use agentcore_tower::auth::{BearerToken, ProvideToken, TokenFuture};
 use serde_json::Value;
 use tracing::{debug, warn};
 

@@ -233,9 +233,12 @@
 //! # }
 //! ```
 
+mod audit;
+mod config;
 mod lifecycle;
 mod mcp;
 mod server;
+mod state;
 mod verify;
 
 use std::collections::{HashMap, VecDeque};
@@ -243,517 +246,17 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aws_credential_types::Credentials;
 
+pub use audit::{Audit, Received};
+pub use config::{
+    BusyForm, DEFAULT_GATEWAY_SESSION_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_ISSUER,
+    DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME, EmulatorConfig, Fault,
+    FaultRates, PlatformForm, RetryAfter,
+};
+pub(crate) use state::{McpSession, Principal, State};
 pub use verify::{SignatureError, SignatureVerifier};
-
-/// The ARN the emulated runtime answers to, unless configured.
-pub const DEFAULT_RUNTIME_ARN: &str =
-    "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/emulated_mcp-AbC123";
-
-/// The form of the session-busy refusal the emulator answers while a session provisions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BusyForm {
-    /// HTTP 200 with the JSON-RPC error -32005 "Session operation in progress, please retry".
-    JsonRpc200,
-    /// HTTP 409 with `x-amzn-errortype: RetryableConflictException`.
-    Conflict409,
-    /// One then the other, alternating.
-    Alternate,
-}
-
-/// How a throttled answer says when to come back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RetryAfter {
-    /// `Retry-After: N` (delta-seconds).
-    Seconds(u64),
-    /// `Retry-After: <HTTP-date>`, this far in the future.
-    DateIn(Duration),
-}
-
-/// A fault the emulator applies to one `tools/call` request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Fault {
-    /// HTTP 429 `ThrottlingException`, with or without `Retry-After`. Nothing runs.
-    Throttle {
-        /// The `Retry-After` to send, if any.
-        retry_after: Option<RetryAfter>,
-    },
-    /// The session-busy refusal (in the configured form). Nothing runs.
-    Busy,
-    /// The tool runs, then the connection is dropped without an answer.
-    DropAfterRun,
-    /// HTTP 500 `InternalServerException`; `after_run` says whether the tool ran first.
-    ServerError {
-        /// Whether the tool ran before the 500.
-        after_run: bool,
-    },
-    /// HTTP 200 with the ConflictException look-alike (-32005 "Resource conflict - Resource
-    /// already exists"). Nothing runs.
-    ConflictLookAlike,
-    /// HTTP 200 with -32010 "Runtime health check failed or timed out". Nothing runs.
-    HealthCheckFailed,
-    /// The tool runs, then the server behind the runtime raises the session-busy -32005 itself:
-    /// the documented known limit (the match cannot tell it from the platform's refusal).
-    BusyAfterRun,
-    /// The answer comes after this delay (the tool runs).
-    Slow(Duration),
-    /// HTTP 403 `ExpiredTokenException`: the signing credentials expired. Nothing runs.
-    ExpiredToken,
-    /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
-    /// the contract's code, status, exception and exact message. Nothing runs — except for
-    /// `RuntimeClientError`, where the tool runs and then its code fails.
-    Platform {
-        /// Which row of the table.
-        error: crate::contract::PlatformError,
-        /// In which form.
-        form: PlatformForm,
-    },
-}
-
-/// The form a [`Fault::Platform`] is answered in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PlatformForm {
-    /// The MCP contract's: a JSON-RPC error (in an HTTP 200, or the status the table gives).
-    JsonRpc,
-    /// The API reference's: the HTTP status with `x-amzn-errortype`.
-    Http,
-}
-
-/// Random fault rates for `tools/call` requests (each in `[0, 1]`), drawn from a seeded RNG so
-/// a run can be repeated.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FaultRates {
-    /// Session-busy refusals.
-    pub busy: f64,
-    /// 429s (half with `Retry-After: 0`, half without).
-    pub throttle: f64,
-    /// Connections dropped after the tool ran.
-    pub drop_after_run: f64,
-    /// 500s (before the tool ran).
-    pub server_error: f64,
-    /// The RNG seed.
-    pub seed: u64,
-}
-
-/// How the emulator behaves.
-#[derive(Clone)]
-pub struct EmulatorConfig {
-    runtime_arn: String,
-    region: String,
-    credentials: Vec<Credentials>,
-    provisioning: Duration,
-    busy_form: BusyForm,
-    sse: bool,
-    rates: Option<FaultRates>,
-    bearer_tokens: Option<Vec<String>>,
-    issuer: String,
-    gateway: bool,
-    signing_name: String,
-    idle_timeout: Duration,
-    max_lifetime: Duration,
-    stateful: bool,
-    gateway_session_timeout: Duration,
-}
-
-/// A runtime session's idle timeout, unless configured: AgentCore's default
-/// `idleRuntimeSessionTimeout`, 900 s (AWS takes 60 to 28,800 s).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
-
-/// A runtime session's microVM lifetime, unless configured: AgentCore's default `maxLifetime`,
-/// 28,800 s (8 hours; AWS takes 60 to 28,800 s).
-pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
-
-/// A gateway MCP session's timeout from its `initialize`, unless configured: the gateway's
-/// default `sessionTimeoutInSeconds`, 3,600 s (AWS takes 900 to 28,800 s).
-pub const DEFAULT_GATEWAY_SESSION_TIMEOUT: Duration = Duration::from_secs(3_600);
-
-/// The authorization server the emulator's protected-resource metadata names, unless configured.
-pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
-
-/// The SigV4 service name signatures are checked for, unless configured.
-pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
-
-impl Default for EmulatorConfig {
-    fn default() -> Self {
-        Self {
-            runtime_arn: DEFAULT_RUNTIME_ARN.to_owned(),
-            region: "us-east-1".to_owned(),
-            credentials: vec![Credentials::new(
-                "AKIDEMULATOR",
-                "emulator-secret-access-key",
-                Some("emulator-session-token".to_owned()),
-                None,
-                "emulator",
-            )],
-            provisioning: Duration::ZERO,
-            busy_form: BusyForm::JsonRpc200,
-            sse: false,
-            rates: None,
-            bearer_tokens: None,
-            issuer: DEFAULT_ISSUER.to_owned(),
-            gateway: false,
-            signing_name: DEFAULT_SIGNING_NAME.to_owned(),
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            max_lifetime: DEFAULT_MAX_LIFETIME,
-            stateful: false,
-            gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
-        }
-    }
-}
-
-impl fmt::Debug for EmulatorConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EmulatorConfig")
-            .field("runtime_arn", &self.runtime_arn)
-            .field("region", &self.region)
-            .field(
-                "access_keys",
-                &self
-                    .credentials
-                    .iter()
-                    .map(|c| c.access_key_id())
-                    .collect::<Vec<_>>(),
-            )
-            .field("provisioning", &self.provisioning)
-            .field("busy_form", &self.busy_form)
-            .field("sse", &self.sse)
-            .field("rates", &self.rates)
-            // How many tokens, never the tokens.
-            .field("bearer_tokens", &self.bearer_tokens.as_ref().map(Vec::len))
-            .field("issuer", &self.issuer)
-            .field("gateway", &self.gateway)
-            .field("signing_name", &self.signing_name)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("max_lifetime", &self.max_lifetime)
-            .field("stateful", &self.stateful)
-            .field("gateway_session_timeout", &self.gateway_session_timeout)
-            .finish()
-    }
-}
-
-impl EmulatorConfig {
-    /// The runtime ARN requests must name (default [`DEFAULT_RUNTIME_ARN`]).
-    pub fn runtime_arn(mut self, arn: impl Into<String>) -> Self {
-        self.runtime_arn = arn.into();
-        self
-    }
-
-    /// The region signatures are checked for (default `us-east-1`).
-    pub fn region(mut self, region: impl Into<String>) -> Self {
-        self.region = region.into();
-        self
-    }
-
-    /// Replaces the accepted credentials with these.
-    pub fn credentials(mut self, credentials: impl IntoIterator<Item = Credentials>) -> Self {
-        self.credentials = credentials.into_iter().collect();
-        self
-    }
-
-    /// How long a new microVM provisions, answering every request of its runtime session with
-    /// the session-busy refusal (default: none). Each cold start provisions this long: a new
-    /// runtime session's first microVM, and each one after the last ended (see [the session
-    /// lifecycle](crate::emulator#the-session-lifecycle)).
-    pub fn provisioning(mut self, time: Duration) -> Self {
-        self.provisioning = time;
-        self
-    }
-
-    /// How long a runtime session may go without a request before its microVM ends (default
-    /// [`DEFAULT_IDLE_TIMEOUT`], 900 s). The next request then meets a new microVM: a cold
-    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken;
-    /// AWS takes 60 to 28,800 s.
-    pub fn idle_timeout(mut self, time: Duration) -> Self {
-        self.idle_timeout = time;
-        self
-    }
-
-    /// How long a microVM lives, in use or not, from the request that started it (default
-    /// [`DEFAULT_MAX_LIFETIME`], 8 hours). The next request then meets a new microVM, as after
-    /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
-    pub fn max_lifetime(mut self, time: Duration) -> Self {
-        self.max_lifetime = time;
-        self
-    }
-
-    /// Makes the runtime's MCP server check every request's `Mcp-Session-Id` (default: off).
-    ///
-    /// On: a request other than `initialize` must carry an `Mcp-Session-Id` that the MCP server
-    /// in its microVM issued and still knows, else it is answered 400 (no header) or 404 (an id
-    /// this microVM did not issue, or no longer knows), and nothing runs. Off: a request
-    /// without the header, or with an id the emulator never issued, goes on; an id a microVM
-    /// issued and then lost (the microVM ended, or the session was expired) still gets the
-    /// 404. Either way `initialize` opens a new MCP session. Gateway mode always checks.
-    pub fn stateful(mut self, stateful: bool) -> Self {
-        self.stateful = stateful;
-        self
-    }
-
-    /// How long a gateway MCP session lasts from its `initialize`, used or not (default
-    /// [`DEFAULT_GATEWAY_SESSION_TIMEOUT`], one hour). Any duration is taken; AWS takes 900
-    /// to 28,800 s.
-    pub fn gateway_session_timeout(mut self, time: Duration) -> Self {
-        self.gateway_session_timeout = time;
-        self
-    }
-
-    /// The form of the session-busy refusal (default HTTP 200 JSON-RPC -32005).
-    pub fn busy_form(mut self, form: BusyForm) -> Self {
-        self.busy_form = form;
-        self
-    }
-
-    /// Answers MCP requests as `text/event-stream` instead of JSON.
-    pub fn sse(mut self, sse: bool) -> Self {
-        self.sse = sse;
-        self
-    }
-
-    /// Random faults for `tools/call`, on top of the scripted ones.
-    pub fn fault_rates(mut self, rates: FaultRates) -> Self {
-        self.rates = Some(rates);
-        self
-    }
-
-    /// OAuth inbound auth instead of SigV4: requests must carry `Authorization: Bearer <token>`
-    /// with one of these tokens (opaque strings, compared whole). A SigV4-signed request is
-    /// then refused, as a runtime configured for OAuth refuses it (see the module docs for
-    /// the answers). An empty list turns bearer auth on and accepts no token.
-    pub fn bearer_tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.bearer_tokens = Some(tokens.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// The authorization server the protected-resource metadata names (default
-    /// [`DEFAULT_ISSUER`]).
-    pub fn issuer(mut self, url: impl Into<String>) -> Self {
-        self.issuer = url.into();
-        self
-    }
-
-    /// Plays an AgentCore Gateway instead of a runtime: plain MCP Streamable HTTP at `/mcp`,
-    /// with gateway MCP sessions (see the module docs).
-    pub fn gateway(mut self, gateway: bool) -> Self {
-        self.gateway = gateway;
-        self
-    }
-
-    /// The SigV4 service name signatures must be scoped to (default [`DEFAULT_SIGNING_NAME`]),
-    /// in either mode: `execute-api` plays an API Gateway in front of an MCP server.
-    pub fn signing_name(mut self, name: impl Into<String>) -> Self {
-        self.signing_name = name.into();
-        self
-    }
-}
-
-/// What the emulator saw, for tests to read.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Audit {
-    /// Requests received (every method and path).
-    pub requests: u64,
-    /// Executions per tool.
-    pub executions: HashMap<String, u64>,
-    /// Executions per tool and JSON-RPC request id, to find a call that ran twice.
-    pub executions_by_id: HashMap<(String, String), u64>,
-    /// Session-busy refusals sent (both forms; not counting `BusyAfterRun`).
-    pub busy_refusals: u64,
-    /// 429s sent.
-    pub throttled: u64,
-    /// Signatures refused.
-    pub signature_failures: u64,
-    /// Connections dropped on purpose.
-    pub dropped: u64,
-    /// 500s sent.
-    pub server_errors: u64,
-    /// Runtime sessions started: requests that named a runtime session id not seen before (or
-    /// not since its `StopRuntimeSession`), or none (the emulator then makes one up). A
-    /// session whose microVM ended and was replaced is still the same session: see
-    /// `microvms_started`.
-    pub sessions_started: u64,
-    /// MicroVMs started (cold starts): a runtime session's first, and each one started because
-    /// the last had ended (idle timeout, lifetime, [`Emulator::end_microvm`]). Each provisions
-    /// for [`provisioning`](EmulatorConfig::provisioning).
-    pub microvms_started: u64,
-    /// Runtime sessions stopped by `StopRuntimeSession`.
-    pub sessions_stopped: u64,
-    /// 401s sent (a missing or refused bearer token).
-    pub unauthorized: u64,
-    /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
-    /// or a bearer token sent to a runtime that takes SigV4.
-    pub auth_method_mismatches: u64,
-    /// MCP sessions started by `initialize` (each answered with a new `Mcp-Session-Id`), in
-    /// either mode.
-    pub mcp_sessions_started: u64,
-    /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
-    pub mcp_sessions_ended: u64,
-    /// Requests refused for their MCP session, in either mode: 400 (no `Mcp-Session-Id`, at a
-    /// gateway or a [`stateful`](EmulatorConfig::stateful) runtime) and 404 (below).
-    pub mcp_session_refusals: u64,
-    /// Of those, the 404s: an MCP session unknown to the server (never issued, lost with its
-    /// microVM, expired, or another principal's at a gateway). Nothing ran.
-    pub mcp_sessions_not_found: u64,
-    /// Every request, in the order received.
-    pub received: Vec<Received>,
-}
-
-/// One request as the emulator received it: the headers that route it, and what it asked for.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Received {
-    /// The operation of its path: `invocations` or `stopruntimesession`; `mcp` in gateway
-    /// mode; `oauth-protected-resource` for the metadata document.
-    pub operation: Option<String>,
-    /// Its HTTP method (`POST`, `DELETE`, `GET`, …).
-    pub http_method: String,
-    /// The scheme of its `Authorization` header: `sigv4`, `bearer`, `other`, or `None` without
-    /// one. The token itself is never kept.
-    pub authorization: Option<&'static str>,
-    /// Whether its signature was accepted (never, when the emulator takes bearer tokens).
-    pub signed: bool,
-    /// Whether its bearer token was one of the accepted tokens.
-    pub bearer_accepted: bool,
-    /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
-    pub runtime_session_id: Option<String>,
-    /// `Mcp-Session-Id`.
-    pub mcp_session_id: Option<String>,
-    /// `Mcp-Method`.
-    pub mcp_method: Option<String>,
-    /// `Mcp-Name`.
-    pub mcp_name: Option<String>,
-    /// The JSON-RPC method of a one-message body.
-    pub method: Option<String>,
-    /// The JSON-RPC id of a one-message body, as JSON text (`7`, `"a"`).
-    pub id: Option<String>,
-    /// The `clientToken` of a `StopRuntimeSession` body.
-    pub client_token: Option<String>,
-}
-
-impl Audit {
-    /// How often `tool` ran.
-    pub fn executions_of(&self, tool: &str) -> u64 {
-        self.executions.get(tool).copied().unwrap_or(0)
-    }
-}
-
-/// The emulator's shared state.
-pub(crate) struct State {
-    config: EmulatorConfig,
-    verifier: SignatureVerifier,
-    /// `http://127.0.0.1:PORT`, for the URLs the answers name.
-    endpoint: String,
-    /// The accepted bearer tokens; `None` when SigV4 is the door.
-    tokens: Mutex<Option<Vec<String>>>,
-    /// Runtime mode: the runtime sessions, their microVMs and the MCP sessions they issued.
-    runtime: Mutex<lifecycle::Runtime>,
-    /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
-    mcp_sessions: Mutex<HashMap<String, McpSession>>,
-    faults: Mutex<VecDeque<Fault>>,
-    rng: Mutex<fastrand::Rng>,
-    audit: Mutex<Audit>,
-    counter: AtomicU64,
-    busy_toggle: AtomicU64,
-}
-
-/// Who made a request, as far as session scoping goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Principal {
-    /// SigV4: the access key id.
-    AccessKey(String),
-    /// A JWT bearer token, by its `sub` claim (AWS's scoping).
-    Subject(String),
-    /// Another bearer token, by a fingerprint (the token itself is not kept with the session).
-    Token(u64),
-}
-
-/// A gateway MCP session.
-pub(crate) struct McpSession {
-    principal: Principal,
-    started: tokio::time::Instant,
-}
-
-impl State {
-    /// Whether bearer tokens are the door (else SigV4).
-    fn bearer_door(&self) -> bool {
-        self.tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
-    fn limits(&self) -> lifecycle::Limits {
-        lifecycle::Limits {
-            provisioning: self.config.provisioning,
-            idle_timeout: self.config.idle_timeout,
-            max_lifetime: self.config.max_lifetime,
-        }
-    }
-
-    fn runtime(&self) -> std::sync::MutexGuard<'_, lifecycle::Runtime> {
-        self.runtime.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn record(&self, f: impl FnOnce(&mut Audit)) {
-        f(&mut self.audit.lock().unwrap_or_else(|p| p.into_inner()));
-    }
-
-    /// The next fault for a `tools/call`: a scripted one first, else one drawn at the rates.
-    fn next_fault(&self) -> Option<Fault> {
-        if let Some(fault) = self
-            .faults
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
-        {
-            return Some(fault);
-        }
-        let rates = self.config.rates?;
-        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        let x = rng.f64();
-        let mut edge = rates.busy;
-        if x < edge {
-            return Some(Fault::Busy);
-        }
-        edge += rates.throttle;
-        if x < edge {
-            let retry_after = rng.bool().then_some(RetryAfter::Seconds(0));
-            return Some(Fault::Throttle { retry_after });
-        }
-        edge += rates.drop_after_run;
-        if x < edge {
-            return Some(Fault::DropAfterRun);
-        }
-        edge += rates.server_error;
-        if x < edge {
-            return Some(Fault::ServerError { after_run: false });
-        }
-        None
-    }
-
-    fn busy_form(&self) -> BusyForm {
-        match self.config.busy_form {
-            BusyForm::Alternate => {
-                if self
-                    .busy_toggle
-                    .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(2)
-                {
-                    BusyForm::JsonRpc200
-                } else {
-                    BusyForm::Conflict409
-                }
-            }
-            form => form,
-        }
-    }
-}
 
 /// A running emulator. Stops when dropped.
 pub struct Emulator {
@@ -807,7 +310,7 @@ impl Emulator {
         Ok(Emulator { addr, state, task })
     }
 
-    /// The endpoint to give [`InvokeTarget::endpoint`](crate::sigv4::InvokeTarget::endpoint):
+    /// The endpoint to give [`InvokeTarget::endpoint`](crate::invoke::InvokeTarget::endpoint):
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -828,16 +331,16 @@ impl Emulator {
         &self.state.config.region
     }
 
-    /// A [`SigV4InvokeLayer`](crate::sigv4::SigV4InvokeLayer) builder aimed at this emulator:
+    /// A [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) builder aimed at this emulator:
     /// its runtime ARN, its endpoint, its first test credentials. Add settings, then `build()`.
-    pub fn signer(&self) -> crate::sigv4::SigV4InvokeLayerBuilder {
-        crate::sigv4::SigV4InvokeLayer::builder(
-            crate::sigv4::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
+    pub fn signer(&self) -> crate::invoke::SigV4InvokeLayerBuilder {
+        crate::invoke::SigV4InvokeLayer::builder(
+            crate::invoke::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
             self.credentials(),
         )
     }
 
-    /// An [`McpEndpointLayer`](crate::sigv4::McpEndpointLayer) builder aimed at this emulator
+    /// An [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer) builder aimed at this emulator
     /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name,
     /// sending to this emulator's origin only. Requests name [`gateway_url`](Self::gateway_url).
     /// Add settings, then `build()`.
@@ -852,8 +355,8 @@ impl Emulator {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn endpoint_signer(&self) -> crate::sigv4::McpEndpointLayerBuilder {
-        crate::sigv4::McpEndpointLayer::sigv4(self.credentials())
+    pub fn endpoint_signer(&self) -> crate::endpoint::McpEndpointLayerBuilder {
+        crate::endpoint::McpEndpointLayer::sigv4(self.credentials())
             .region(self.region())
             .signing_name(self.state.config.signing_name.clone())
             .origin(self.gateway_url())

@@ -1,6 +1,57 @@
 //! [`McpEndpointLayer`]: an MCP request sent as it is to the URL it names — an AgentCore
 //! Gateway, an MCP server behind API Gateway or a Lambda function URL, any SigV4- or
 //! OAuth-gated MCP server — authenticated afresh for every attempt.
+//!
+//! ```
+//! use agentcore_tower::endpoint::{McpEndpointLayer, gateway_url};
+//! use agentcore_tower::{ReplayGuardLayer, recommended_layers};
+//! use aws_credential_types::Credentials;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let gateway = gateway_url("my-gateway-abc123", "us-east-1")?;
+//! let signer = McpEndpointLayer::sigv4(Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"))
+//!     .region("us-east-1")
+//!     .build()?;
+//! let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+//!     .build_http::<http_body_util::Full<bytes::Bytes>>();
+//! let stack = tower::ServiceBuilder::new()
+//!     .layer(recommended_layers(ReplayGuardLayer::new(), signer))
+//!     .service(client);
+//! // Every request names the gateway's URL: `Request::post(gateway.clone())…`.
+//! # let _ = (stack, gateway);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`McpEndpointLayer`] sends an MCP request as it is — method, URL (path and query), headers —
+//! to the URL it names, authenticated afresh on every attempt with SigV4 (for a configurable
+//! [`signing_name`](McpEndpointLayerBuilder::signing_name), default `bedrock-agentcore`, and
+//! region) or a bearer token:
+//!
+//! * **AgentCore Gateway**: `https://{gateway-id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`
+//!   ([`gateway_url`]), plain MCP Streamable HTTP, inbound auth `AWS_IAM` (SigV4, signing name
+//!   `bedrock-agentcore`) or `CUSTOM_JWT` (a bearer token; a 401 carries
+//!   `Bearer error="invalid_token", scope=…, resource_metadata="https://{host}/.well-known/oauth-protected-resource"`,
+//!   a token without the scopes a 403 `insufficient_scope`). With sessions on, `initialize`
+//!   answers an `Mcp-Session-Id`; a later request without it gets a 400, an expired id or
+//!   another principal's a **404** — delivered, so an MCP client re-initialises (AgentCore
+//!   developer guide, *Gateway sessions*).
+//! * **Any SigV4-gated MCP server**: API Gateway with IAM auth (signing name `execute-api`), a
+//!   Lambda function URL (`lambda`), an AWS-managed MCP server (its own, e.g. `aws-mcp` for
+//!   `aws-mcp.us-east-1.api.aws`).
+//!
+//! The request's own headers travel (the MCP ones among them), minus the hop-by-hop ones and
+//! any `Authorization`, `X-Amz-Date` or `X-Amz-Security-Token` of its own; `Host` comes from the
+//! URL, `Content-Length` from the body. The signature covers every header but `user-agent`,
+//! `x-amzn-trace-id` and `transfer-encoding` (`aws-sigv4`'s defaults, as the AWS SDKs and
+//! botocore sign), and the real payload hash. Nothing is answered locally: GET (the server's
+//! message stream) and DELETE (ending the MCP session) go to the server, which decides. The
+//! answer keeps every header but the hop-by-hop ones, [redacted](crate::redact). The URL must be
+//! absolute and carry no user or password, and be at the layer's
+//! [`origin`](McpEndpointLayerBuilder::origin) when it was given one
+//! ([`ErrorKind::InvalidRequest`](crate::ErrorKind) otherwise, and nothing is sent). The
+//! retry layers and the guard work over it as over the
+//! [invoke layer](crate::invoke::SigV4InvokeLayer): [`RecommendedLayers`](crate::RecommendedLayers)
+//! takes either. A request's [send gate](crate::invoke::SharedSendGate) is asked as there.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,22 +65,23 @@ use http_body::Body;
 use http_body_util::Full;
 use tower::{Layer, Service};
 
-use super::auth::{AuthSource, Clock, ProvideToken};
-use super::request::{Origin, SIGNING_NAME};
-use super::target::check_region;
-use super::{ConfigError, InvokeBody, Mapping, Operation, ResponseFuture, Shared, call};
-use crate::error::{BoxError, Error};
+use crate::auth::{AuthSource, Clock, ProvideToken};
+use crate::error::{BoxError, ConfigError, Error};
+use crate::invoke::{
+    Mapping, Operation, Origin, ResponseFuture, SIGNING_NAME, Shared, call, check_region,
+};
+use crate::redact::InvokeBody;
 
 /// The URL of an AgentCore Gateway's MCP endpoint:
 /// `https://{gateway_id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`.
 ///
 /// ```
-/// let url = agentcore_tower::sigv4::gateway_url("my-gateway-abc123", "us-east-1")?;
+/// let url = agentcore_tower::endpoint::gateway_url("my-gateway-abc123", "us-east-1")?;
 /// assert_eq!(
 ///     url.to_string(),
 ///     "https://my-gateway-abc123.gateway.bedrock-agentcore.us-east-1.amazonaws.com/mcp"
 /// );
-/// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+/// # Ok::<(), agentcore_tower::error::ConfigError>(())
 /// ```
 pub fn gateway_url(gateway_id: &str, region: &str) -> Result<http::Uri, ConfigError> {
     let plausible = (1..=100).contains(&gateway_id.len())
@@ -81,7 +133,8 @@ impl McpEndpointLayerBuilder {
     /// the layer sends wherever each request names.
     ///
     /// ```
-    /// use agentcore_tower::sigv4::{BearerToken, McpEndpointLayer};
+    /// use agentcore_tower::auth::BearerToken;
+    /// use agentcore_tower::endpoint::McpEndpointLayer;
     ///
     /// let layer = McpEndpointLayer::bearer(BearerToken::new("eyJhbGciOi..."))
     ///     .origin("https://mcp.example.com/mcp")
@@ -95,7 +148,7 @@ impl McpEndpointLayerBuilder {
     ///     .origin("http://mcp.example.com")
     ///     .build()
     ///     .is_err());
-    /// # Ok::<(), agentcore_tower::sigv4::ConfigError>(())
+    /// # Ok::<(), agentcore_tower::error::ConfigError>(())
     /// ```
     pub fn origin(mut self, url: impl Into<String>) -> Self {
         self.origin = Some(url.into());
@@ -159,7 +212,7 @@ impl fmt::Debug for McpEndpointLayerBuilder {
 }
 
 /// Sends MCP requests as they are to the URL each names, authenticated for every attempt with
-/// SigV4 or a bearer token. See the [module docs](super#mcp-endpoints).
+/// SigV4 or a bearer token. See the [module docs](self).
 #[derive(Clone)]
 pub struct McpEndpointLayer {
     shared: Arc<Shared>,
@@ -167,8 +220,8 @@ pub struct McpEndpointLayer {
 
 impl McpEndpointLayer {
     /// Starts building a layer that signs with SigV4, with credentials from `credentials`
-    /// resolved for every attempt (as [`SigV4InvokeLayer::builder`](super::SigV4InvokeLayer::builder)
-    /// does). Give it the [`region`](McpEndpointLayerBuilder::region), and the
+    /// resolved for every attempt (as
+    /// [`SigV4InvokeLayer::builder`](crate::invoke::SigV4InvokeLayer::builder) does). Give it the [`region`](McpEndpointLayerBuilder::region), and the
     /// [`signing_name`](McpEndpointLayerBuilder::signing_name) when the server is not an
     /// AgentCore Gateway.
     pub fn sigv4(credentials: impl ProvideCredentials + 'static) -> McpEndpointLayerBuilder {
@@ -177,7 +230,7 @@ impl McpEndpointLayer {
 
     /// Starts building a layer that sends `Authorization: Bearer <token>`, with a token from
     /// `tokens` asked for every attempt, asked again after a 401 named the refused token (see
-    /// [`SigV4InvokeLayer::bearer`](super::SigV4InvokeLayer::bearer)).
+    /// [`SigV4InvokeLayer::bearer`](crate::invoke::SigV4InvokeLayer::bearer)).
     ///
     /// The token goes to every URL the requests name — over https only (plain http to a
     /// loopback host) — unless the layer is given its server's
@@ -190,7 +243,7 @@ impl McpEndpointLayer {
 
     /// Starts building a SigV4 layer from an AWS configuration (feature `aws-config`): its
     /// region and its credentials provider, cached
-    /// ([`CachedCredentials`](super::CachedCredentials)).
+    /// ([`CachedCredentials`](crate::auth::CachedCredentials)).
     #[cfg(feature = "aws-config")]
     pub fn from_sdk_config(
         config: &aws_config::SdkConfig,
@@ -198,7 +251,7 @@ impl McpEndpointLayer {
         let provider = config
             .credentials_provider()
             .ok_or(ConfigError::NoCredentials)?;
-        let mut builder = Self::sigv4(super::CachedCredentials::new(provider));
+        let mut builder = Self::sigv4(crate::auth::CachedCredentials::new(provider));
         builder.region = config.region().map(|r| r.as_ref().to_owned());
         Ok(builder)
     }
@@ -328,7 +381,7 @@ mod tests {
         let debug = format!("{layer:?}");
         assert!(debug.contains(r#"signing_name: "execute-api""#), "{debug}");
         // A bearer token signs nothing: no region needed.
-        let layer = McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"))
+        let layer = McpEndpointLayer::bearer(crate::auth::BearerToken::new("t0ken-secret"))
             .build()
             .unwrap();
         assert_eq!(format!("{layer:?}"), "McpEndpoint { auth: Bearer(..) }");
@@ -338,7 +391,7 @@ mod tests {
     fn an_origin_is_an_absolute_url_and_plain_http_only_to_loopback_with_a_token() {
         let credentials =
             aws_credential_types::Credentials::new("AKIDTEST", "secret", None, None, "test");
-        let bearer = || McpEndpointLayer::bearer(super::super::BearerToken::new("t0ken-secret"));
+        let bearer = || McpEndpointLayer::bearer(crate::auth::BearerToken::new("t0ken-secret"));
         let refused =
             |builder: McpEndpointLayerBuilder| builder.build().err().map(|e| e.to_string());
         for (url, reason) in [

@@ -1,6 +1,6 @@
 //! Redaction: an attempt's secrets (its signature, the session token it was signed with) kept out
 //! of every byte the app reads, in headers and across the frames of a streamed body. What it
-//! catches and promises is in the [module docs of `sigv4`](super#redaction).
+//! catches and promises is in the [module docs](super).
 //!
 //! Written here: no crate does a streaming multi-needle replace over JSON-escaped text that
 //! holds back only a possible partial match.

@@ -13,15 +13,16 @@ const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 /// How long credentials without an expiry are reused before the provider is asked again.
 const REUSE_WITHOUT_EXPIRY: Duration = Duration::from_secs(15 * 60);
 
-/// Wraps a credentials provider so that [`SigV4InvokeLayer`](super::SigV4InvokeLayer), which
-/// resolves credentials for every attempt, does not run the provider every time.
+/// Wraps a credentials provider so that
+/// [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer), which resolves credentials for every
+/// attempt, does not run the provider every time.
 ///
 /// aws-config's default chain (`aws_config::load_defaults(..).credentials_provider()`) does not
 /// cache by itself — the AWS SDK caches in its own identity cache, which this crate does not
 /// use — so every attempt would run the whole chain (SSO, STS, instance metadata). Wrap it:
 ///
 /// ```
-/// use agentcore_tower::sigv4::CachedCredentials;
+/// use agentcore_tower::auth::CachedCredentials;
 /// use aws_credential_types::Credentials;
 /// # let provider = Credentials::new("AKID", "secret", None, None, "example");
 /// let credentials = CachedCredentials::new(provider);

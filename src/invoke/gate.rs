@@ -50,7 +50,7 @@ impl fmt::Debug for SharedSendGate {
 /// A send gate that is open until closed, with a reason: the usual gate for an MCP client.
 ///
 /// ```
-/// use agentcore_tower::sigv4::{ClosableGate, SendGate};
+/// use agentcore_tower::invoke::{ClosableGate, SendGate};
 ///
 /// let gate = ClosableGate::new();
 /// let mut request = http::Request::new(());

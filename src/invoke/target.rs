@@ -6,6 +6,8 @@ use http::Uri;
 use http::uri::{Authority, Scheme};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
+use crate::error::ConfigError;
+
 /// The characters the official SDK percent-encodes in a path label or a query value
 /// (`aws_smithy_http::urlencode::BASE_SET`): controls, space and
 /// `/ : , ? # [ ] { } | @ ! $ & ' ( ) * + ; = % < > " ^` `` ` `` `\`. Non-ASCII is encoded as
@@ -46,96 +48,6 @@ pub(crate) fn encode(value: &str) -> impl fmt::Display + '_ {
     utf8_percent_encode(value, BASE_SET)
 }
 
-/// What is wrong with a target or a layer's settings, found when the layer is built.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The runtime ARN (or runtime id) is empty.
-    EmptyRuntimeArn,
-    /// The account id is not 12 digits.
-    InvalidAccountId(String),
-    /// The qualifier is empty (leave it out to use the default endpoint).
-    EmptyQualifier,
-    /// No region was given and none can be read off the ARN, or the region is empty.
-    MissingRegion,
-    /// The region is not a plausible AWS region name (lower-case letters, digits and `-`).
-    InvalidRegion(String),
-    /// The endpoint override (or an MCP endpoint layer's origin) is not an absolute
-    /// `http`/`https` URL with a host.
-    InvalidEndpoint {
-        /// The endpoint as given, without what could be a secret in it (user information, a
-        /// query).
-        endpoint: String,
-        /// Why it was refused.
-        reason: String,
-    },
-    /// FIPS or dual-stack was asked for together with an explicit endpoint, which is used as given.
-    EndpointWithVariant,
-    /// The runtime session id is outside the service's 33..=256 characters, or is not visible
-    /// ASCII.
-    InvalidRuntimeSessionId {
-        /// Its length in characters.
-        length: usize,
-    },
-    /// The runtime user id is outside the service's 1..=1024 characters, or is not visible ASCII.
-    InvalidRuntimeUserId {
-        /// Its length in characters.
-        length: usize,
-    },
-    /// The AWS configuration has no credentials provider.
-    NoCredentials,
-    /// The SigV4 signing name is not a plausible service name (lower-case letters, digits and
-    /// `-`, 1 to 64 characters).
-    InvalidSigningName(String),
-    /// The AgentCore Gateway id is not one (letters, digits and `-`, 1 to 100 characters).
-    InvalidGatewayId(String),
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::EmptyRuntimeArn => f.write_str("the runtime ARN is empty"),
-            ConfigError::InvalidAccountId(id) => {
-                write!(f, "the account id `{id}` is not 12 digits")
-            }
-            ConfigError::EmptyQualifier => {
-                f.write_str("the qualifier is empty (leave it out to use the DEFAULT endpoint)")
-            }
-            ConfigError::MissingRegion => f.write_str(
-                "no region: give one, or a runtime ARN that names it (arn:aws:bedrock-agentcore:REGION:…)",
-            ),
-            ConfigError::InvalidRegion(region) => write!(f, "`{region}` is not an AWS region name"),
-            ConfigError::InvalidEndpoint { endpoint, reason } => {
-                write!(f, "the endpoint `{endpoint}` cannot be used: {reason}")
-            }
-            ConfigError::EndpointWithVariant => f.write_str(
-                "an explicit endpoint is used as given: it cannot be combined with FIPS or dual-stack",
-            ),
-            ConfigError::InvalidRuntimeSessionId { length } => write!(
-                f,
-                "the runtime session id must be 33 to 256 visible ASCII characters (got {length})"
-            ),
-            ConfigError::NoCredentials => f.write_str(
-                "the AWS configuration has no credentials provider (no profile, no environment variables, no SSO session?)",
-            ),
-            ConfigError::InvalidRuntimeUserId { length } => write!(
-                f,
-                "the runtime user id must be 1 to 1024 visible ASCII characters (got {length})"
-            ),
-            ConfigError::InvalidSigningName(name) => write!(
-                f,
-                "`{name}` is not a SigV4 signing name (lower-case letters, digits and `-`)"
-            ),
-            ConfigError::InvalidGatewayId(id) => write!(
-                f,
-                "`{id}` is not an AgentCore Gateway id (letters, digits and `-`)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 /// Whether `region` is a plausible AWS region name: lower-case letters, digits and `-`, at most
 /// 64 characters, not empty.
 pub(crate) fn check_region(region: &str) -> Result<(), ConfigError> {
@@ -156,7 +68,7 @@ pub(crate) fn check_region(region: &str) -> Result<(), ConfigError> {
 /// Which AgentCore runtime the requests go to, and through which endpoint.
 ///
 /// ```
-/// use agentcore_tower::sigv4::InvokeTarget;
+/// use agentcore_tower::invoke::InvokeTarget;
 ///
 /// let target = InvokeTarget::arn("arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/my_agent-AbC123")
 ///     .qualifier("DEFAULT");

@@ -6,12 +6,12 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use super::answer::HOP_BY_HOP;
 use super::target::ResolvedTarget;
 use crate::context::CallContext;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
+use crate::redact::HOP_BY_HOP;
 
 /// The runtime session header.
 pub(crate) const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
@@ -427,7 +427,7 @@ pub(crate) fn endpoint_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sigv4::InvokeTarget;
+    use crate::invoke::InvokeTarget;
 
     fn target() -> ResolvedTarget {
         InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-1")

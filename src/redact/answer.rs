@@ -6,7 +6,7 @@
 //!   anything past the header allow-list.
 //! * Secrets: the signature and the session token of the attempt are redacted wherever they
 //!   occur — in a kept header, or anywhere in the body, across frame boundaries, plainly or
-//!   JSON-escaped (see [`redact`](super::redact)). An AWS error such as
+//!   JSON-escaped (see [`secrets`](super::secrets)). An AWS error such as
 //!   `InvalidSignatureException` quotes the canonical request, which carries the session token;
 //!   a hostile endpoint can echo the whole request. Neither reaches the app.
 //! * The body streams through (JSON or SSE), its length unchanged; only the few bytes that could
@@ -22,7 +22,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
 
-use super::redact::{REDACTED, Redactor, Secrets};
+use super::secrets::{REDACTED, Redactor, Secrets};
 
 /// The response headers that come back to the app.
 pub(crate) const RESPONSE_HEADERS: [&str; 17] = [
@@ -116,7 +116,8 @@ pub(crate) fn local<B: Body>(
 }
 
 pin_project! {
-    /// The body of a [`SigV4Invoke`](super::SigV4Invoke) response: the service's body with the
+    /// The body of a [`SigV4Invoke`](crate::invoke::SigV4Invoke) response (and of an
+    /// [`McpEndpoint`](crate::endpoint::McpEndpoint) one): the service's body with the
     /// attempt's secrets redacted, or a body answered locally.
     pub struct InvokeBody<B: Body> {
         #[pin]

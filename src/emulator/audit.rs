@@ -1,0 +1,95 @@
+//! What the emulator saw, for tests to read: [`Audit`] and every [`Received`] request.
+
+use std::collections::HashMap;
+
+/// What the emulator saw, for tests to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Audit {
+    /// Requests received (every method and path).
+    pub requests: u64,
+    /// Executions per tool.
+    pub executions: HashMap<String, u64>,
+    /// Executions per tool and JSON-RPC request id, to find a call that ran twice.
+    pub executions_by_id: HashMap<(String, String), u64>,
+    /// Session-busy refusals sent (both forms; not counting `BusyAfterRun`).
+    pub busy_refusals: u64,
+    /// 429s sent.
+    pub throttled: u64,
+    /// Signatures refused.
+    pub signature_failures: u64,
+    /// Connections dropped on purpose.
+    pub dropped: u64,
+    /// 500s sent.
+    pub server_errors: u64,
+    /// Runtime sessions started: requests that named a runtime session id not seen before (or
+    /// not since its `StopRuntimeSession`), or none (the emulator then makes one up). A
+    /// session whose microVM ended and was replaced is still the same session: see
+    /// `microvms_started`.
+    pub sessions_started: u64,
+    /// MicroVMs started (cold starts): a runtime session's first, and each one started because
+    /// the last had ended (idle timeout, lifetime, [`Emulator::end_microvm`]). Each provisions
+    /// for [`provisioning`](super::EmulatorConfig::provisioning).
+    ///
+    /// [`Emulator::end_microvm`]: super::Emulator::end_microvm
+    pub microvms_started: u64,
+    /// Runtime sessions stopped by `StopRuntimeSession`.
+    pub sessions_stopped: u64,
+    /// 401s sent (a missing or refused bearer token).
+    pub unauthorized: u64,
+    /// 403s for the other door: a SigV4-signed request to a runtime that takes bearer tokens,
+    /// or a bearer token sent to a runtime that takes SigV4.
+    pub auth_method_mismatches: u64,
+    /// MCP sessions started by `initialize` (each answered with a new `Mcp-Session-Id`), in
+    /// either mode.
+    pub mcp_sessions_started: u64,
+    /// Gateway mode: MCP sessions ended by `DELETE /mcp`.
+    pub mcp_sessions_ended: u64,
+    /// Requests refused for their MCP session, in either mode: 400 (no `Mcp-Session-Id`, at a
+    /// gateway or a [`stateful`](super::EmulatorConfig::stateful) runtime) and 404 (below).
+    pub mcp_session_refusals: u64,
+    /// Of those, the 404s: an MCP session unknown to the server (never issued, lost with its
+    /// microVM, expired, or another principal's at a gateway). Nothing ran.
+    pub mcp_sessions_not_found: u64,
+    /// Every request, in the order received.
+    pub received: Vec<Received>,
+}
+
+/// One request as the emulator received it: the headers that route it, and what it asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Received {
+    /// The operation of its path: `invocations` or `stopruntimesession`; `mcp` in gateway
+    /// mode; `oauth-protected-resource` for the metadata document.
+    pub operation: Option<String>,
+    /// Its HTTP method (`POST`, `DELETE`, `GET`, …).
+    pub http_method: String,
+    /// The scheme of its `Authorization` header: `sigv4`, `bearer`, `other`, or `None` without
+    /// one. The token itself is never kept.
+    pub authorization: Option<&'static str>,
+    /// Whether its signature was accepted (never, when the emulator takes bearer tokens).
+    pub signed: bool,
+    /// Whether its bearer token was one of the accepted tokens.
+    pub bearer_accepted: bool,
+    /// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
+    pub runtime_session_id: Option<String>,
+    /// `Mcp-Session-Id`.
+    pub mcp_session_id: Option<String>,
+    /// `Mcp-Method`.
+    pub mcp_method: Option<String>,
+    /// `Mcp-Name`.
+    pub mcp_name: Option<String>,
+    /// The JSON-RPC method of a one-message body.
+    pub method: Option<String>,
+    /// The JSON-RPC id of a one-message body, as JSON text (`7`, `"a"`).
+    pub id: Option<String>,
+    /// The `clientToken` of a `StopRuntimeSession` body.
+    pub client_token: Option<String>,
+}
+
+impl Audit {
+    /// How often `tool` ran.
+    pub fn executions_of(&self, tool: &str) -> u64 {
+        self.executions.get(tool).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,311 @@
+//! How the emulator behaves: [`EmulatorConfig`], the faults it applies ([`Fault`],
+//! [`FaultRates`]) and the forms its refusals take.
+
+use std::fmt;
+use std::time::Duration;
+
+use aws_credential_types::Credentials;
+
+/// The ARN the emulated runtime answers to, unless configured.
+pub const DEFAULT_RUNTIME_ARN: &str =
+    "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/emulated_mcp-AbC123";
+
+/// The form of the session-busy refusal the emulator answers while a session provisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BusyForm {
+    /// HTTP 200 with the JSON-RPC error -32005 "Session operation in progress, please retry".
+    JsonRpc200,
+    /// HTTP 409 with `x-amzn-errortype: RetryableConflictException`.
+    Conflict409,
+    /// One then the other, alternating.
+    Alternate,
+}
+
+/// How a throttled answer says when to come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryAfter {
+    /// `Retry-After: N` (delta-seconds).
+    Seconds(u64),
+    /// `Retry-After: <HTTP-date>`, this far in the future.
+    DateIn(Duration),
+}
+
+/// A fault the emulator applies to one `tools/call` request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// HTTP 429 `ThrottlingException`, with or without `Retry-After`. Nothing runs.
+    Throttle {
+        /// The `Retry-After` to send, if any.
+        retry_after: Option<RetryAfter>,
+    },
+    /// The session-busy refusal (in the configured form). Nothing runs.
+    Busy,
+    /// The tool runs, then the connection is dropped without an answer.
+    DropAfterRun,
+    /// HTTP 500 `InternalServerException`; `after_run` says whether the tool ran first.
+    ServerError {
+        /// Whether the tool ran before the 500.
+        after_run: bool,
+    },
+    /// HTTP 200 with the ConflictException look-alike (-32005 "Resource conflict - Resource
+    /// already exists"). Nothing runs.
+    ConflictLookAlike,
+    /// HTTP 200 with -32010 "Runtime health check failed or timed out". Nothing runs.
+    HealthCheckFailed,
+    /// The tool runs, then the server behind the runtime raises the session-busy -32005 itself:
+    /// the documented known limit (the match cannot tell it from the platform's refusal).
+    BusyAfterRun,
+    /// The answer comes after this delay (the tool runs).
+    Slow(Duration),
+    /// HTTP 403 `ExpiredTokenException`: the signing credentials expired. Nothing runs.
+    ExpiredToken,
+    /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
+    /// the contract's code, status, exception and exact message. Nothing runs — except for
+    /// `RuntimeClientError`, where the tool runs and then its code fails.
+    Platform {
+        /// Which row of the table.
+        error: crate::contract::PlatformError,
+        /// In which form.
+        form: PlatformForm,
+    },
+}
+
+/// The form a [`Fault::Platform`] is answered in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlatformForm {
+    /// The MCP contract's: a JSON-RPC error (in an HTTP 200, or the status the table gives).
+    JsonRpc,
+    /// The API reference's: the HTTP status with `x-amzn-errortype`.
+    Http,
+}
+
+/// Random fault rates for `tools/call` requests (each in `[0, 1]`), drawn from a seeded RNG so
+/// a run can be repeated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FaultRates {
+    /// Session-busy refusals.
+    pub busy: f64,
+    /// 429s (half with `Retry-After: 0`, half without).
+    pub throttle: f64,
+    /// Connections dropped after the tool ran.
+    pub drop_after_run: f64,
+    /// 500s (before the tool ran).
+    pub server_error: f64,
+    /// The RNG seed.
+    pub seed: u64,
+}
+
+/// How the emulator behaves.
+#[derive(Clone)]
+pub struct EmulatorConfig {
+    pub(super) runtime_arn: String,
+    pub(super) region: String,
+    pub(super) credentials: Vec<Credentials>,
+    pub(super) provisioning: Duration,
+    pub(super) busy_form: BusyForm,
+    pub(super) sse: bool,
+    pub(super) rates: Option<FaultRates>,
+    pub(super) bearer_tokens: Option<Vec<String>>,
+    pub(super) issuer: String,
+    pub(super) gateway: bool,
+    pub(super) signing_name: String,
+    pub(super) idle_timeout: Duration,
+    pub(super) max_lifetime: Duration,
+    pub(super) stateful: bool,
+    pub(super) gateway_session_timeout: Duration,
+}
+
+/// A runtime session's idle timeout, unless configured: AgentCore's default
+/// `idleRuntimeSessionTimeout`, 900 s (AWS takes 60 to 28,800 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// A runtime session's microVM lifetime, unless configured: AgentCore's default `maxLifetime`,
+/// 28,800 s (8 hours; AWS takes 60 to 28,800 s).
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
+
+/// A gateway MCP session's timeout from its `initialize`, unless configured: the gateway's
+/// default `sessionTimeoutInSeconds`, 3,600 s (AWS takes 900 to 28,800 s).
+pub const DEFAULT_GATEWAY_SESSION_TIMEOUT: Duration = Duration::from_secs(3_600);
+
+/// The authorization server the emulator's protected-resource metadata names, unless configured.
+pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
+
+/// The SigV4 service name signatures are checked for, unless configured.
+pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        Self {
+            runtime_arn: DEFAULT_RUNTIME_ARN.to_owned(),
+            region: "us-east-1".to_owned(),
+            credentials: vec![Credentials::new(
+                "AKIDEMULATOR",
+                "emulator-secret-access-key",
+                Some("emulator-session-token".to_owned()),
+                None,
+                "emulator",
+            )],
+            provisioning: Duration::ZERO,
+            busy_form: BusyForm::JsonRpc200,
+            sse: false,
+            rates: None,
+            bearer_tokens: None,
+            issuer: DEFAULT_ISSUER.to_owned(),
+            gateway: false,
+            signing_name: DEFAULT_SIGNING_NAME.to_owned(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_lifetime: DEFAULT_MAX_LIFETIME,
+            stateful: false,
+            gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
+        }
+    }
+}
+
+impl fmt::Debug for EmulatorConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmulatorConfig")
+            .field("runtime_arn", &self.runtime_arn)
+            .field("region", &self.region)
+            .field(
+                "access_keys",
+                &self
+                    .credentials
+                    .iter()
+                    .map(|c| c.access_key_id())
+                    .collect::<Vec<_>>(),
+            )
+            .field("provisioning", &self.provisioning)
+            .field("busy_form", &self.busy_form)
+            .field("sse", &self.sse)
+            .field("rates", &self.rates)
+            // How many tokens, never the tokens.
+            .field("bearer_tokens", &self.bearer_tokens.as_ref().map(Vec::len))
+            .field("issuer", &self.issuer)
+            .field("gateway", &self.gateway)
+            .field("signing_name", &self.signing_name)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("stateful", &self.stateful)
+            .field("gateway_session_timeout", &self.gateway_session_timeout)
+            .finish()
+    }
+}
+
+impl EmulatorConfig {
+    /// The runtime ARN requests must name (default [`DEFAULT_RUNTIME_ARN`]).
+    pub fn runtime_arn(mut self, arn: impl Into<String>) -> Self {
+        self.runtime_arn = arn.into();
+        self
+    }
+
+    /// The region signatures are checked for (default `us-east-1`).
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = region.into();
+        self
+    }
+
+    /// Replaces the accepted credentials with these.
+    pub fn credentials(mut self, credentials: impl IntoIterator<Item = Credentials>) -> Self {
+        self.credentials = credentials.into_iter().collect();
+        self
+    }
+
+    /// How long a new microVM provisions, answering every request of its runtime session with
+    /// the session-busy refusal (default: none). Each cold start provisions this long: a new
+    /// runtime session's first microVM, and each one after the last ended (see [the session
+    /// lifecycle](crate::emulator#the-session-lifecycle)).
+    pub fn provisioning(mut self, time: Duration) -> Self {
+        self.provisioning = time;
+        self
+    }
+
+    /// How long a runtime session may go without a request before its microVM ends (default
+    /// [`DEFAULT_IDLE_TIMEOUT`], 900 s). The next request then meets a new microVM: a cold
+    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken;
+    /// AWS takes 60 to 28,800 s.
+    pub fn idle_timeout(mut self, time: Duration) -> Self {
+        self.idle_timeout = time;
+        self
+    }
+
+    /// How long a microVM lives, in use or not, from the request that started it (default
+    /// [`DEFAULT_MAX_LIFETIME`], 8 hours). The next request then meets a new microVM, as after
+    /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
+    pub fn max_lifetime(mut self, time: Duration) -> Self {
+        self.max_lifetime = time;
+        self
+    }
+
+    /// Makes the runtime's MCP server check every request's `Mcp-Session-Id` (default: off).
+    ///
+    /// On: a request other than `initialize` must carry an `Mcp-Session-Id` that the MCP server
+    /// in its microVM issued and still knows, else it is answered 400 (no header) or 404 (an id
+    /// this microVM did not issue, or no longer knows), and nothing runs. Off: a request
+    /// without the header, or with an id the emulator never issued, goes on; an id a microVM
+    /// issued and then lost (the microVM ended, or the session was expired) still gets the
+    /// 404. Either way `initialize` opens a new MCP session. Gateway mode always checks.
+    pub fn stateful(mut self, stateful: bool) -> Self {
+        self.stateful = stateful;
+        self
+    }
+
+    /// How long a gateway MCP session lasts from its `initialize`, used or not (default
+    /// [`DEFAULT_GATEWAY_SESSION_TIMEOUT`], one hour). Any duration is taken; AWS takes 900
+    /// to 28,800 s.
+    pub fn gateway_session_timeout(mut self, time: Duration) -> Self {
+        self.gateway_session_timeout = time;
+        self
+    }
+
+    /// The form of the session-busy refusal (default HTTP 200 JSON-RPC -32005).
+    pub fn busy_form(mut self, form: BusyForm) -> Self {
+        self.busy_form = form;
+        self
+    }
+
+    /// Answers MCP requests as `text/event-stream` instead of JSON.
+    pub fn sse(mut self, sse: bool) -> Self {
+        self.sse = sse;
+        self
+    }
+
+    /// Random faults for `tools/call`, on top of the scripted ones.
+    pub fn fault_rates(mut self, rates: FaultRates) -> Self {
+        self.rates = Some(rates);
+        self
+    }
+
+    /// OAuth inbound auth instead of SigV4: requests must carry `Authorization: Bearer <token>`
+    /// with one of these tokens (opaque strings, compared whole). A SigV4-signed request is
+    /// then refused, as a runtime configured for OAuth refuses it (see the module docs for
+    /// the answers). An empty list turns bearer auth on and accepts no token.
+    pub fn bearer_tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.bearer_tokens = Some(tokens.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The authorization server the protected-resource metadata names (default
+    /// [`DEFAULT_ISSUER`]).
+    pub fn issuer(mut self, url: impl Into<String>) -> Self {
+        self.issuer = url.into();
+        self
+    }
+
+    /// Plays an AgentCore Gateway instead of a runtime: plain MCP Streamable HTTP at `/mcp`,
+    /// with gateway MCP sessions (see the module docs).
+    pub fn gateway(mut self, gateway: bool) -> Self {
+        self.gateway = gateway;
+        self
+    }
+
+    /// The SigV4 service name signatures must be scoped to (default [`DEFAULT_SIGNING_NAME`]),
+    /// in either mode: `execute-api` plays an API Gateway in front of an MCP server.
+    pub fn signing_name(mut self, name: impl Into<String>) -> Self {
+        self.signing_name = name.into();
+        self
+    }
+}

@@ -1,0 +1,212 @@
+//! The emulator's answers: AWS errors, JSON-RPC answers (JSON or SSE), the runtime session
+//! and request id headers, and the bodies, whole or streamed from a static buffer.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::emulator::State;
+
+pub(super) fn respond(
+    status: StatusCode,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Response<AnswerBody> {
+    let mut response = Response::new(AnswerBody::full(body.into()));
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+pub(super) fn aws_error(
+    status: StatusCode,
+    error_type: &str,
+    message: &str,
+) -> Response<AnswerBody> {
+    respond(
+        status,
+        &[
+            ("content-type", "application/json"),
+            (
+                "x-amzn-errortype",
+                &format!("{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+            ),
+            ("x-amzn-requestid", &uuid::Uuid::new_v4().to_string()),
+        ],
+        json!({"message": message}).to_string(),
+    )
+}
+
+/// An MCP server's refusal of a request for its MCP session (400 or 404), nothing run: a
+/// JSON-RPC error with the request's id (or `null`), without `x-amzn-errortype` (the server's
+/// own answer, not the platform's).
+pub(super) fn mcp_session_refusal(
+    state: &State,
+    id: &Value,
+    status: StatusCode,
+    code: i64,
+    message: &str,
+) -> Response<AnswerBody> {
+    state.record(|a| {
+        a.mcp_session_refusals += 1;
+        if status == StatusCode::NOT_FOUND {
+            a.mcp_sessions_not_found += 1;
+        }
+    });
+    let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    respond(
+        status,
+        &[("content-type", "application/json")],
+        reply.to_string(),
+    )
+}
+
+pub(super) fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody> {
+    if state.config.sse {
+        let event = format!("event: message\ndata: {answer}\n\n");
+        respond(
+            StatusCode::OK,
+            &[
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+            ],
+            event,
+        )
+    } else {
+        respond(
+            StatusCode::OK,
+            &[("content-type", "application/json")],
+            answer.to_string(),
+        )
+    }
+}
+
+/// Adds the runtime session header (when there is one) and a request id.
+pub(super) fn with_session(
+    mut response: Response<AnswerBody>,
+    header: Option<(&str, &str)>,
+) -> Response<AnswerBody> {
+    if let Some((Ok(name), Ok(value))) = header.map(|(name, value)| {
+        (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        )
+    }) {
+        response.headers_mut().insert(name, value);
+    }
+    response.headers_mut().insert(
+        "x-amzn-requestid",
+        HeaderValue::from_str(&uuid::Uuid::new_v4().to_string())
+            .unwrap_or(HeaderValue::from_static("0")),
+    );
+    response
+}
+
+/// 64 KiB of `x`: every chunk of a blob answer is this one static buffer.
+static X: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+
+/// The `blob` tool: a `tools/call` result whose text is `size` bytes, streamed in 64 KiB chunks
+/// without ever holding the whole answer (JSON, or one SSE event).
+pub(super) fn blob(state: &State, id: &Value, size: u64) -> Response<AnswerBody> {
+    state.record(|audit| {
+        *audit.executions.entry("blob".to_owned()).or_default() += 1;
+        *audit
+            .executions_by_id
+            .entry(("blob".to_owned(), id.to_string()))
+            .or_default() += 1;
+    });
+    let head =
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#);
+    let tail = r#""}],"isError":false}}"#;
+    let (content_type, head, tail) = if state.config.sse {
+        (
+            "text/event-stream",
+            format!("event: message\ndata: {head}"),
+            format!("{tail}\n\n"),
+        )
+    } else {
+        ("application/json", head, tail.to_owned())
+    };
+    let mut response = Response::new(AnswerBody::Stream {
+        head: Some(Bytes::from(head)),
+        remaining: size,
+        tail: Some(Bytes::from(tail)),
+    });
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// The emulator's answer bodies: whole, or streamed from a static buffer.
+pub(crate) enum AnswerBody {
+    Full(Option<Bytes>),
+    Stream {
+        head: Option<Bytes>,
+        remaining: u64,
+        tail: Option<Bytes>,
+    },
+}
+
+impl AnswerBody {
+    fn full(bytes: Bytes) -> Self {
+        AnswerBody::Full((!bytes.is_empty()).then_some(bytes))
+    }
+}
+
+impl http_body::Body for AnswerBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = match self.get_mut() {
+            AnswerBody::Full(bytes) => bytes.take(),
+            AnswerBody::Stream {
+                head,
+                remaining,
+                tail,
+            } => head.take().or_else(|| {
+                if *remaining > 0 {
+                    let n = (*remaining).min(X.len() as u64);
+                    *remaining -= n;
+                    Some(Bytes::from_static(&X[..n as usize]))
+                } else {
+                    tail.take()
+                }
+            }),
+        };
+        std::task::Poll::Ready(next.map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            AnswerBody::Full(bytes) => bytes.is_none(),
+            AnswerBody::Stream {
+                head,
+                remaining,
+                tail,
+            } => head.is_none() && *remaining == 0 && tail.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            AnswerBody::Full(bytes) => {
+                http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            // Unknown up front, as a streamed answer is: sent chunked.
+            AnswerBody::Stream { .. } => http_body::SizeHint::new(),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! One MCP POST answered: the fault a `tools/call` meets first (scripted or drawn at the
+//! configured rates), then the emulator's MCP server.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::answer::{AnswerBody, aws_error, blob, json_answer, respond, with_session};
+use super::{Answer, DropConnection};
+use crate::emulator::mcp;
+use crate::emulator::{BusyForm, Fault, PlatformForm, RetryAfter, State};
+use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
+
+fn busy_reply(id: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": SESSION_BUSY_CODE, "message": SESSION_BUSY_MESSAGE}}).to_string()
+}
+
+/// Answers one MCP POST: faults for `tools/call`, then the emulator's MCP server. The runtime
+/// adds its session header (`session_header`); the gateway has none.
+pub(super) async fn serve_mcp(
+    inspected: mcp::Inspected,
+    state: &State,
+    session_header: Option<(&str, &str)>,
+) -> Answer {
+    let Some(value) = inspected.value.as_ref() else {
+        return Ok(with_session(
+            json_answer(
+                state,
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+            ),
+            session_header,
+        ));
+    };
+    let is_tool_call = inspected.method.as_deref() == Some("tools/call");
+    let fault = if is_tool_call {
+        state.next_fault()
+    } else {
+        None
+    };
+    // Faults that answer before anything runs.
+    match fault {
+        Some(Fault::Busy) => return Ok(refuse_busy(state, &inspected.id, session_header)),
+        Some(Fault::Throttle { retry_after }) => {
+            state.record(|a| a.throttled += 1);
+            let mut response = aws_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "ThrottlingException",
+                "Rate exceeded",
+            );
+            if let Some(after) = retry_after {
+                let value = match after {
+                    RetryAfter::Seconds(s) => s.to_string(),
+                    RetryAfter::DateIn(d) => httpdate::fmt_http_date(SystemTime::now() + d),
+                };
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    response
+                        .headers_mut()
+                        .insert(http::header::RETRY_AFTER, value);
+                }
+            }
+            return Ok(with_session(response, session_header));
+        }
+        Some(Fault::ServerError { after_run: false }) => {
+            state.record(|a| a.server_errors += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerException",
+                    "Internal server error",
+                ),
+                session_header,
+            ));
+        }
+        Some(Fault::ConflictLookAlike) => {
+            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": SESSION_BUSY_CODE, "message": "Resource conflict - Resource already exists"}});
+            return Ok(with_session(json_answer(state, &reply), session_header));
+        }
+        Some(Fault::Platform { error, form })
+            if error != crate::contract::PlatformError::RuntimeClientError =>
+        {
+            return Ok(with_session(
+                platform_error(state, error, form, &inspected.id),
+                session_header,
+            ));
+        }
+        Some(Fault::ExpiredToken) => {
+            state.record(|a| a.signature_failures += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::FORBIDDEN,
+                    "ExpiredTokenException",
+                    "The security token included in the request is expired",
+                ),
+                session_header,
+            ));
+        }
+        Some(Fault::HealthCheckFailed) => {
+            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
+            return Ok(with_session(json_answer(state, &reply), session_header));
+        }
+        _ => {}
+    }
+    if is_tool_call && value.pointer("/params/name").and_then(Value::as_str) == Some("blob") {
+        let size = value
+            .pointer("/params/arguments/bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        return Ok(with_session(
+            blob(state, &inspected.id, size),
+            session_header,
+        ));
+    }
+    let answer = mcp::answer(value, state);
+    // Faults after the call ran.
+    match fault {
+        Some(Fault::DropAfterRun) => {
+            state.record(|a| a.dropped += 1);
+            return Err(DropConnection);
+        }
+        Some(Fault::ServerError { after_run: true }) => {
+            state.record(|a| a.server_errors += 1);
+            return Ok(with_session(
+                aws_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalServerException",
+                    "Internal server error",
+                ),
+                session_header,
+            ));
+        }
+        Some(Fault::Platform { error, form }) => {
+            return Ok(with_session(
+                platform_error(state, error, form, &inspected.id),
+                session_header,
+            ));
+        }
+        Some(Fault::BusyAfterRun) => {
+            let mut response = respond(
+                StatusCode::OK,
+                &[("content-type", "application/json")],
+                busy_reply(&inspected.id),
+            );
+            response = with_session(response, session_header);
+            return Ok(response);
+        }
+        Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
+        _ => {}
+    }
+    let response = match answer {
+        None => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
+        Some(answer) => json_answer(state, &answer),
+    };
+    Ok(with_session(response, session_header))
+}
+
+/// A row of the runtime's error table, in the form asked for, as the contract and the API
+/// reference give it.
+fn platform_error(
+    state: &State,
+    error: crate::contract::PlatformError,
+    form: PlatformForm,
+    id: &Value,
+) -> Response<AnswerBody> {
+    use crate::contract::PlatformError as E;
+    let message = match error {
+        E::Unauthorized => "Authentication error - Invalid credentials",
+        E::AccessDenied => "Authorization error - Insufficient permissions",
+        E::Throttling | E::ServiceQuotaExceeded => crate::contract::THROTTLED_MESSAGE,
+        E::ResourceNotFound => "Resource not found - Requested resource does not exist",
+        E::Conflict => crate::contract::CONFLICT_MESSAGE,
+        E::RetryableConflict => crate::contract::SESSION_BUSY_MESSAGE,
+        E::Validation => "Validation error - Invalid request data",
+        E::RuntimeClientError => {
+            "Tool execution error - Please check your CloudWatch logs for more information"
+        }
+        E::RequestUnacceptable => {
+            "Accept Header Error - MCP protocol requires Accept header: application/json, text/event-stream"
+        }
+        _ => "Internal error - Server error",
+    };
+    match error {
+        E::Throttling | E::ServiceQuotaExceeded => state.record(|a| a.throttled += 1),
+        E::RetryableConflict => state.record(|a| a.busy_refusals += 1),
+        E::Internal => state.record(|a| a.server_errors += 1),
+        _ => {}
+    }
+    match form {
+        PlatformForm::JsonRpc => {
+            let status = match error {
+                E::Unauthorized => StatusCode::UNAUTHORIZED,
+                E::AccessDenied => StatusCode::FORBIDDEN,
+                E::RequestUnacceptable => StatusCode::NOT_ACCEPTABLE,
+                _ => StatusCode::OK,
+            };
+            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.json_rpc_code(), "message": message}});
+            let mut response = json_answer(state, &reply);
+            *response.status_mut() = status;
+            response
+        }
+        _ => {
+            let status = match error {
+                E::Unauthorized => StatusCode::UNAUTHORIZED,
+                E::AccessDenied => StatusCode::FORBIDDEN,
+                E::Throttling => StatusCode::TOO_MANY_REQUESTS,
+                E::ServiceQuotaExceeded => StatusCode::PAYMENT_REQUIRED,
+                E::ResourceNotFound => StatusCode::NOT_FOUND,
+                E::Conflict | E::RetryableConflict => StatusCode::CONFLICT,
+                E::Validation => StatusCode::BAD_REQUEST,
+                E::RuntimeClientError => StatusCode::FAILED_DEPENDENCY,
+                E::RequestUnacceptable => {
+                    return respond(
+                        StatusCode::NOT_ACCEPTABLE,
+                        &[("content-type", "application/json")],
+                        json!({"message": message}).to_string(),
+                    );
+                }
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            aws_error(status, error.exception(), message)
+        }
+    }
+}
+
+pub(super) fn refuse_busy(
+    state: &State,
+    id: &Value,
+    session_header: Option<(&str, &str)>,
+) -> Response<AnswerBody> {
+    state.record(|a| a.busy_refusals += 1);
+    let response = match state.busy_form() {
+        BusyForm::Conflict409 => aws_error(
+            StatusCode::CONFLICT,
+            "RetryableConflictException",
+            "The session is being provisioned or torn down; retry.",
+        ),
+        _ => respond(
+            StatusCode::OK,
+            &[("content-type", "application/json")],
+            busy_reply(id),
+        ),
+    };
+    with_session(response, session_header)
+}

@@ -1,0 +1,116 @@
+//! The emulator's HTTP side: routing, the doors (SigV4, bearer tokens), runtime sessions,
+//! gateway MCP sessions, faults.
+
+mod answer;
+mod auth;
+mod faults;
+mod gateway;
+mod runtime;
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::{Received, State};
+use crate::body::ReadToBytes;
+use answer::{AnswerBody, aws_error};
+use auth::{Auth, scheme};
+use gateway::gateway;
+use runtime::runtime;
+
+const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+
+/// Accepts connections until the task is aborted; aborting it ends every connection too.
+pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, state: Arc<State>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let state = state.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| handle(request, state.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// Returned by a handler to drop the connection without an answer.
+#[derive(Debug)]
+pub(crate) struct DropConnection;
+
+impl fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the emulator dropped the connection on purpose")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+type Answer = Result<Response<AnswerBody>, DropConnection>;
+
+async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
+    state.record(|a| a.requests += 1);
+    let (parts, body) = request.into_parts();
+    let Ok(body) = ReadToBytes::new(body, crate::invoke::MAX_PAYLOAD_BYTES).await else {
+        return Ok(aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "The request body could not be read.",
+        ));
+    };
+    if state.config.gateway {
+        gateway(&parts, &body, &state).await
+    } else {
+        runtime(&parts, &body, &state).await
+    }
+}
+
+/// What the audit keeps of a request (never a token).
+fn received(
+    parts: &http::request::Parts,
+    body: &[u8],
+    operation: Option<String>,
+    auth: &Auth,
+) -> Received {
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let text = |pointer: &str| {
+        value
+            .as_ref()
+            .and_then(|v| v.pointer(pointer))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    Received {
+        operation,
+        http_method: parts.method.to_string(),
+        authorization: scheme(parts),
+        signed: matches!(auth, Auth::Signed(_)),
+        bearer_accepted: matches!(auth, Auth::Bearer(_)),
+        runtime_session_id: header(RUNTIME_SESSION_ID),
+        mcp_session_id: header("mcp-session-id"),
+        mcp_method: header("mcp-method"),
+        mcp_name: header("mcp-name"),
+        method: text("/method"),
+        id: value
+            .as_ref()
+            .and_then(|v| v.get("id"))
+            .map(Value::to_string),
+        client_token: text("/clientToken"),
+    }
+}

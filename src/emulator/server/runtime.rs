@@ -1,0 +1,209 @@
+//! The runtime door: `InvokeAgentRuntime` and `StopRuntimeSession` at
+//! `/runtimes/{arn}/…`, with runtime sessions, their microVMs and the MCP sessions they issue.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use tokio::time::Instant;
+
+use super::answer::{AnswerBody, aws_error, mcp_session_refusal, respond, with_session};
+use super::auth::{
+    Auth, METADATA_OPERATION, RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime,
+    runtime_metadata,
+};
+use super::faults::{refuse_busy, serve_mcp};
+use super::{Answer, RUNTIME_SESSION_ID, received};
+use crate::emulator::State;
+use crate::emulator::lifecycle::McpCheck;
+use crate::emulator::mcp;
+
+/// The runtime door: `InvokeAgentRuntime` and `StopRuntimeSession`, behind SigV4 or bearer
+/// tokens.
+pub(super) async fn runtime(parts: &http::request::Parts, body: &Bytes, state: &State) -> Answer {
+    let bearer = state.bearer_door();
+    if bearer && let Some(arn) = metadata_route(parts.uri.path()) {
+        state.record(|a| {
+            a.received.push(received(
+                parts,
+                body,
+                Some(METADATA_OPERATION.to_owned()),
+                &Auth::Unchecked,
+            ))
+        });
+        return Ok(runtime_metadata(parts, &arn, state));
+    }
+    let auth = authenticate(parts, body, state);
+    let operation = route(parts.uri.path()).map(|(_, operation)| operation.to_owned());
+    state.record(|a| a.received.push(received(parts, body, operation, &auth)));
+    // A SigV4 runtime checks the signature before anything else (as it always has here); a
+    // bearer runtime must know the runtime first, since the runtime decides the door.
+    if !bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
+        return Ok(refused);
+    }
+    let Some((arn, operation)) = route(parts.uri.path()) else {
+        return Ok(aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No such operation.",
+        ));
+    };
+    if parts.method != http::Method::POST {
+        return Ok(aws_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowedException",
+            "POST only.",
+        ));
+    }
+    if arn != state.config.runtime_arn {
+        return Ok(aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No runtime with this ARN.",
+        ));
+    }
+    if bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
+        return Ok(refused);
+    }
+    let session = parts
+        .headers
+        .get(RUNTIME_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match operation {
+        "stopruntimesession" => Ok(stop(session, state)),
+        _ => invoke(parts, body, session, state).await,
+    }
+}
+
+/// `/runtimes/{arn}/{operation}`, the ARN percent-decoded.
+fn route(path: &str) -> Option<(String, &str)> {
+    let (arn, operation) = runtime_path(path)?;
+    matches!(operation, "invocations" | "stopruntimesession").then_some((arn, operation))
+}
+
+/// `/runtimes/{arn}/invocations/.well-known/oauth-protected-resource`: the ARN.
+fn metadata_route(path: &str) -> Option<String> {
+    let (arn, operation) = runtime_path(path)?;
+    (operation == RUNTIME_METADATA_OPERATION).then_some(arn)
+}
+
+fn runtime_path(path: &str) -> Option<(String, &str)> {
+    let rest = path.strip_prefix("/runtimes/")?;
+    let (arn, operation) = rest.split_once('/')?;
+    let arn = percent_encoding::percent_decode_str(arn)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    Some((arn, operation))
+}
+
+fn stop(session: Option<String>, state: &State) -> Response<AnswerBody> {
+    let Some(session) = session else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "The runtime session id is required.",
+        );
+    };
+    let known = state.runtime().stop(&session);
+    if !known {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "No such runtime session.",
+        );
+    }
+    state.record(|a| a.sessions_stopped += 1);
+    respond(
+        StatusCode::OK,
+        &[
+            (RUNTIME_SESSION_ID, &session),
+            ("content-type", "application/json"),
+        ],
+        "{}",
+    )
+}
+
+async fn invoke(
+    parts: &http::request::Parts,
+    body: &Bytes,
+    session: Option<String>,
+    state: &State,
+) -> Answer {
+    let session = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let inspected = mcp::inspect(body);
+    let initialize = inspected.method.as_deref() == Some("initialize");
+    // A header that is not text names no session the server issued.
+    let mcp_session = parts
+        .headers
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap_or_default());
+    let (arrival, check) = {
+        let (now, limits) = (Instant::now(), state.limits());
+        let mut runtime = state.runtime();
+        let arrival = runtime.arrive(&session, now, &limits);
+        let check = if arrival.provisioning || initialize {
+            McpCheck::Accepted
+        } else {
+            runtime.check(
+                &session,
+                arrival.microvm,
+                mcp_session,
+                state.config.stateful,
+                now,
+                &limits,
+            )
+        };
+        (arrival, check)
+    };
+    state.record(|a| {
+        a.sessions_started += u64::from(arrival.new_session);
+        a.microvms_started += u64::from(arrival.new_microvm);
+    });
+    let session_header = (RUNTIME_SESSION_ID, session.as_str());
+    // The platform refuses before the microVM's MCP server sees the request.
+    if arrival.provisioning {
+        return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
+    }
+    let refused = match check {
+        McpCheck::Accepted => None,
+        McpCheck::Missing => Some((
+            StatusCode::BAD_REQUEST,
+            MISSING_SESSION_CODE,
+            MISSING_SESSION_MESSAGE,
+        )),
+        McpCheck::NotFound => Some((
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND_CODE,
+            SESSION_NOT_FOUND_MESSAGE,
+        )),
+    };
+    if let Some((status, code, message)) = refused {
+        let response = mcp_session_refusal(state, &inspected.id, status, code, message);
+        return Ok(with_session(response, Some(session_header)));
+    }
+    let mut answer = serve_mcp(inspected, state, Some(session_header)).await;
+    // `initialize` always opens a new MCP session, whatever it carried.
+    if initialize
+        && let Ok(response) = &mut answer
+        && response.status() == StatusCode::OK
+    {
+        let mcp_session = state.runtime().issue(&session, arrival.microvm);
+        state.record(|a| a.mcp_sessions_started += 1);
+        if let Ok(value) = HeaderValue::from_str(&mcp_session) {
+            response.headers_mut().insert("mcp-session-id", value);
+        }
+    }
+    answer
+}
+
+/// A runtime MCP server's 404 for an MCP session it does not know: the code and message of the
+/// MCP TypeScript SDK's Streamable HTTP transport.
+const SESSION_NOT_FOUND_CODE: i64 = -32001;
+
+const SESSION_NOT_FOUND_MESSAGE: &str = "Session not found";
+
+/// A stateful runtime MCP server's 400 for a request without `Mcp-Session-Id`: the code and
+/// message of the MCP Python SDK's Streamable HTTP transport (FastMCP's).
+const MISSING_SESSION_CODE: i64 = -32600;
+
+const MISSING_SESSION_MESSAGE: &str = "Bad Request: Missing session ID";

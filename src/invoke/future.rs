@@ -1,0 +1,690 @@
+//! The response future of the signing layers: one state machine for every call, from reading
+//! the request's body to the answer handed up — credentials or a token resolved, each attempt
+//! mapped and authenticated, the send gate asked, a refused attempt sent once more
+//! authenticated afresh, the answer redacted and its runtime session adopted.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Full;
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use super::request::{self, RUNTIME_SESSION_ID};
+use super::session::Chosen;
+use super::{
+    MAX_PAYLOAD_BYTES, Mapping, Operation, RenewedFrom, Shared, SharedSendGate, mcp_session_of,
+};
+use crate::auth::{Auth, BearerChallenge, BearerToken, Key, KeyFuture, Refresh};
+use crate::body::{ReadError, ReadToBytes};
+use crate::context::{CallContext, KeptExtensions, Ownership};
+use crate::error::{BoxError, Error, ErrorKind};
+use crate::record::{Decision, Handed, Outcome, Verdict};
+use crate::redact::{self, InvokeBody, Secrets};
+use crate::rule::{Failure, Refusal};
+
+/// Starts a call of `request` through `inner` (the ready service; a clone stays behind), as
+/// `operation` says.
+pub(crate) fn call<S, ReqB, ResB>(
+    inner: &mut S,
+    shared: &Arc<Shared>,
+    mut request: Request<ReqB>,
+    operation: Result<Operation, String>,
+) -> ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    ReqB: Body,
+    ResB: Body<Data = Bytes>,
+{
+    let layer = shared.layer();
+    let (context, ownership) = CallContext::enter(&mut request, layer, None, None);
+    let mut call = Call {
+        handed: Handed::of(context.record(), &request),
+        index: 0,
+        layer,
+        context,
+        ownership,
+    };
+    let operation = match operation {
+        Ok(operation) => operation,
+        Err(why) => {
+            // GET (the server-message stream), DELETE and anything else: not offered.
+            let response = redact::local(StatusCode::METHOD_NOT_ALLOWED, &[("allow", "POST")], "");
+            call.handed.not_sent(why);
+            return ResponseFuture {
+                state: State::Local {
+                    response: Some(response),
+                },
+                call,
+            };
+        }
+    };
+    let clone = inner.clone();
+    let service = std::mem::replace(inner, clone);
+    let (parts, body) = request.into_parts();
+    ResponseFuture {
+        state: State::Reading {
+            reading: ReadToBytes::new(body, MAX_PAYLOAD_BYTES),
+            pending: Some(Pending {
+                parts,
+                service,
+                shared: shared.clone(),
+                operation,
+                may_refresh: true,
+                kept_extensions: None,
+            }),
+        },
+        call,
+    }
+}
+
+struct Pending<S> {
+    parts: http::request::Parts,
+    service: S,
+    shared: Arc<Shared>,
+    operation: Operation,
+    /// Whether this call may still be sent once more, authenticated afresh (expired
+    /// credentials, a skewed clock, a refused token).
+    may_refresh: bool,
+    /// For that re-send: the extensions the first attempt carried, put back into `parts`
+    /// only if it is made.
+    kept_extensions: Option<KeptExtensions>,
+}
+
+struct Prepared<S, ResB> {
+    pending: Pending<S>,
+    body: Bytes,
+    /// For a re-send after a refusal: the refused answer, delivered as it came when the
+    /// re-send cannot be made (no fresh token or credentials, the service not ready), and the
+    /// secrets of the refused attempt, kept out of the new answer too.
+    refused: Option<Refused<ResB>>,
+}
+
+/// An answer that called for fresh authentication, held until the re-send is on its way.
+struct Refused<ResB> {
+    parts: http::response::Parts,
+    body: ResB,
+    secrets: Secrets,
+    chosen: Option<Chosen>,
+}
+
+/// What one attempt was signed with, for its answer.
+struct Signed {
+    request: Request<Full<Bytes>>,
+    secrets: Secrets,
+    /// The time its signature was dated by (SigV4).
+    signed_at: Option<SystemTime>,
+    /// The runtime session, when the layer chose it (the request named none).
+    chosen: Option<Chosen>,
+}
+
+/// The call as this layer sees it: the attempt it was handed (until it sends it on) and the one
+/// it sent, its context, its ownership when this layer is the first of the crate's. (Dropped in
+/// this order: the record is final before the owner calls the hooks.)
+struct Call {
+    handed: Handed,
+    index: usize,
+    /// The layer's name in the record.
+    layer: &'static str,
+    context: CallContext,
+    ownership: Option<Ownership>,
+}
+
+impl Call {
+    /// Records a failure before sending and returns the error, with the record.
+    fn not_sent(&mut self, error: Error) -> Error {
+        self.handed.not_sent(error.to_string());
+        self.end(false);
+        error.with_record(self.context.record())
+    }
+
+    /// A re-send after a refusal could not be made (`error`): the refused answer is delivered
+    /// as it came, the re-send recorded as not sent. Without one (the first attempt), the
+    /// error ends the call.
+    fn not_resent<S, ResB: Body>(
+        &mut self,
+        error: Error,
+        refused: Option<Refused<ResB>>,
+        pending: &Pending<S>,
+    ) -> Result<Response<InvokeBody<ResB>>, Error> {
+        let Some(refused) = refused else {
+            return Err(self.not_sent(error));
+        };
+        self.handed.not_sent(format!(
+            "{error}; the refused answer is delivered as it came"
+        ));
+        let response = deliver(
+            self,
+            &pending.shared,
+            pending.operation,
+            refused.chosen,
+            refused.parts,
+            refused.body,
+            refused.secrets,
+        );
+        self.end(false);
+        Ok(response)
+    }
+
+    /// Whether the call may be sent once more after `refresh`: the call's rule and budget
+    /// allow it. Records the decision either way.
+    fn may_send_again(&self, refresh: &Refresh) -> bool {
+        let record = self.context.record();
+        let cause = refresh.cause();
+        let failure = Failure::Refused(Refusal::CredentialsRejected);
+        // The signer has no cap or ceiling of its own: the call's, its rule and budget decide.
+        let verdict = self.context.grant(
+            self.layer,
+            &failure,
+            cause,
+            (u32::MAX, std::time::Duration::MAX),
+            std::time::Duration::ZERO,
+        );
+        match verdict {
+            Ok(permission) => {
+                record.decide(Decision::new(
+                    self.layer,
+                    Verdict::SentAgain {
+                        cause,
+                        wait: std::time::Duration::ZERO,
+                        retry_after: None,
+                    },
+                    Some(permission),
+                ));
+                true
+            }
+            Err((verdict, permission)) => {
+                record.decide(Decision::new(self.layer, verdict, permission));
+                false
+            }
+        }
+    }
+
+    /// Sends `request` on as this call's attempt.
+    fn dispatch<B>(&mut self, request: &mut Request<B>) {
+        self.handed.sent();
+        self.index = self.context.record().dispatch(request);
+    }
+
+    /// The call ends here with an answer or an error.
+    fn end(&mut self, succeeded: bool) {
+        if let Some(owner) = self.ownership.take() {
+            owner.finish(succeeded);
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`SigV4Invoke`].
+    pub struct ResponseFuture<S, ReqB, ResB>
+    where
+        S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+        ReqB: Body,
+        ResB: Body,
+    {
+        #[pin]
+        state: State<S, ReqB, ResB>,
+        call: Call,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqB, ResB>
+    where
+        S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+        ReqB: Body,
+        ResB: Body,
+    {
+        Reading {
+            #[pin]
+            reading: ReadToBytes<ReqB>,
+            pending: Option<Pending<S>>,
+        },
+        Resolving {
+            key: KeyFuture,
+            prepared: Option<Prepared<S, ResB>>,
+        },
+        Calling {
+            #[pin]
+            future: S::Future,
+            secrets: Secrets,
+            signed_at: Option<SystemTime>,
+            chosen: Option<Chosen>,
+            shared: Arc<Shared>,
+            operation: Operation,
+            again: Option<Prepared<S, ResB>>,
+            // The bearer token sent, named to its provider should the server refuse it.
+            token: Option<BearerToken>,
+        },
+        Refreshing {
+            prepared: Option<Prepared<S, ResB>>,
+            // The bearer token the server refused, when that is why it is sent again.
+            refused_token: Option<BearerToken>,
+        },
+        Local {
+            response: Option<Response<InvokeBody<ResB>>>,
+        },
+        Done,
+    }
+}
+
+impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    type Output = Result<Response<InvokeBody<ResB>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Reading { reading, pending } => {
+                    let read = std::task::ready!(reading.poll(cx));
+                    let pending = pending.take().unwrap_or_else(|| unreachable!("taken once"));
+                    let body = match read {
+                        Ok(bytes) => bytes,
+                        Err(error) => {
+                            this.state.set(State::Done);
+                            let error = match error {
+                                ReadError::TooLarge => {
+                                    Error::new(ErrorKind::BodyTooLarge, None, None)
+                                }
+                                ReadError::Body(e) => {
+                                    Error::new(ErrorKind::RequestBody, None, Some(e.into()))
+                                }
+                            };
+                            return Poll::Ready(Err(this.call.not_sent(error)));
+                        }
+                    };
+                    let key = pending.shared.auth.resolve(None);
+                    this.state.set(State::Resolving {
+                        key,
+                        prepared: Some(Prepared {
+                            pending,
+                            body,
+                            refused: None,
+                        }),
+                    });
+                }
+                StateProj::Resolving { key, prepared } => {
+                    let resolved = std::task::ready!(key.as_mut().poll(cx));
+                    let Prepared {
+                        mut pending,
+                        body,
+                        refused,
+                    } = prepared
+                        .take()
+                        .unwrap_or_else(|| unreachable!("taken once"));
+                    let context = &this.call.context;
+                    // What a re-send with fresh credentials would need: the request as it came.
+                    // Signing reads the head and moves the extensions to the request sent: only
+                    // they are kept (copied unless they are the call's own marks alone); the
+                    // head is kept as it is.
+                    let copy = pending.may_refresh.then(|| {
+                        (
+                            context.keep_extensions(&pending.parts.extensions),
+                            body.clone(),
+                        )
+                    });
+                    let mut token = None;
+                    let sent = resolved.and_then(|key| {
+                        if let (Key::Bearer(sent), Some(_)) = (&key, &copy) {
+                            token = Some(sent.clone());
+                        }
+                        sign_attempt(&mut pending, body, &key, context)
+                    });
+                    let Signed {
+                        mut request,
+                        mut secrets,
+                        signed_at,
+                        chosen,
+                    } = match sent {
+                        Ok(signed) => signed,
+                        Err(error) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(this.call.not_resent(error, refused, &pending));
+                        }
+                    };
+                    if let Some(refused) = &refused {
+                        // The refused attempt's secrets (a token no longer used, an old
+                        // session token) must not come back in this answer either.
+                        secrets.extend(&refused.secrets);
+                    }
+                    if let Some(gate) = request.extensions().get::<SharedSendGate>()
+                        && let Err(reason) = gate.check()
+                    {
+                        this.state.set(State::Done);
+                        let error = Error::new(ErrorKind::SendGateClosed, reason, None);
+                        return Poll::Ready(this.call.not_resent(error, refused, &pending));
+                    }
+                    let Pending {
+                        parts,
+                        mut service,
+                        shared,
+                        operation,
+                        ..
+                    } = pending;
+                    this.call.dispatch(&mut request);
+                    let future = service.call(request);
+                    let again = copy.map(|(extensions, body)| Prepared {
+                        refused: None,
+                        pending: Pending {
+                            parts,
+                            service,
+                            shared: shared.clone(),
+                            operation,
+                            may_refresh: false,
+                            kept_extensions: Some(extensions),
+                        },
+                        body,
+                    });
+                    this.state.set(State::Calling {
+                        future,
+                        secrets,
+                        signed_at,
+                        chosen,
+                        shared,
+                        operation,
+                        again,
+                        token,
+                    });
+                }
+                StateProj::Refreshing {
+                    prepared,
+                    refused_token,
+                } => {
+                    let Some(again) = prepared.as_mut() else {
+                        unreachable!("taken once")
+                    };
+                    if let Err(error) = std::task::ready!(again.pending.service.poll_ready(cx)) {
+                        let Some(again) = prepared.take() else {
+                            unreachable!("taken once")
+                        };
+                        this.state.set(State::Done);
+                        let error = Error::from_service(error);
+                        return Poll::Ready(this.call.not_resent(
+                            error,
+                            again.refused,
+                            &again.pending,
+                        ));
+                    }
+                    let key = again.pending.shared.auth.resolve(refused_token.as_ref());
+                    let prepared = prepared.take();
+                    this.state.set(State::Resolving { key, prepared });
+                }
+                StateProj::Calling {
+                    future,
+                    secrets,
+                    signed_at,
+                    chosen,
+                    shared,
+                    operation,
+                    again,
+                    token,
+                } => {
+                    let result = std::task::ready!(future.poll(cx));
+                    let token = token.take();
+                    let secrets = std::mem::take(secrets);
+                    let signed_at = *signed_at;
+                    let chosen = chosen.take();
+                    let shared = shared.clone();
+                    let operation = *operation;
+                    let again = again.take();
+                    this.state.set(State::Done);
+                    let call = &mut *this.call;
+                    let record = call.context.record().clone();
+                    let result = match result {
+                        Ok(response) => {
+                            let (mut parts, body) = response.into_parts();
+                            // The server's clock, read before the head is filtered (the app
+                            // does not get `Date`): only parsed, never shown.
+                            let server_time = parts
+                                .headers
+                                .get(http::header::DATE)
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| httpdate::parse_http_date(v).ok());
+                            // Redact first: nothing below is read from an unredacted head.
+                            match shared.mapping {
+                                Mapping::Invoke(_) => {
+                                    redact::filter_headers(&mut parts.headers, &secrets);
+                                }
+                                Mapping::Endpoint(_) => {
+                                    redact::filter_endpoint_headers(&mut parts.headers, &secrets);
+                                }
+                            }
+                            record.complete(call.index, || {
+                                Outcome::of_response(parts.status, &parts.headers)
+                            });
+                            // Expired credentials, a skewed clock, a refused token: once more,
+                            // authenticated afresh.
+                            let refresh = again
+                                .is_some()
+                                .then(|| {
+                                    shared.auth.refresh_for(
+                                        parts.status,
+                                        &parts.headers,
+                                        server_time,
+                                        signed_at,
+                                    )
+                                })
+                                .flatten();
+                            if let (Some(refresh), Some(mut again)) = (refresh, again)
+                                && call.may_send_again(&refresh)
+                            {
+                                shared.auth.refresh(&refresh);
+                                // Held, not read: delivered as it came if the re-send cannot
+                                // be made.
+                                again.refused = Some(Refused {
+                                    parts,
+                                    body,
+                                    secrets,
+                                    chosen,
+                                });
+                                this.state.set(State::Refreshing {
+                                    prepared: Some(again),
+                                    refused_token: token
+                                        .filter(|_| matches!(refresh, Refresh::TokenRefused)),
+                                });
+                                continue;
+                            }
+                            Ok(deliver(
+                                call, &shared, operation, chosen, parts, body, secrets,
+                            ))
+                        }
+                        Err(error) => {
+                            let error = Error::from_service(error);
+                            record.complete(call.index, || Outcome::Failure(error.failure_kind()));
+                            Err(error.with_record(&record))
+                        }
+                    };
+                    // The head says whether it succeeded; a platform error in a 200 is for the
+                    // layers above to read (they end the call when they own it).
+                    call.end(result.as_ref().is_ok_and(|r| r.status().is_success()));
+                    return Poll::Ready(result);
+                }
+                StateProj::Local { response } => {
+                    let mut response = response
+                        .take()
+                        .unwrap_or_else(|| unreachable!("taken once"));
+                    this.state.set(State::Done);
+                    if this.call.ownership.is_some() {
+                        response
+                            .extensions_mut()
+                            .insert(this.call.context.record().clone());
+                    }
+                    this.call.end(false);
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
+            }
+        }
+    }
+}
+
+/// Hands an answer (its head redacted) to the app: the runtime session adopted or forgotten,
+/// a `Bearer` challenge read into its extensions, the record attached when this layer owns
+/// the call, the call ended.
+fn deliver<ResB: Body>(
+    call: &mut Call,
+    shared: &Shared,
+    operation: Operation,
+    chosen: Option<Chosen>,
+    mut parts: http::response::Parts,
+    body: ResB,
+    secrets: Secrets,
+) -> Response<InvokeBody<ResB>> {
+    if let Some(chosen) = &chosen {
+        let sessions = &shared.invoke().sessions;
+        match operation {
+            Operation::Invoke => sessions.adopt(chosen, &parts.headers),
+            Operation::StopSession if parts.status.is_success() => sessions.forget(chosen),
+            Operation::StopSession | Operation::Forward => {}
+        }
+    }
+    // A refused token (401), too few scopes (403 `insufficient_scope`): the challenge, for an
+    // app that runs the OAuth flow.
+    if matches!(
+        parts.status,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+    ) && let Some(challenge) = BearerChallenge::of(&parts.headers)
+    {
+        parts.extensions.insert(challenge);
+    }
+    if call.ownership.is_some() {
+        parts.extensions.insert(call.context.record().clone());
+    }
+    Response::from_parts(parts, InvokeBody::remote(body, secrets))
+}
+
+/// Maps and authenticates one attempt.
+fn sign_attempt<S>(
+    pending: &mut Pending<S>,
+    body: Bytes,
+    key: &Key,
+    context: &CallContext,
+) -> Result<Signed, Error> {
+    let shared = &pending.shared;
+    // Each attempt is a call of its own here: the extensions move to the request sent (for a
+    // re-send, those the first attempt carried).
+    let extensions = match pending.kept_extensions.take() {
+        Some(kept) => context.restore_extensions(&kept),
+        None => std::mem::take(&mut pending.parts.extensions),
+    };
+    if pending.operation == Operation::Forward {
+        let bearer = matches!(shared.auth, Auth::Bearer(_));
+        let origin = match &shared.mapping {
+            Mapping::Endpoint(origin) => origin.as_ref(),
+            Mapping::Invoke(_) => None,
+        };
+        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer, origin)?;
+        let method = pending.parts.method.clone();
+        let headers = request::endpoint_headers(&pending.parts.headers, host, &method, &body);
+        let (request, secrets, signed_at) =
+            shared
+                .auth
+                .authorize(key, method, (uri, &text), headers, body, extensions)?;
+        return Ok(Signed {
+            request,
+            secrets,
+            signed_at,
+            chosen: None,
+        });
+    }
+    let invoke = shared.invoke();
+    let target = &invoke.target;
+    let headers = &pending.parts.headers;
+    // A request that names its runtime session goes there, for that request only. Else the
+    // layer picks one, the same for every attempt of the call.
+    let chosen = match headers.get(RUNTIME_SESSION_ID) {
+        Some(_) => None,
+        None => {
+            let mcp_session = mcp_session_of(headers);
+            // An `initialize` that re-opens an expired MCP session: on that session's microVM.
+            let renewed_from = extensions.get::<RenewedFrom>();
+            let mut picked = None;
+            let id = context.runtime_session(|| {
+                let chosen = match pending.operation {
+                    Operation::StopSession => invoke.sessions.to_stop(headers),
+                    Operation::Invoke | Operation::Forward => None,
+                }
+                .unwrap_or_else(|| invoke.sessions.choose(mcp_session, renewed_from));
+                let id = chosen.id.clone();
+                picked = Some(chosen);
+                id
+            });
+            Some(picked.unwrap_or_else(|| invoke.sessions.pinned(id, mcp_session, renewed_from)))
+        }
+    };
+    let session_id = chosen.as_ref().map(|c| &*c.id);
+    let (uri, uri_text, headers, body) = match pending.operation {
+        Operation::StopSession => {
+            let session_id = match session_id {
+                Some(id) => id,
+                None => headers
+                    .get(RUNTIME_SESSION_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+            };
+            let (headers, body) = request::stop_request(session_id, &context.stop_token(), target)?;
+            (
+                target.stop_session_uri(),
+                target.stop_session_text(),
+                headers,
+                body,
+            )
+        }
+        Operation::Invoke | Operation::Forward => {
+            let headers = request::invoke_headers(
+                headers,
+                context,
+                &body,
+                session_id,
+                invoke.user_id.as_deref(),
+                target,
+            )?;
+            (
+                target.invocation_uri(),
+                target.invocation_text(),
+                headers,
+                body,
+            )
+        }
+    };
+    let (request, secrets, signed_at) = shared.auth.authorize(
+        key,
+        Method::POST,
+        (uri, uri_text),
+        headers,
+        body,
+        extensions,
+    )?;
+    Ok(Signed {
+        request,
+        secrets,
+        signed_at,
+        chosen,
+    })
+}
+
+impl<S, ReqB, ResB> fmt::Debug for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    ReqB: Body,
+    ResB: Body,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,255 @@
+//! One request through the layer: sent as it is, or — when its session expired — sent again
+//! in a new session, its answer naming the id the client holds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::AUTHORIZATION;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body;
+use tower::{Service, ServiceExt};
+
+use super::renew::{Opening, renew};
+use super::table::{Kept, Session, Sessions};
+use super::{EXPIRED, LAYER, READ_LIMIT};
+use crate::body::ReadToBytes;
+use crate::budget::CallBudget;
+use crate::context::CallContext;
+use crate::contract::{AWS_ERROR_TYPE, MCP_SESSION_ID};
+use crate::error::{BoxError, Error};
+use crate::jsonrpc::Body as JsonRpcBody;
+use crate::record::{Decision, Handed, Verdict};
+use crate::rule::{Failure, Refusal};
+
+/// What a request is to the layer.
+enum Role {
+    /// A POST without `Mcp-Session-Id`: an `initialize` when its body says so.
+    MayOpen,
+    /// A request of a session the layer saw opened.
+    Of(Arc<Session>),
+    /// Anything else: sent once, as it is.
+    Other,
+}
+
+pub(super) async fn serve<S, ReqB, ResB>(
+    mut service: S,
+    sessions: Arc<Sessions>,
+    mut request: Request<ReqB>,
+    context: &CallContext,
+) -> Result<Response<ResB>, Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+    ResB::Error: Into<BoxError>,
+{
+    let role = match crate::invoke::mcp_session_of(request.headers()) {
+        Some(id) => sessions
+            .get(id, request.uri())
+            .map_or(Role::Other, Role::Of),
+        None if request.method() == Method::POST => Role::MayOpen,
+        None => Role::Other,
+    };
+    // Read only what may open or complete a session, and parse only a body that names it.
+    let opening = match &role {
+        Role::MayOpen => is_message(&request, "initialize").await,
+        Role::Of(session) if !session.has_initialized() && request.method() == Method::POST => {
+            is_message(&request, "notifications/initialized").await
+        }
+        _ => false,
+    };
+    let session = match role {
+        Role::Of(session) => session,
+        Role::MayOpen if opening => {
+            // An `initialize`: sent once, remembered when it opened a session.
+            let initialize = Kept::of(&request, context);
+            let answer = send(&mut service, request, context).await?;
+            if let Some(id) = opened_id(&answer) {
+                sessions.open(Session::new(id, initialize));
+            }
+            return Ok(answer);
+        }
+        Role::MayOpen | Role::Other => return send(&mut service, request, context).await,
+    };
+
+    // The session's id now, which the request carries in place of the client's.
+    let sent_with = session.current();
+    if sent_with != session.client_id
+        && let Ok(value) = HeaderValue::from_str(&sent_with)
+    {
+        request.headers_mut().insert(MCP_SESSION_ID, value);
+    }
+    // A copy for a re-send; its head shared with the retry layers below, which keep the same.
+    let kept = Kept::of(&request, context);
+    let extensions = context.keep_extensions(request.extensions());
+    let budget = request.extensions().get::<CallBudget>().copied();
+    let deleting = request.method() == Method::DELETE;
+    let authorization = request.headers().get(AUTHORIZATION).cloned();
+    let answer = send(&mut service, request, context).await?;
+    if !is_expired(&answer) {
+        return Ok(noted(
+            answer, &sessions, &session, &sent_with, opening, deleting, &kept,
+        ));
+    }
+    if deleting {
+        // The client ends a session the server has ended already: nothing to re-open.
+        sessions.forget(&session);
+        return Ok(named_for_client(answer, &session, &sent_with));
+    }
+
+    // The server no longer knows the session: it ran nothing.
+    let record = context.record();
+    let failure = Failure::Refused(Refusal::SessionExpired);
+    let unlimited = (u32::MAX, Duration::MAX);
+    let permission = match context.grant(LAYER, &failure, EXPIRED, unlimited, Duration::ZERO) {
+        Ok(permission) => permission,
+        Err((verdict, permission)) => {
+            record.decide(Decision::new(LAYER, verdict, permission));
+            return Ok(named_for_client(answer, &session, &sent_with));
+        }
+    };
+    // The requests that open the new session are calls of their own, within this call's
+    // limits and budget.
+    let mut carried = http::Extensions::new();
+    if let Some(budget) = budget {
+        carried.insert(budget);
+    }
+    if let Some(budget) = context.retry_budget() {
+        carried.insert(budget.clone());
+    }
+    let opening_with = Opening {
+        authorization: authorization.as_ref(),
+        extensions: &carried,
+    };
+    let id = match renew(&session, &sent_with, service.clone(), opening_with).await {
+        Ok(id) => id,
+        Err(reason) => {
+            context.refund(&failure);
+            record.decide(Decision::new(
+                LAYER,
+                Verdict::NotRenewed {
+                    cause: EXPIRED,
+                    reason,
+                },
+                Some(permission),
+            ));
+            return Ok(named_for_client(answer, &session, &sent_with));
+        }
+    };
+    record.decide(Decision::new(
+        LAYER,
+        Verdict::SentAgain {
+            cause: EXPIRED,
+            wait: Duration::ZERO,
+            retry_after: None,
+        },
+        Some(permission),
+    ));
+    tracing::debug!(layer = LAYER, cause = EXPIRED, "sending again");
+    // The refused answer is released before the request is sent again.
+    drop(answer);
+    let Some(mut again) = kept.request::<ReqB>(Some(&id), None) else {
+        unreachable!("kept as this type")
+    };
+    *again.extensions_mut() = context.restore_extensions(&extensions);
+    service.ready().await.map_err(Error::from_service)?;
+    let answer = send(&mut service, again, context).await?;
+    Ok(noted(
+        answer, &sessions, &session, &id, opening, deleting, &kept,
+    ))
+}
+
+/// Notes what an answer of a session means for it — its `notifications/initialized` taken, a
+/// DELETE that ended it — and names the client's id in it.
+fn noted<B>(
+    answer: Response<B>,
+    sessions: &Sessions,
+    session: &Arc<Session>,
+    sent_with: &str,
+    initialized: bool,
+    deleting: bool,
+    kept: &Kept,
+) -> Response<B> {
+    if answer.status().is_success() {
+        if initialized {
+            *session
+                .initialized
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(kept.clone());
+        } else if deleting {
+            sessions.forget(session);
+        }
+    }
+    named_for_client(answer, session, sent_with)
+}
+
+/// Sends one attempt of the call: recorded as it is handed down, completed when it is answered.
+async fn send<S, ReqB, ResB>(
+    service: &mut S,
+    mut request: Request<ReqB>,
+    context: &CallContext,
+) -> Result<Response<ResB>, Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    let record = context.record();
+    let mut handed = Handed::of(record, &request);
+    handed.sent();
+    let index = record.dispatch(&mut request);
+    let result = service.call(request).await.map_err(Error::from_service);
+    context.complete(index, &result);
+    result
+}
+
+/// Whether a request body is one JSON-RPC message whose method is `method`. A body in which
+/// the method's name does not occur is not parsed (a clone of the body is read: for the
+/// bodies MCP clients send, a count, not a copy).
+async fn is_message<B>(request: &Request<B>, method: &str) -> bool
+where
+    B: Body<Data = Bytes> + Clone,
+{
+    let Ok(bytes) = ReadToBytes::new(request.body().clone(), READ_LIMIT).await else {
+        return false;
+    };
+    if memchr::memmem::find(&bytes, method.as_bytes()).is_none() {
+        return false;
+    }
+    matches!(
+        JsonRpcBody::parse(&bytes, false),
+        JsonRpcBody::Single(message) if message.method.as_deref() == Some(method)
+    )
+}
+
+/// The `Mcp-Session-Id` a successful answer opened a session with.
+pub(super) fn opened_id<B>(answer: &Response<B>) -> Option<Arc<str>> {
+    answer
+        .status()
+        .is_success()
+        .then(|| crate::invoke::mcp_session_of(answer.headers()))
+        .flatten()
+        .map(Arc::from)
+}
+
+/// Whether an answer is the MCP server's 404 for a session it does not know: a platform's 404
+/// names an AWS error type.
+fn is_expired<B>(answer: &Response<B>) -> bool {
+    answer.status() == StatusCode::NOT_FOUND && !answer.headers().contains_key(AWS_ERROR_TYPE)
+}
+
+/// The answer, its `Mcp-Session-Id` naming the id the client holds where it named `current`.
+fn named_for_client<B>(mut answer: Response<B>, session: &Session, current: &str) -> Response<B> {
+    if *session.client_id != *current
+        && answer
+            .headers()
+            .get(MCP_SESSION_ID)
+            .is_some_and(|v| v.as_bytes() == current.as_bytes())
+        && let Ok(value) = HeaderValue::from_str(&session.client_id)
+    {
+        answer.headers_mut().insert(MCP_SESSION_ID, value);
+    }
+    answer
+}
