@@ -268,20 +268,7 @@ async fn read_response(
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_hostile_echo_gets_no_secret_to_the_app_by_any_path() {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt;
-    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer({
-                let logs = logs.clone();
-                move || LogWriter(logs.clone())
-            })
-            .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let logs = Logs::capture();
 
     let token = token();
     assert!((690..=710).contains(&token.len()));
@@ -362,7 +349,7 @@ async fn a_hostile_echo_gets_no_secret_to_the_app_by_any_path() {
     everything.push_str(&echo.everything);
     everything.push_str(&format!("{signer:?} {stack:?}"));
 
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(
         logs.contains("agentcore_tower::call"),
         "TRACE logging was on"
@@ -389,18 +376,6 @@ async fn a_hostile_echo_gets_no_secret_to_the_app_by_any_path() {
     }
 }
 
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A JWT as long as a real access token (~900 characters), with its `-`, `_` and `.`.
 fn jwt() -> String {
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -418,20 +393,7 @@ fn jwt() -> String {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt;
-    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer({
-                let logs = logs.clone();
-                move || LogWriter(logs.clone())
-            })
-            .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let logs = Logs::capture();
 
     let jwt = jwt();
     let (addr, seen) = hostile_server().await;
@@ -493,7 +455,7 @@ async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
         seen.lock().unwrap().iter().all(|s| s.signature == jwt),
         "the server got the token"
     );
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(
         logs.contains("agentcore_tower::call"),
         "TRACE logging was on"

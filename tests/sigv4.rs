@@ -589,19 +589,7 @@ async fn headers_outside_the_models_limits_are_refused_not_sent() {
 
 #[tokio::test]
 async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt;
-    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer({
-                let logs = logs.clone();
-                move || LogWriter(logs.clone())
-            })
-            .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture();
 
     // Echoes the whole request — head and body — into a 403 body and into headers.
     let seen = Seen::default();
@@ -693,7 +681,7 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
     let signature = signature_of(&sent[0].0);
     assert!(body.contains("x-amz-date"), "the echo is there: {body}");
     assert!(body.contains("[redacted]"), "{body}");
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     for (what, text) in [
         ("body", &body),
         ("headers", &headers),
@@ -707,18 +695,6 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
         }
     }
     assert!(!logs.is_empty(), "TRACE logging was on");
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// The re-send after expired credentials carries the extensions the first attempt did: an

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
@@ -17,35 +16,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::timeout::ResponseBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::layer::SubscriberExt;
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_trace_layer_per_attempt_logs_every_attempt_and_no_secret() {
-    let logs = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer({
-                let logs = logs.clone();
-                move || LogWriter(logs.clone())
-            })
-            .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
-    );
-    let _guard = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let logs = Logs::capture();
 
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     emulator.push_fault(Fault::Throttle {
@@ -65,7 +39,7 @@ async fn a_trace_layer_per_attempt_logs_every_attempt_and_no_secret() {
     let _ = response.into_body().collect().await.unwrap();
     assert_eq!(record.len(), 2, "{record}");
 
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     let traced = logs.matches("started processing request").count();
     assert_eq!(traced, 2, "one trace per attempt:\n{logs}");
     assert!(

@@ -329,3 +329,51 @@ pub fn http_client() -> hyper_util::client::legacy::Client<
 > {
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
 }
+
+/// What the code under test logs while this is alive: a `fmt` subscriber at TRACE, the
+/// default of the test's thread, writing into memory.
+pub struct Logs {
+    buffer: Arc<Mutex<Vec<u8>>>,
+    _default: tracing::subscriber::DefaultGuard,
+}
+
+impl Logs {
+    pub fn capture() -> Self {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt;
+        let buffer = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer({
+                    let buffer = buffer.clone();
+                    move || LogWriter(buffer.clone())
+                })
+                .with_ansi(false)
+                .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
+        );
+        let default = tracing::subscriber::set_default(subscriber);
+        // Callsites met before under another subscriber are asked again.
+        tracing::callsite::rebuild_interest_cache();
+        Self {
+            buffer,
+            _default: default,
+        }
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.buffer.lock().unwrap().clone()).unwrap()
+    }
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
