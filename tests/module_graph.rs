@@ -3,9 +3,10 @@
 //!
 //! A top-level module is the first part of a path under `src/` (`src/invoke/future.rs` →
 //! `invoke`, `src/record.rs` → `record`); `src/lib.rs` is the root, not a module (and a
-//! binary's `src/bin/` or `main.rs`, were there one, a crate of its own). A module depends on another when its code names it through
-//! `crate::<name>` (in a `use` line or a path, `crate::{a, b::c}` included); comments and doc
-//! comments (lines that start with `//`) do not count.
+//! binary's `src/bin/` or `main.rs`, were there one, a crate of its own). A module depends on
+//! another when its code names it through `crate::<name>` (in a `use` line or a path,
+//! `crate::{a, b::c}` included); comments and doc comments (lines that start with `//`) do not
+//! count.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
