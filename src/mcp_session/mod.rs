@@ -357,26 +357,31 @@ where
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
         let sessions = self.layer.sessions.clone();
-        let future = Box::pin(async move {
-            let result = serve(service, sessions, request, &context).await;
-            let record = context.record();
-            let owns = ownership.is_some();
-            if let Some(owner) = ownership {
-                let succeeded = result
-                    .as_ref()
-                    .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
-                owner.finish(succeeded);
-            }
-            match result {
-                Ok(mut response) => {
-                    if owns {
-                        response.extensions_mut().insert(record.clone());
-                    }
-                    Ok(response)
+        context.describe_from(request.body());
+        let span = context.span();
+        let future = Box::pin(tracing::Instrument::instrument(
+            async move {
+                let result = serve(service, sessions, request, &context).await;
+                let record = context.record();
+                let owns = ownership.is_some();
+                if let Some(owner) = ownership {
+                    let succeeded = result
+                        .as_ref()
+                        .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
+                    owner.finish_with(succeeded, &result, None);
                 }
-                Err(error) => Err(error.with_record(record)),
-            }
-        });
+                match result {
+                    Ok(mut response) => {
+                        if owns {
+                            response.extensions_mut().insert(record.clone());
+                        }
+                        Ok(response)
+                    }
+                    Err(error) => Err(error.with_record(record)),
+                }
+            },
+            span,
+        ));
         ResponseFuture { future }
     }
 }

@@ -1,0 +1,419 @@
+//! The call's spans, named as OpenTelemetry's conventions name them — for MCP clients (one span
+//! per MCP request) and for HTTP clients (one span per attempt on the wire) — with no
+//! OpenTelemetry dependency: they are `tracing` spans whose field names are the conventions'
+//! attribute names, which `tracing-opentelemetry` exports as they are.
+//!
+//! * The **call span** (`mcp` in `tracing`; `otel.name = "{mcp.method.name} {target}"`,
+//!   `otel.kind = "client"`) is opened by the owner of the call — the first of this crate's
+//!   layers the call meets, in whatever order they are stacked — and entered by every layer of
+//!   the crate that the call passes through. Its fields: `mcp.method.name`, `gen_ai.tool.name`,
+//!   `gen_ai.prompt.name`, `mcp.resource.uri`, `jsonrpc.request.id`, `mcp.session.id`,
+//!   `mcp.protocol.version`, `gen_ai.operation.name` (`execute_tool` for `tools/call`),
+//!   `server.address`, `server.port`, and when the call fails `error.type`,
+//!   `rpc.response.status_code` and `otel.status_code = "error"`.
+//! * One **attempt span** per attempt (`otel.name` = the HTTP method, `otel.kind = "client"`), a
+//!   child of the call span: `http.request.method`, `url.full` (no user info; signature and
+//!   credential query values `REDACTED`), `server.address`, `server.port`,
+//!   `http.response.status_code`, `http.request.resend_count` (on re-sends only: 1, 2, …),
+//!   `aws.request_id` (from `x-amzn-requestid`), `error.type`. Each layer's decision on the
+//!   attempt is an event on it (`layer`, `verdict`, `wait_ms`, `by`, `assumes`).
+//!
+//! **How the method is found**: OpenTelemetry takes a span's name and kind when the span
+//! starts (its first entry), so the call span is named before any layer enters it: from the
+//! `mcp-method` / `mcp-name` headers when the request has them; else from the body as the layers
+//! read it before the first attempt is sent (the replay guard parses it; the session recovery
+//! layer looks at an in-memory body at once, without waiting); else it stays `mcp`.
+//!
+//! **Level**: the spans are `info`: they are the call's record, one per call and one per
+//! attempt, which operators export; when no subscriber wants them they cost a callsite check
+//! and no allocation.
+//!
+//! ```
+//! use tracing_subscriber::prelude::*;
+//! // Any subscriber sees the spans; `tracing-opentelemetry` exports them as OpenTelemetry spans.
+//! let _guard = tracing_subscriber::registry().set_default();
+//! ```
+
+use std::fmt;
+
+use http::{HeaderMap, HeaderName, Uri};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::jsonrpc::{Body as JsonRpcBody, Message};
+use crate::record::{Decision, Verdict};
+
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const AWS_REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
+
+/// Opens a call span for a request with `headers` to `uri`, named from the `mcp-method` and
+/// `mcp-name` headers when it has them. Whether it was named.
+pub(crate) fn call_span(headers: &HeaderMap, uri: &Uri) -> (Span, bool) {
+    let span = tracing::info_span!(
+        target: "agentcore_tower",
+        "mcp",
+        otel.name = Empty,
+        otel.kind = "client",
+        otel.status_code = Empty,
+        "mcp.method.name" = Empty,
+        "gen_ai.tool.name" = Empty,
+        "gen_ai.prompt.name" = Empty,
+        "mcp.resource.uri" = Empty,
+        "gen_ai.operation.name" = Empty,
+        "jsonrpc.request.id" = Empty,
+        "mcp.session.id" = Empty,
+        "mcp.protocol.version" = Empty,
+        "server.address" = Empty,
+        "server.port" = Empty,
+        "error.type" = Empty,
+        "rpc.response.status_code" = Empty,
+    );
+    if span.is_disabled() {
+        return (span, false);
+    }
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(session) = text(&MCP_SESSION_ID) {
+        span.record("mcp.session.id", session);
+    }
+    if let Some(version) = text(&MCP_PROTOCOL_VERSION) {
+        span.record("mcp.protocol.version", version);
+    }
+    record_server(&span, uri);
+    let named = match text(&MCP_METHOD) {
+        Some(method) => {
+            name_call(&span, method, text(&MCP_NAME));
+            true
+        }
+        None => false,
+    };
+    (span, named)
+}
+
+/// Names the call span for `method` on `target` (a tool, a prompt, a resource).
+fn name_call(span: &Span, method: &str, target: Option<&str>) {
+    span.record("mcp.method.name", method);
+    let named = match (method, target) {
+        ("tools/call", Some(tool)) => {
+            span.record("gen_ai.tool.name", tool);
+            Some(tool)
+        }
+        ("prompts/get", Some(prompt)) => {
+            span.record("gen_ai.prompt.name", prompt);
+            Some(prompt)
+        }
+        ("resources/read" | "resources/subscribe" | "resources/unsubscribe", Some(uri)) => {
+            // A resource URI is no low-cardinality target: an attribute, not in the name.
+            span.record("mcp.resource.uri", uri);
+            None
+        }
+        _ => None,
+    };
+    if method == "tools/call" {
+        span.record("gen_ai.operation.name", "execute_tool");
+    }
+    match named {
+        Some(target) => span.record("otel.name", format_args!("{method} {target}")),
+        None => span.record("otel.name", method),
+    };
+}
+
+/// Describes the call span from the request body (`bytes`, parsed as `body`): its method and
+/// target unless the headers named them (`named`), and its JSON-RPC request id.
+pub(crate) fn describe_call(span: &Span, named: bool, body: &JsonRpcBody, bytes: Option<&[u8]>) {
+    if span.is_disabled() {
+        return;
+    }
+    let JsonRpcBody::Single(Message {
+        method: Some(method),
+        name,
+        ..
+    }) = body
+    else {
+        return;
+    };
+    if !named {
+        name_call(span, method, name.as_deref());
+    }
+    #[derive(Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+    }
+    if let Some(id) = bytes
+        .and_then(|b| serde_json::from_slice::<Id<'_>>(b).ok())
+        .and_then(|m| m.id)
+    {
+        let raw = id.get();
+        match serde_json::from_str::<&str>(raw) {
+            Ok(text) => span.record("jsonrpc.request.id", text),
+            Err(_) if raw != "null" => span.record("jsonrpc.request.id", raw),
+            Err(_) => span,
+        };
+    }
+}
+
+fn record_server(span: &Span, uri: &Uri) {
+    if let Some(host) = uri.host() {
+        span.record("server.address", host);
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        if let Some(port) = port {
+            span.record("server.port", i64::from(port));
+        }
+    }
+}
+
+/// Opens the span of an attempt of `request`, a child of the call span: `resends` is how many
+/// attempts of the call came before it.
+pub(crate) fn attempt_span<B>(call: &Span, request: &http::Request<B>, resends: u32) -> Span {
+    let span = tracing::info_span!(
+        target: "agentcore_tower",
+        parent: call,
+        "attempt",
+        otel.name = request.method().as_str(),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        "http.request.method" = request.method().as_str(),
+        "url.full" = %FullUrl(request.uri()),
+        "server.address" = Empty,
+        "server.port" = Empty,
+        "http.response.status_code" = Empty,
+        "http.request.resend_count" = Empty,
+        "aws.request_id" = Empty,
+        "error.type" = Empty,
+    );
+    if !span.is_disabled() {
+        record_server(&span, request.uri());
+        if resends > 0 {
+            span.record("http.request.resend_count", i64::from(resends));
+        }
+    }
+    span
+}
+
+/// Records what came back for an attempt: the answer's status (an HTTP error sets `error.type`)
+/// and AWS request id, or how the service below failed.
+pub(crate) fn attempt_answered(span: &Span, answer: Result<(u16, &HeaderMap), &'static str>) {
+    if span.is_disabled() {
+        return;
+    }
+    match answer {
+        Ok((status, headers)) => {
+            span.record("http.response.status_code", i64::from(status));
+            if let Some(id) = headers.get(AWS_REQUEST_ID).and_then(|v| v.to_str().ok()) {
+                span.record("aws.request_id", id);
+            }
+            if status >= 400 {
+                span.record("error.type", itoa::Buffer::new().format(status));
+                span.record("otel.status_code", "error");
+            }
+        }
+        Err(kind) => {
+            span.record("error.type", kind);
+            span.record("otel.status_code", "error");
+        }
+    }
+}
+
+/// A layer's decision on an attempt, as an event on the attempt's span.
+pub(crate) fn decision_event(span: &Span, decision: &Decision) {
+    if span.is_disabled() {
+        return;
+    }
+    let (verdict, wait_ms) = match decision.verdict() {
+        Verdict::SentAgain { wait, .. } => (
+            "sent_again",
+            Some(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
+        ),
+        Verdict::Delivered => ("delivered", None),
+        Verdict::AttemptsExhausted { .. } => ("attempts_exhausted", None),
+        Verdict::WaitCeiling { .. } => ("wait_ceiling", None),
+        Verdict::BudgetExhausted { .. } => ("budget_exhausted", None),
+        Verdict::Forbidden { .. } => ("forbidden", None),
+        Verdict::CallDropped => ("call_dropped", None),
+        Verdict::NotRenewed { .. } => ("not_renewed", None),
+    };
+    let permission = decision.permission();
+    tracing::info!(
+        target: "agentcore_tower",
+        parent: span,
+        layer = decision.layer(),
+        verdict,
+        wait_ms,
+        by = permission.map(|p| tracing::field::debug(p.by)),
+        assumes = permission.map(|p| tracing::field::debug(p.assumes)),
+        "{}",
+        decision.verdict(),
+    );
+}
+
+/// How a call failed, for its span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// The answer carried this JSON-RPC error code.
+    JsonRpc(i64),
+    /// A `tools/call` result with `isError: true`.
+    Tool,
+    /// An HTTP error status.
+    Http(u16),
+    /// The service below failed (a short kind).
+    Transport(&'static str),
+}
+
+/// Records how the call ended on its span.
+pub(crate) fn call_ended(span: &Span, error: Option<CallError>) {
+    let Some(error) = error else { return };
+    if span.is_disabled() {
+        return;
+    }
+    let mut buffer = itoa::Buffer::new();
+    let kind = match error {
+        CallError::JsonRpc(code) => {
+            let code = buffer.format(code);
+            span.record("rpc.response.status_code", code);
+            code
+        }
+        CallError::Tool => "tool_error",
+        CallError::Http(status) => buffer.format(status),
+        CallError::Transport(kind) => kind,
+    };
+    span.record("error.type", kind);
+    span.record("otel.status_code", "error");
+}
+
+/// The error an answer's body carries, read off `bytes` (the whole body, as it was read ahead):
+/// a JSON-RPC error's code, or a tool result's `isError: true`.
+pub(crate) fn answer_error(bytes: &[u8]) -> Option<CallError> {
+    #[derive(Deserialize)]
+    struct Answer {
+        error: Option<ErrorObject>,
+        result: Option<ResultObject>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorObject {
+        code: i64,
+        #[serde(default)]
+        #[allow(dead_code)]
+        message: IgnoredAny,
+    }
+    #[derive(Deserialize)]
+    struct ResultObject {
+        #[serde(default, rename = "isError")]
+        is_error: bool,
+    }
+    let answer: Answer = serde_json::from_slice(bytes).ok()?;
+    if let Some(error) = answer.error {
+        return Some(CallError::JsonRpc(error.code));
+    }
+    answer
+        .result
+        .is_some_and(|r| r.is_error)
+        .then_some(CallError::Tool)
+}
+
+/// The whole of an in-memory `body`, read at once from a clone of it — polled once, without
+/// waiting: `None` when it would have to wait, fails, or has more than one frame of data.
+pub(crate) fn body_now<B>(body: &B) -> Option<bytes::Bytes>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Clone,
+{
+    let mut clone = std::pin::pin!(body.clone());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let data = match clone.as_mut().poll_frame(&mut cx) {
+        std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().ok()?,
+        std::task::Poll::Ready(None) => bytes::Bytes::new(),
+        _ => return None,
+    };
+    clone.is_end_stream().then_some(data)
+}
+
+/// Query keys whose values are secrets (OpenTelemetry's list), case-sensitive.
+const SECRET_QUERY_KEYS: [&str; 7] = [
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "X-Amz-Security-Token",
+    "AWSAccessKeyId",
+    "Signature",
+    "sig",
+    "X-Goog-Signature",
+];
+
+/// A URI as `url.full`: user info `REDACTED:REDACTED`, the values of signature and credential
+/// query keys `REDACTED`; the rest as it is.
+pub(crate) struct FullUrl<'a>(pub(crate) &'a Uri);
+
+impl fmt::Display for FullUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uri = self.0;
+        if let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) {
+            write!(f, "{scheme}://")?;
+            if authority.as_str().contains('@') {
+                f.write_str("REDACTED:REDACTED@")?;
+            }
+            f.write_str(authority.host())?;
+            if let Some(port) = authority.port() {
+                write!(f, ":{port}")?;
+            }
+        }
+        f.write_str(uri.path())?;
+        if let Some(query) = uri.query() {
+            f.write_str("?")?;
+            for (i, pair) in query.split('&').enumerate() {
+                if i > 0 {
+                    f.write_str("&")?;
+                }
+                match pair.split_once('=') {
+                    Some((key, _)) if SECRET_QUERY_KEYS.contains(&key) => {
+                        write!(f, "{key}=REDACTED")?;
+                    }
+                    _ => f.write_str(pair)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_full_hides_secrets() {
+        let uri: Uri = "https://user:pw@example.com:8443/a/b?color=blue&X-Amz-Signature=abc&sig=x&X-Amz-Credential=AKID%2F1"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            FullUrl(&uri).to_string(),
+            "https://REDACTED:REDACTED@example.com:8443/a/b?color=blue&X-Amz-Signature=REDACTED&sig=REDACTED&X-Amz-Credential=REDACTED"
+        );
+        let plain: Uri = "http://localhost/mcp".parse().unwrap();
+        assert_eq!(FullUrl(&plain).to_string(), "http://localhost/mcp");
+    }
+
+    #[test]
+    fn answer_errors() {
+        assert_eq!(
+            answer_error(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
+            Some(CallError::JsonRpc(-32602))
+        );
+        assert_eq!(
+            answer_error(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#),
+            Some(CallError::Tool)
+        );
+        assert_eq!(
+            answer_error(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+            None
+        );
+        assert_eq!(answer_error(b"event: message"), None);
+    }
+}

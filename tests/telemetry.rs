@@ -1,0 +1,328 @@
+//! The call's spans as a subscriber sees them: one call span per MCP request, whoever owns the
+//! call, named and described as OpenTelemetry's MCP conventions say; one child span per attempt,
+//! named as the HTTP conventions say; the layers' decisions as events on the attempts.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use agentcore_tower::{
+    RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+};
+use common::*;
+use tower::{Layer, ServiceBuilder, ServiceExt};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A field's value, with its type.
+#[derive(Clone, Debug, PartialEq)]
+enum V {
+    S(String),
+    I(i64),
+    Other(String),
+}
+
+fn s(text: &str) -> V {
+    V::S(text.to_owned())
+}
+
+#[derive(Clone, Debug, Default)]
+struct SpanRec {
+    name: &'static str,
+    fields: BTreeMap<String, V>,
+    parent: Option<usize>,
+    events: Vec<BTreeMap<String, V>>,
+}
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<SpanRec>>>);
+
+struct Index(usize);
+
+struct Fields<'a>(&'a mut BTreeMap<String, V>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0
+            .insert(field.name().to_owned(), V::S(value.to_owned()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), V::I(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().to_owned(), V::Other(format!("{value:?}")));
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for Capture
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let span = ctx.span(id).expect("a new span");
+        let parent = span
+            .parent()
+            .and_then(|p| p.extensions().get::<Index>().map(|i| i.0));
+        let mut spans = self.0.lock().unwrap();
+        spans.push(SpanRec {
+            name: attrs.metadata().name(),
+            fields,
+            parent,
+            events: Vec::new(),
+        });
+        span.extensions_mut().insert(Index(spans.len() - 1));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(index) = ctx
+            .span(id)
+            .and_then(|s| s.extensions().get::<Index>().map(|i| i.0))
+        else {
+            return;
+        };
+        values.record(&mut Fields(&mut self.0.lock().unwrap()[index].fields));
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let Some(index) = ctx
+            .event_span(event)
+            .and_then(|s| s.extensions().get::<Index>().map(|i| i.0))
+        else {
+            return;
+        };
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap()[index].events.push(fields);
+    }
+}
+
+impl Capture {
+    fn spans(&self) -> Vec<SpanRec> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The call spans, and the attempt spans of each, in the order they were opened.
+    fn calls(&self) -> Vec<(SpanRec, Vec<SpanRec>)> {
+        let spans = self.spans();
+        spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.name == "mcp")
+            .map(|(i, call)| {
+                let attempts = spans
+                    .iter()
+                    .filter(|s| s.parent == Some(i) && s.name == "attempt")
+                    .cloned()
+                    .collect();
+                (call.clone(), attempts)
+            })
+            .collect()
+    }
+}
+
+const ADD: &str = r#"{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#;
+const ANSWER: &[u8] =
+    br#"{"jsonrpc":"2.0","id":"call-1","result":{"content":[{"type":"text","text":"3"}]}}"#;
+
+fn throttled() -> Step {
+    Step::Respond(response(
+        429,
+        &[("retry-after", "0"), ("x-amzn-requestid", "req-1")],
+        b"{}",
+    ))
+}
+
+fn answered(body: &'static [u8]) -> Step {
+    Step::Respond(response(
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("x-amzn-requestid", "req-2"),
+        ],
+        body,
+    ))
+}
+
+/// Checks the call span and attempt spans of a `tools/call` of `add` throttled once, then
+/// answered.
+/// `read_body`: whether the owner of the call had the body read before its first attempt (else
+/// the request id is not known).
+fn assert_throttled_then_answered(capture: &Capture, read_body: bool) {
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1, "one call span: {:#?}", capture.spans());
+    let (call, attempts) = &calls[0];
+    let f = &call.fields;
+    // Written as text (`format_args!`, no copy), which exporters take as a string.
+    assert_eq!(f["otel.name"], V::Other("tools/call add".into()));
+    assert_eq!(f["otel.kind"], s("client"));
+    assert_eq!(f["mcp.method.name"], s("tools/call"));
+    assert_eq!(f["gen_ai.tool.name"], s("add"));
+    assert_eq!(f["gen_ai.operation.name"], s("execute_tool"));
+    if read_body {
+        assert_eq!(f["jsonrpc.request.id"], s("call-1"));
+    } else {
+        assert!(!f.contains_key("jsonrpc.request.id"));
+    }
+    assert_eq!(f["server.address"], s("runtime.example"));
+    assert_eq!(f["server.port"], V::I(443));
+    assert!(!f.contains_key("error.type"), "{f:?}");
+
+    assert_eq!(attempts.len(), 2, "{:#?}", capture.spans());
+    let (first, second) = (&attempts[0].fields, &attempts[1].fields);
+    assert_eq!(first["otel.name"], s("POST"));
+    assert_eq!(first["otel.kind"], s("client"));
+    assert_eq!(first["http.request.method"], s("POST"));
+    assert_eq!(
+        first["url.full"],
+        V::Other("https://runtime.example/mcp?secret=query".into())
+    );
+    assert_eq!(first["http.response.status_code"], V::I(429));
+    assert_eq!(first["error.type"], s("429"));
+    assert_eq!(first["otel.status_code"], s("error"));
+    assert_eq!(first["aws.request_id"], s("req-1"));
+    assert!(!first.contains_key("http.request.resend_count"));
+    assert_eq!(second["http.request.resend_count"], V::I(1));
+    assert_eq!(second["http.response.status_code"], V::I(200));
+    assert_eq!(second["aws.request_id"], s("req-2"));
+    assert!(!second.contains_key("error.type"));
+
+    // The decision to send again is an event on the first attempt, and only there.
+    let decisions = |span: &SpanRec| {
+        span.events
+            .iter()
+            .filter(|e| e.contains_key("verdict"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let first_decisions = decisions(&attempts[0]);
+    assert_eq!(first_decisions.len(), 1, "{:#?}", attempts[0].events);
+    let event = &first_decisions[0];
+    assert_eq!(event["layer"], s("throttle"));
+    assert_eq!(event["verdict"], s("sent_again"));
+    assert_eq!(event["wait_ms"], V::I(0));
+    assert!(event.contains_key("by") && event.contains_key("assumes"));
+    assert!(
+        decisions(&attempts[1]).is_empty(),
+        "{:#?}",
+        attempts[1].events
+    );
+}
+
+async fn run<S>(
+    capture: &Capture,
+    stack: S,
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+) where
+    S: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>,
+    S::Error: std::fmt::Debug,
+{
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    stack.oneshot(request).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_tool_call_through_the_recommended_stack() {
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    assert_throttled_then_answered(&capture, true);
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_order_still_one_call_span() {
+    // Session busy, then throttling, then the guard: the outermost layer owns the call and
+    // opens its span; it reads no body, so the MCP headers name the call.
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = ServiceBuilder::new()
+        .layer(SessionBusyRetryLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(ReplayGuardLayer::new())
+        .service(inner);
+    let mut request = json_request(ADD);
+    request
+        .headers_mut()
+        .insert("mcp-method", "tools/call".parse().unwrap());
+    request
+        .headers_mut()
+        .insert("mcp-name", "add".parse().unwrap());
+    run(&capture, stack, request).await;
+    assert_throttled_then_answered(&capture, false);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_known_names_the_call_mcp() {
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(ANSWER)]);
+    let stack = ThrottleRetryLayer::new().layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1);
+    assert!(!calls[0].0.fields.contains_key("otel.name"));
+    assert!(!calls[0].0.fields.contains_key("mcp.method.name"));
+    assert_eq!(calls[0].1.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_json_rpc_error_and_a_tool_error() {
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(
+        br#"{"jsonrpc":"2.0","id":"call-1","error":{"code":-32602,"message":"Unknown tool: add"}}"#,
+    )]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1);
+    let f = &calls[0].0.fields;
+    assert_eq!(f["error.type"], s("-32602"));
+    assert_eq!(f["rpc.response.status_code"], s("-32602"));
+    assert_eq!(f["otel.status_code"], s("error"));
+
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(
+        br#"{"jsonrpc":"2.0","id":"call-1","result":{"content":[{"type":"text","text":"no"}],"isError":true}}"#,
+    )]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    let f = &calls[0].0.fields;
+    assert_eq!(f["error.type"], s("tool_error"));
+    assert!(!f.contains_key("rpc.response.status_code"));
+    assert_eq!(f["otel.status_code"], s("error"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn url_full_shows_no_secret() {
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    let mut request = json_request(ADD);
+    *request.uri_mut() =
+        "https://user:password@runtime.example:8443/mcp?X-Amz-Signature=abcdef&X-Amz-Credential=AKID%2Fx&sig=s3cr3t&x=1"
+            .parse()
+            .unwrap();
+    run(&capture, stack, request).await;
+    let calls = capture.calls();
+    let url = &calls[0].1[0].fields["url.full"];
+    assert_eq!(
+        url,
+        &V::Other(
+            "https://REDACTED:REDACTED@runtime.example:8443/mcp?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED&sig=REDACTED&x=1"
+                .into()
+        )
+    );
+    let text = format!("{:?}", capture.spans());
+    for secret in ["password", "abcdef", "AKID", "s3cr3t"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert_eq!(calls[0].0.fields["server.port"], V::I(8443));
+}
