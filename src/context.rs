@@ -36,7 +36,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 use crate::record::{AttemptRecord, Decision, Dispatch, Outcome, Verdict};
 use crate::rule::{Failure, FailureKind, Permission, SharedReplayRule};
-use crate::telemetry::{self, CallError};
+use crate::telemetry::{self, AppTraceHeaders, CallError, TraceContext};
 
 /// A hook called with the finished record of a call.
 #[derive(Clone)]
@@ -87,6 +87,9 @@ struct State {
     /// The spans of the attempts still open, by their index in the record (none when tracing
     /// is off: no allocation).
     attempt_spans: Vec<(usize, tracing::Span)>,
+    /// Where the attempts' trace headers come from, and which the app set itself.
+    trace: Option<TraceContext>,
+    app_trace: AppTraceHeaders,
 }
 
 /// The call's span: none until the context's creator opens it.
@@ -157,6 +160,8 @@ impl CallContext {
                     let mut state = context.lock();
                     state.span = CallSpan(span);
                     state.named = named;
+                    state.trace = request.extensions().get::<TraceContext>().cloned();
+                    state.app_trace = AppTraceHeaders::of(request.headers());
                 }
                 let extensions = request.extensions_mut();
                 extensions.insert(context.record().clone());
@@ -285,10 +290,38 @@ impl CallContext {
     /// the span) and opening the attempt's span when it is a new attempt. Returns the attempt's
     /// index and its span.
     pub(crate) fn dispatch<B>(&self, request: &mut http::Request<B>) -> (usize, tracing::Span) {
+        let (index, span, trace) = self.open_attempt(request);
+        if let Some((trace, app)) = trace {
+            // Inside the attempt's span: a context read from it names the attempt as parent.
+            let _attempt = span.enter();
+            telemetry::inject(&trace, app, request.headers_mut());
+        }
+        (index, span)
+    }
+
+    /// Takes the trace headers of the call's attempts from `trace`, unless the request or a
+    /// layer above gave a source already.
+    pub(crate) fn use_trace_context(&self, trace: &TraceContext) {
+        let mut state = self.lock();
+        if state.trace.is_none() {
+            state.trace = Some(trace.clone());
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn open_attempt<B>(
+        &self,
+        request: &mut http::Request<B>,
+    ) -> (
+        usize,
+        tracing::Span,
+        Option<(TraceContext, AppTraceHeaders)>,
+    ) {
         let index = self.record().dispatch(request);
         let mut state = self.lock();
+        let trace = state.trace.clone().map(|t| (t, state.app_trace));
         if state.span.is_disabled() {
-            return (index, tracing::Span::none());
+            return (index, tracing::Span::none(), trace);
         }
         if !state.described {
             state.described = true;
@@ -299,12 +332,12 @@ impl CallContext {
             }
         }
         if let Some((_, span)) = state.attempt_spans.iter().find(|(i, _)| *i == index) {
-            return (index, span.clone());
+            return (index, span.clone(), trace);
         }
         let resends = u32::try_from(index.saturating_sub(self.0.first)).unwrap_or(u32::MAX);
         let span = telemetry::attempt_span(&state.span, request, resends);
         state.attempt_spans.push((index, span.clone()));
-        (index, span)
+        (index, span, trace)
     }
 
     /// Describes the call's span from an in-memory request body, read at once when it can be

@@ -10,6 +10,7 @@ use crate::invoke::{SigV4Invoke, SigV4InvokeLayer};
 use crate::redact::InvokeBody;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
+use crate::telemetry::TraceContext;
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
@@ -58,6 +59,7 @@ pub struct RecommendedLayers<Signer = SigV4InvokeLayer> {
     session_busy: SessionBusyRetryLayer,
     signer: Signer,
     budget: Option<RetryBudget>,
+    trace_context: Option<TraceContext>,
 }
 
 impl<Signer> RecommendedLayers<Signer> {
@@ -69,6 +71,7 @@ impl<Signer> RecommendedLayers<Signer> {
             session_busy: SessionBusyRetryLayer::new(),
             signer,
             budget: Some(RetryBudget::new()),
+            trace_context: None,
         }
     }
 
@@ -76,6 +79,13 @@ impl<Signer> RecommendedLayers<Signer> {
     /// quota for every client of an app, say).
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Writes the trace headers of `trace` (the app's current trace context) on every attempt:
+    /// see [`TraceContext`]. Set on the three retry layers.
+    pub fn trace_context(mut self, trace: TraceContext) -> Self {
+        self.trace_context = Some(trace);
         self
     }
 
@@ -139,12 +149,16 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
     fn layer(&self, inner: S) -> Self::Service {
         // The session-busy layer reads the answer ahead; the two above keep its wrapper.
         let budget = self.budget.as_ref();
-        let session_busy =
-            (self.session_busy.clone().or_retry_budget(budget)).layer(self.signer.layer(inner));
+        let trace = self.trace_context.as_ref();
+        let session_busy = (self.session_busy.clone().or_retry_budget(budget))
+            .or_trace_context(trace)
+            .layer(self.signer.layer(inner));
         let throttle = (self.throttle.clone().or_retry_budget(budget))
+            .or_trace_context(trace)
             .over_retry_layer()
             .layer(session_busy);
         (self.guard.clone().or_retry_budget(budget))
+            .or_trace_context(trace)
             .over_retry_layer()
             .layer(throttle)
     }

@@ -28,10 +28,38 @@
 //! attempt, which operators export; when no subscriber wants them they cost a callsite check
 //! and no allocation.
 //!
+//! **Trace headers**: each attempt carries the W3C `traceparent` (and `tracestate`, `baggage`)
+//! and X-Ray's `X-Amzn-Trace-Id` of the current trace, so that AgentCore's spans join the
+//! app's trace. The crate cannot read the current OpenTelemetry context without depending on
+//! OpenTelemetry: a [`TraceContext`] says what it is — set on the layers
+//! ([`RetryLayer::trace_context`](crate::retry::RetryLayer::trace_context),
+//! [`RecommendedLayers::trace_context`](crate::RecommendedLayers::trace_context),
+//! [`McpSessionRecoveryLayer::trace_context`](crate::McpSessionRecoveryLayer::trace_context)),
+//! or in a request's extensions for that call; with the `opentelemetry` feature,
+//! [`TraceContext::opentelemetry`] reads `opentelemetry::Context::current()`. The headers are
+//! written when an attempt is handed down, inside the attempt's span (so the span id is the
+//! attempt's when `tracing-opentelemetry` activates contexts), before the signer below signs
+//! the request. A header the app set itself is kept, never overwritten.
+//!
 //! ```
-//! use tracing_subscriber::prelude::*;
-//! // Any subscriber sees the spans; `tracing-opentelemetry` exports them as OpenTelemetry spans.
-//! let _guard = tracing_subscriber::registry().set_default();
+//! use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
+//! use agentcore_tower::ThrottleRetryLayer;
+//!
+//! // A fixed trace context (a real one reads the app's current trace).
+//! let context = TraceContext::new(|| {
+//!     Some(TraceHeaders::new([0x4b; 16], [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7], true))
+//! });
+//! let headers = TraceHeaders::new([0x4b; 16], [0xb7; 8], true);
+//! assert_eq!(
+//!     headers.traceparent(),
+//!     "00-4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b-b7b7b7b7b7b7b7b7-01"
+//! );
+//! assert_eq!(
+//!     headers.x_amzn_trace_id(),
+//!     "Root=1-4b4b4b4b-4b4b4b4b4b4b4b4b4b4b4b4b;Parent=b7b7b7b7b7b7b7b7;Sampled=1"
+//! );
+//! let layer = ThrottleRetryLayer::new().trace_context(context);
+//! # let _ = layer;
 //! ```
 
 use std::fmt;
@@ -51,6 +79,205 @@ const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const AWS_REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+const BAGGAGE: HeaderName = HeaderName::from_static("baggage");
+const X_AMZN_TRACE_ID: HeaderName = HeaderName::from_static("x-amzn-trace-id");
+
+/// The trace context an attempt carries to AgentCore: a trace id, the id of the span the
+/// attempt's server span is a child of, whether it is sampled, and the W3C `tracestate` and
+/// `baggage` headers when there are any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TraceHeaders {
+    /// The 16-byte trace id (not all zeros).
+    pub trace_id: [u8; 16],
+    /// The 8-byte parent span id (not all zeros).
+    pub span_id: [u8; 8],
+    /// Whether the trace is sampled.
+    pub sampled: bool,
+    /// The W3C `tracestate` header's value.
+    pub trace_state: Option<String>,
+    /// The W3C `baggage` header's value.
+    pub baggage: Option<String>,
+}
+
+impl TraceHeaders {
+    /// A trace context without `tracestate` or `baggage`.
+    pub fn new(trace_id: [u8; 16], span_id: [u8; 8], sampled: bool) -> Self {
+        Self {
+            trace_id,
+            span_id,
+            sampled,
+            trace_state: None,
+            baggage: None,
+        }
+    }
+
+    /// With this `tracestate`.
+    pub fn trace_state(mut self, trace_state: impl Into<String>) -> Self {
+        self.trace_state = Some(trace_state.into());
+        self
+    }
+
+    /// With this `baggage`.
+    pub fn baggage(mut self, baggage: impl Into<String>) -> Self {
+        self.baggage = Some(baggage.into());
+        self
+    }
+
+    /// Whether the ids are valid (W3C: neither is all zeros).
+    pub fn is_valid(&self) -> bool {
+        self.trace_id != [0; 16] && self.span_id != [0; 8]
+    }
+
+    /// The W3C `traceparent` header's value: `00-{trace id}-{span id}-{01|00}`.
+    pub fn traceparent(&self) -> String {
+        let mut text = String::with_capacity(55);
+        text.push_str("00-");
+        hex(&mut text, &self.trace_id);
+        text.push('-');
+        hex(&mut text, &self.span_id);
+        text.push_str(if self.sampled { "-01" } else { "-00" });
+        text
+    }
+
+    /// X-Ray's `X-Amzn-Trace-Id` header's value:
+    /// `Root=1-{first 8 hex digits}-{last 24};Parent={span id};Sampled={1|0}`.
+    pub fn x_amzn_trace_id(&self) -> String {
+        let mut text = String::with_capacity(81);
+        text.push_str("Root=1-");
+        hex(&mut text, &self.trace_id[..4]);
+        text.push('-');
+        hex(&mut text, &self.trace_id[4..]);
+        text.push_str(";Parent=");
+        hex(&mut text, &self.span_id);
+        text.push_str(if self.sampled {
+            ";Sampled=1"
+        } else {
+            ";Sampled=0"
+        });
+        text
+    }
+}
+
+fn hex(into: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        into.push(DIGITS[usize::from(b >> 4)] as char);
+        into.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+}
+
+/// Where the trace headers of a call's attempts come from: the app's current trace context, read
+/// when each attempt is handed down. Cheap to clone.
+#[derive(Clone)]
+pub struct TraceContext(std::sync::Arc<dyn Fn() -> Option<TraceHeaders> + Send + Sync>);
+
+impl TraceContext {
+    /// The trace context `current` gives (`None`: no trace, no headers).
+    pub fn new(current: impl Fn() -> Option<TraceHeaders> + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(current))
+    }
+
+    /// The span context of `opentelemetry::Context::current()`, its `tracestate`, and its
+    /// baggage.
+    #[cfg(feature = "opentelemetry")]
+    pub fn opentelemetry() -> Self {
+        Self::new(|| {
+            use opentelemetry::baggage::BaggageExt;
+            use opentelemetry::trace::TraceContextExt;
+            let context = opentelemetry::Context::current();
+            let span = context.span();
+            let span_context = span.span_context();
+            if !span_context.is_valid() {
+                return None;
+            }
+            let mut headers = TraceHeaders::new(
+                span_context.trace_id().to_bytes(),
+                span_context.span_id().to_bytes(),
+                span_context.is_sampled(),
+            );
+            let state = span_context.trace_state().header();
+            if !state.is_empty() {
+                headers.trace_state = Some(state);
+            }
+            let baggage: Vec<String> = context
+                .baggage()
+                .iter()
+                .map(|(key, (value, _))| {
+                    let value = value.as_str();
+                    format!(
+                        "{}={}",
+                        key.as_str(),
+                        percent_encoding::utf8_percent_encode(
+                            value,
+                            percent_encoding::NON_ALPHANUMERIC
+                        )
+                    )
+                })
+                .collect();
+            if !baggage.is_empty() {
+                headers.baggage = Some(baggage.join(","));
+            }
+            Some(headers)
+        })
+    }
+
+    /// The current trace context, if any (and valid).
+    pub fn current(&self) -> Option<TraceHeaders> {
+        (self.0)().filter(TraceHeaders::is_valid)
+    }
+}
+
+impl fmt::Debug for TraceContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TraceContext(..)")
+    }
+}
+
+/// Which trace headers the app set itself on a call's request (kept on every attempt).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AppTraceHeaders {
+    traceparent: bool,
+    x_ray: bool,
+}
+
+impl AppTraceHeaders {
+    pub(crate) fn of(headers: &HeaderMap) -> Self {
+        Self {
+            traceparent: headers.contains_key(TRACEPARENT),
+            x_ray: headers.contains_key(X_AMZN_TRACE_ID),
+        }
+    }
+}
+
+/// Writes the current trace context's headers on an attempt's `headers`, but those the app set
+/// itself (`app`): `traceparent` with its `tracestate` and `baggage`, and `X-Amzn-Trace-Id`.
+pub(crate) fn inject(context: &TraceContext, app: AppTraceHeaders, headers: &mut HeaderMap) {
+    if app.traceparent && app.x_ray {
+        return;
+    }
+    let Some(trace) = context.current() else {
+        return;
+    };
+    let value = |text: &str| http::HeaderValue::from_str(text).ok();
+    if !app.traceparent {
+        if let Some(v) = value(&trace.traceparent()) {
+            headers.insert(TRACEPARENT, v);
+        }
+        for (name, text) in [(TRACESTATE, &trace.trace_state), (BAGGAGE, &trace.baggage)] {
+            if let Some(v) = text.as_deref().and_then(value) {
+                headers.insert(name, v);
+            }
+        }
+    }
+    if !app.x_ray
+        && let Some(v) = value(&trace.x_amzn_trace_id())
+    {
+        headers.insert(X_AMZN_TRACE_ID, v);
+    }
+}
 
 /// Opens a call span for a request with `headers` to `uri`, named from the `mcp-method` and
 /// `mcp-name` headers when it has them. Whether it was named.

@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
 use agentcore_tower::{
     RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
 };
@@ -325,4 +326,124 @@ async fn url_full_shows_no_secret() {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
     assert_eq!(calls[0].0.fields["server.port"], V::I(8443));
+}
+
+const TRACE: [u8; 16] = [
+    0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
+];
+const SPAN: [u8; 8] = [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7];
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const X_RAY: &str = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1";
+
+/// The named header of every request the service below received.
+fn seen(shared: &Shared, name: &str) -> Vec<Option<String>> {
+    shared
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(parts, _)| {
+            parts
+                .headers
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_carries_the_trace_headers() {
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let trace = TraceContext::new(|| {
+        Some(
+            TraceHeaders::new(TRACE, SPAN, true)
+                .trace_state("vendor=1")
+                .baggage("user=alice"),
+        )
+    });
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(trace)
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+    assert_eq!(seen(&shared, "tracestate"), two("vendor=1"));
+    assert_eq!(seen(&shared, "baggage"), two("user=alice"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trace_header_the_app_set_is_kept() {
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(trace)
+        .layer(inner);
+    let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let mut request = json_request(ADD);
+    request
+        .headers_mut()
+        .insert("traceparent", own.parse().unwrap());
+    stack.oneshot(request).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(own));
+    // The app set no X-Ray header: that one is the hook's.
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+
+    // No trace context (or an invalid one): no header.
+    let inner = Scripted::new([answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(TraceContext::new(|| {
+            Some(TraceHeaders::new([0; 16], SPAN, true))
+        }))
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    assert_eq!(seen(&shared, "traceparent"), vec![None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trace_context_in_the_request_extensions() {
+    let inner = Scripted::new([answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = ThrottleRetryLayer::new().layer(inner);
+    let mut request = json_request(ADD);
+    request.extensions_mut().insert(TraceContext::new(|| {
+        Some(TraceHeaders::new(TRACE, SPAN, true))
+    }));
+    stack.oneshot(request).await.unwrap();
+    assert_eq!(
+        seen(&shared, "traceparent"),
+        vec![Some(TRACEPARENT.to_owned())]
+    );
+}
+
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(start_paused = true)]
+async fn the_opentelemetry_context_gives_the_trace_headers() {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(TraceContext::opentelemetry())
+        .layer(inner);
+    let span_context = SpanContext::new(
+        TraceId::from_bytes(TRACE),
+        SpanId::from_bytes(SPAN),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let _attached = opentelemetry::Context::current()
+        .with_remote_span_context(span_context)
+        .attach();
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
 }

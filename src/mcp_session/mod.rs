@@ -215,6 +215,7 @@ pub struct McpSessionRecoveryLayer {
     sessions: Arc<Sessions>,
     budget: Option<RetryBudget>,
     on_record: Option<OnRecord>,
+    trace_context: Option<crate::telemetry::TraceContext>,
 }
 
 impl McpSessionRecoveryLayer {
@@ -224,6 +225,7 @@ impl McpSessionRecoveryLayer {
             sessions: Arc::new(Sessions::new(MAX_SESSIONS)),
             budget: Some(RetryBudget::new()),
             on_record: None,
+            trace_context: None,
         }
     }
 
@@ -238,6 +240,13 @@ impl McpSessionRecoveryLayer {
     /// from `budget` (see [`RetryLayer::retry_budget`](crate::retry::RetryLayer::retry_budget)).
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Writes the trace headers of `trace` on every attempt of the calls this layer meets (see
+    /// [`TraceContext`](crate::telemetry::TraceContext)).
+    pub fn trace_context(mut self, trace: crate::telemetry::TraceContext) -> Self {
+        self.trace_context = Some(trace);
         self
     }
 
@@ -357,6 +366,9 @@ where
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
         let sessions = self.layer.sessions.clone();
+        if let Some(trace) = &self.layer.trace_context {
+            context.use_trace_context(trace);
+        }
         context.describe_from(request.body());
         let span = context.span();
         let future = Box::pin(tracing::Instrument::instrument(

@@ -77,7 +77,7 @@ use crate::context::{CallContext, Head, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Verdict};
-use crate::telemetry;
+use crate::telemetry::{self, TraceContext};
 use crate::uri::Shown;
 pub use backoff::Backoff;
 pub use retry_after::{parse_retry_after, retry_after, retry_after_at};
@@ -192,6 +192,7 @@ struct RetryConfig {
     default_budget: bool,
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
+    trace_context: Option<TraceContext>,
 }
 
 /// Re-sends what its policy `P` says is worth sending again, within the call's budget and rule.
@@ -221,6 +222,7 @@ impl<P> RetryLayer<P> {
                 default_budget: true,
                 on_retry: None,
                 on_record: None,
+                trace_context: None,
             },
             read_ahead: PhantomData,
         }
@@ -313,12 +315,28 @@ impl<P, R> RetryLayer<P, R> {
         self
     }
 
+    /// Writes the trace headers of `trace` (the app's current trace context) on every attempt
+    /// of the calls this layer owns or meets first with a source: see
+    /// [`TraceContext`].
+    pub fn trace_context(mut self, trace: TraceContext) -> Self {
+        self.config.trace_context = Some(trace);
+        self
+    }
+
     /// Draws this layer's calls' re-sends from `budget` (shared by its clones, and by every other
     /// layer or stack it is handed to) instead of a budget of its own. A call uses the budget of
     /// the first of the crate's layers it meets. See [`RetryBudget`].
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.config.budget = Some(budget);
         self.config.default_budget = false;
+        self
+    }
+
+    /// `trace` unless the layer has a trace context of its own.
+    pub(crate) fn or_trace_context(mut self, trace: Option<&TraceContext>) -> Self {
+        if self.config.trace_context.is_none() {
+            self.config.trace_context = trace.cloned();
+        }
         self
     }
 
@@ -436,6 +454,9 @@ where
             config.on_record.as_ref(),
             config.budget.as_ref(),
         );
+        if let Some(trace) = &config.trace_context {
+            context.use_trace_context(trace);
+        }
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
         // The call's span, opened by the call's owner ([`CallContext::enter`]): entered from
