@@ -36,7 +36,7 @@ use crate::error::Error;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 use crate::record::{AttemptRecord, Decision, Dispatch, Outcome, Verdict};
 use crate::rule::{Failure, FailureKind, Permission, SharedReplayRule};
-use crate::telemetry::{self, AppTraceHeaders, CallError, TraceContext};
+use crate::telemetry::{self, AppTraceHeaders, CallError, CallMetrics, TraceContext};
 
 /// A hook called with the finished record of a call.
 #[derive(Clone)]
@@ -90,6 +90,7 @@ struct State {
     /// Where the attempts' trace headers come from, and which the app set itself.
     trace: Option<TraceContext>,
     app_trace: AppTraceHeaders,
+    metrics: CallMetrics,
 }
 
 /// The call's span: none until the context's creator opens it.
@@ -274,6 +275,18 @@ impl CallContext {
             Ok(response) => Outcome::of_response(response.status(), response.headers()),
             Err(error) => Outcome::Failure(error.failure_kind()),
         });
+        {
+            let mut state = self.lock();
+            if state.metrics.is_on() {
+                state.metrics.attempt_answered(
+                    index,
+                    match result {
+                        Ok(response) => Ok(response.status().as_u16()),
+                        Err(error) => Err(error_kind(error.failure_kind())),
+                    },
+                );
+            }
+        }
         if let Some(span) = self.attempt_span(index) {
             telemetry::attempt_answered(
                 &span,
@@ -308,6 +321,12 @@ impl CallContext {
         }
     }
 
+    /// Records the call's and its attempts' durations in `metrics`, unless a layer above does.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn use_metrics(&self, metrics: &telemetry::Metrics) {
+        self.lock().metrics.enable(metrics);
+    }
+
     #[allow(clippy::type_complexity)]
     fn open_attempt<B>(
         &self,
@@ -320,6 +339,7 @@ impl CallContext {
         let index = self.record().dispatch(request);
         let mut state = self.lock();
         let trace = state.trace.clone().map(|t| (t, state.app_trace));
+        state.metrics.attempt_sent(index, request);
         if state.span.is_disabled() {
             return (index, tracing::Span::none(), trace);
         }
@@ -703,7 +723,8 @@ impl Ownership {
         answer_error: Option<CallError>,
     ) {
         let span = self.context.span();
-        if !span.is_disabled() {
+        let metrics = self.context.lock().metrics.is_on();
+        if !span.is_disabled() || metrics {
             let error = match result {
                 Ok(response) => answer_error.or_else(|| {
                     let status = response.status();
@@ -713,6 +734,13 @@ impl Ownership {
                 Err(error) => Some(CallError::Transport(error_kind(error.failure_kind()))),
             };
             telemetry::call_ended(&span, error);
+            if metrics {
+                let body = self.context.first_parse();
+                self.context
+                    .lock()
+                    .metrics
+                    .call_ended(body.as_deref(), error);
+            }
         }
         self.finish(succeeded);
     }

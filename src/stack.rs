@@ -60,6 +60,8 @@ pub struct RecommendedLayers<Signer = SigV4InvokeLayer> {
     signer: Signer,
     budget: Option<RetryBudget>,
     trace_context: Option<TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<crate::telemetry::Metrics>,
 }
 
 impl<Signer> RecommendedLayers<Signer> {
@@ -72,6 +74,8 @@ impl<Signer> RecommendedLayers<Signer> {
             signer,
             budget: Some(RetryBudget::new()),
             trace_context: None,
+            #[cfg(feature = "opentelemetry")]
+            metrics: None,
         }
     }
 
@@ -86,6 +90,14 @@ impl<Signer> RecommendedLayers<Signer> {
     /// see [`TraceContext`]. Set on the three retry layers.
     pub fn trace_context(mut self, trace: TraceContext) -> Self {
         self.trace_context = Some(trace);
+        self
+    }
+
+    /// Records the durations of every call and attempt in `metrics` (see
+    /// [`Metrics`](crate::telemetry::Metrics)). Set on the three retry layers.
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -150,14 +162,29 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
         // The session-busy layer reads the answer ahead; the two above keep its wrapper.
         let budget = self.budget.as_ref();
         let trace = self.trace_context.as_ref();
-        let session_busy = (self.session_busy.clone().or_retry_budget(budget))
+        #[cfg(feature = "opentelemetry")]
+        let (guard, throttle, session_busy) = {
+            let metrics = self.metrics.as_ref();
+            (
+                self.guard.clone().or_metrics(metrics),
+                self.throttle.clone().or_metrics(metrics),
+                self.session_busy.clone().or_metrics(metrics),
+            )
+        };
+        #[cfg(not(feature = "opentelemetry"))]
+        let (guard, throttle, session_busy) = (
+            self.guard.clone(),
+            self.throttle.clone(),
+            self.session_busy.clone(),
+        );
+        let session_busy = (session_busy.or_retry_budget(budget))
             .or_trace_context(trace)
             .layer(self.signer.layer(inner));
-        let throttle = (self.throttle.clone().or_retry_budget(budget))
+        let throttle = (throttle.or_retry_budget(budget))
             .or_trace_context(trace)
             .over_retry_layer()
             .layer(session_busy);
-        (self.guard.clone().or_retry_budget(budget))
+        (guard.or_retry_budget(budget))
             .or_trace_context(trace)
             .over_retry_layer()
             .layer(throttle)

@@ -24,6 +24,9 @@
 //! read it before the first attempt is sent (the replay guard parses it; the session recovery
 //! layer looks at an in-memory body at once, without waiting); else it stays `mcp`.
 //!
+//! **Metrics** (feature `opentelemetry`): [`Metrics`] records `mcp.client.operation.duration`
+//! per call and `http.client.request.duration` per attempt.
+//!
 //! **Level**: the spans are `info`: they are the call's record, one per call and one per
 //! attempt, which operators export; when no subscriber wants them they cost a callsite check
 //! and no allocation.
@@ -561,6 +564,236 @@ where
         _ => return None,
     };
     clone.is_end_stream().then_some(data)
+}
+
+/// The OpenTelemetry histograms of the calls and attempts (feature `opentelemetry`):
+/// `mcp.client.operation.duration` (one per call, recorded when the call's owner finishes it)
+/// and `http.client.request.duration` (one per attempt, when it is answered), in seconds, with
+/// the buckets and attributes of OpenTelemetry's conventions. Set on the layers with
+/// [`RetryLayer::metrics`](crate::retry::RetryLayer::metrics),
+/// [`RecommendedLayers::metrics`](crate::RecommendedLayers::metrics),
+/// [`McpSessionRecoveryLayer::metrics`](crate::McpSessionRecoveryLayer::metrics).
+///
+/// ```
+/// use agentcore_tower::telemetry::Metrics;
+/// let metrics = Metrics::new(&opentelemetry::global::meter("my-app"));
+/// let layers = agentcore_tower::ThrottleRetryLayer::new().metrics(metrics);
+/// # let _ = layers;
+/// ```
+#[cfg(feature = "opentelemetry")]
+#[derive(Clone)]
+pub struct Metrics {
+    operation: opentelemetry::metrics::Histogram<f64>,
+    request: opentelemetry::metrics::Histogram<f64>,
+}
+
+#[cfg(feature = "opentelemetry")]
+impl Metrics {
+    /// The two histograms, from `meter`.
+    pub fn new(meter: &opentelemetry::metrics::Meter) -> Self {
+        Self {
+            operation: meter
+                .f64_histogram("mcp.client.operation.duration")
+                .with_unit("s")
+                .with_description("The duration of the MCP request as observed by the client")
+                .with_boundaries(vec![
+                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                ])
+                .build(),
+            request: meter
+                .f64_histogram("http.client.request.duration")
+                .with_unit("s")
+                .with_description("Duration of HTTP client requests")
+                .with_boundaries(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                ])
+                .build(),
+        }
+    }
+
+    /// The histograms of the global meter provider's meter `agentcore-tower`.
+    pub fn global() -> Self {
+        Self::new(&opentelemetry::global::meter("agentcore-tower"))
+    }
+}
+
+#[cfg(feature = "opentelemetry")]
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Metrics(..)")
+    }
+}
+
+/// What a call's metrics need, kept in its context: nothing unless metrics are on.
+#[derive(Default)]
+pub(crate) struct CallMetrics {
+    #[cfg(feature = "opentelemetry")]
+    on: Option<Box<MetricsOn>>,
+}
+
+#[cfg(feature = "opentelemetry")]
+struct MetricsOn {
+    metrics: Metrics,
+    started: std::time::Instant,
+    /// The server of the first attempt: `server.address`, `server.port`.
+    server: Option<(String, i64)>,
+    /// The `mcp-method`, `mcp-name` and `mcp-protocol-version` headers of the first attempt.
+    headers: [Option<String>; 3],
+    /// The attempts in flight: index, start, HTTP method.
+    attempts: Vec<(usize, std::time::Instant, http::Method)>,
+}
+
+impl CallMetrics {
+    /// Whether metrics are on for the call.
+    pub(crate) fn is_on(&self) -> bool {
+        #[cfg(feature = "opentelemetry")]
+        return self.on.is_some();
+        #[cfg(not(feature = "opentelemetry"))]
+        false
+    }
+
+    /// Turns metrics on for the call, from now.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn enable(&mut self, metrics: &Metrics) {
+        if self.on.is_none() {
+            self.on = Some(Box::new(MetricsOn {
+                metrics: metrics.clone(),
+                started: std::time::Instant::now(),
+                server: None,
+                headers: Default::default(),
+                attempts: Vec::new(),
+            }));
+        }
+    }
+
+    /// An attempt at `index` is handed down as `request`.
+    pub(crate) fn attempt_sent<B>(&mut self, index: usize, request: &http::Request<B>) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(on) = &mut self.on {
+            if on.attempts.iter().any(|(i, ..)| *i == index) {
+                return;
+            }
+            if on.server.is_none()
+                && let Some(host) = request.uri().host()
+            {
+                let port = request
+                    .uri()
+                    .port_u16()
+                    .or(match request.uri().scheme_str() {
+                        Some("http") => Some(80),
+                        _ => Some(443),
+                    });
+                on.server = Some((host.to_owned(), port.map_or(443, i64::from)));
+                let text = |name| {
+                    request
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned)
+                };
+                on.headers = [text(MCP_METHOD), text(MCP_NAME), text(MCP_PROTOCOL_VERSION)];
+            }
+            on.attempts
+                .push((index, std::time::Instant::now(), request.method().clone()));
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (index, request);
+    }
+
+    /// The attempt at `index` is answered (status) or failed (a short error kind).
+    pub(crate) fn attempt_answered(&mut self, index: usize, answer: Result<u16, &'static str>) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(on) = &mut self.on
+            && let Some(at) = on.attempts.iter().position(|(i, ..)| *i == index)
+        {
+            use opentelemetry::KeyValue;
+            let (_, started, method) = on.attempts.swap_remove(at);
+            let mut attributes = vec![KeyValue::new(
+                "http.request.method",
+                method.as_str().to_owned(),
+            )];
+            if let Some((address, port)) = &on.server {
+                attributes.push(KeyValue::new("server.address", address.clone()));
+                attributes.push(KeyValue::new("server.port", *port));
+            }
+            match answer {
+                Ok(status) => {
+                    attributes.push(KeyValue::new(
+                        "http.response.status_code",
+                        i64::from(status),
+                    ));
+                    if status >= 400 {
+                        attributes.push(KeyValue::new("error.type", status.to_string()));
+                    }
+                }
+                Err(kind) => attributes.push(KeyValue::new("error.type", kind)),
+            }
+            on.metrics
+                .request
+                .record(started.elapsed().as_secs_f64(), &attributes);
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (index, answer);
+    }
+
+    /// The call ended: its body as the layers read it, how it failed.
+    pub(crate) fn call_ended(&mut self, body: Option<&JsonRpcBody>, error: Option<CallError>) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(on) = self.on.take() {
+            use opentelemetry::KeyValue;
+            let message = match body {
+                Some(JsonRpcBody::Single(message)) => Some(message),
+                _ => None,
+            };
+            let method = message
+                .and_then(|m| m.method.as_deref())
+                .or(on.headers[0].as_deref());
+            let name = message
+                .and_then(|m| m.name.as_deref())
+                .or(on.headers[1].as_deref());
+            let mut attributes = vec![KeyValue::new(
+                "mcp.method.name",
+                method.unwrap_or("_OTHER").to_owned(),
+            )];
+            match (method, name) {
+                (Some("tools/call"), Some(tool)) => {
+                    attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+                }
+                (Some("prompts/get"), Some(prompt)) => {
+                    attributes.push(KeyValue::new("gen_ai.prompt.name", prompt.to_owned()));
+                }
+                _ => {}
+            }
+            if method == Some("tools/call") {
+                attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+            }
+            if let Some(version) = &on.headers[2] {
+                attributes.push(KeyValue::new("mcp.protocol.version", version.clone()));
+            }
+            if let Some((address, port)) = &on.server {
+                attributes.push(KeyValue::new("server.address", address.clone()));
+                attributes.push(KeyValue::new("server.port", *port));
+            }
+            if let Some(error) = error {
+                let kind = match error {
+                    CallError::JsonRpc(code) => {
+                        attributes
+                            .push(KeyValue::new("rpc.response.status_code", code.to_string()));
+                        code.to_string()
+                    }
+                    CallError::Tool => "tool_error".to_owned(),
+                    CallError::Http(status) => status.to_string(),
+                    CallError::Transport(kind) => kind.to_owned(),
+                };
+                attributes.push(KeyValue::new("error.type", kind));
+            }
+            on.metrics
+                .operation
+                .record(on.started.elapsed().as_secs_f64(), &attributes);
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (body, error);
+    }
 }
 
 /// Query keys whose values are secrets (OpenTelemetry's list), case-sensitive.

@@ -19,6 +19,11 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+/// The tests one at a time: `tracing` caches each callsite's interest over every thread's
+/// subscriber, and a test without one (or ending) racing another's first use of a callsite can
+/// leave it off for a moment there.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A field's value, with its type.
 #[derive(Clone, Debug, PartialEq)]
 enum V {
@@ -231,6 +236,7 @@ async fn run<S>(
 
 #[tokio::test(start_paused = true)]
 async fn a_throttled_tool_call_through_the_recommended_stack() {
+    let _serial = SERIAL.lock().await;
     let capture = Capture::default();
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
@@ -240,6 +246,7 @@ async fn a_throttled_tool_call_through_the_recommended_stack() {
 
 #[tokio::test(start_paused = true)]
 async fn another_order_still_one_call_span() {
+    let _serial = SERIAL.lock().await;
     // Session busy, then throttling, then the guard: the outermost layer owns the call and
     // opens its span; it reads no body, so the MCP headers name the call.
     let capture = Capture::default();
@@ -262,6 +269,7 @@ async fn another_order_still_one_call_span() {
 
 #[tokio::test(start_paused = true)]
 async fn nothing_known_names_the_call_mcp() {
+    let _serial = SERIAL.lock().await;
     let capture = Capture::default();
     let inner = Scripted::new([answered(ANSWER)]);
     let stack = ThrottleRetryLayer::new().layer(inner);
@@ -275,6 +283,7 @@ async fn nothing_known_names_the_call_mcp() {
 
 #[tokio::test(start_paused = true)]
 async fn a_json_rpc_error_and_a_tool_error() {
+    let _serial = SERIAL.lock().await;
     let capture = Capture::default();
     let inner = Scripted::new([answered(
         br#"{"jsonrpc":"2.0","id":"call-1","error":{"code":-32602,"message":"Unknown tool: add"}}"#,
@@ -303,6 +312,7 @@ async fn a_json_rpc_error_and_a_tool_error() {
 
 #[tokio::test(start_paused = true)]
 async fn url_full_shows_no_secret() {
+    let _serial = SERIAL.lock().await;
     let capture = Capture::default();
     let inner = Scripted::new([answered(ANSWER)]);
     let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
@@ -353,6 +363,7 @@ fn seen(shared: &Shared, name: &str) -> Vec<Option<String>> {
 
 #[tokio::test(start_paused = true)]
 async fn every_attempt_carries_the_trace_headers() {
+    let _serial = SERIAL.lock().await;
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let shared = inner.shared();
     let trace = TraceContext::new(|| {
@@ -375,6 +386,7 @@ async fn every_attempt_carries_the_trace_headers() {
 
 #[tokio::test(start_paused = true)]
 async fn a_trace_header_the_app_set_is_kept() {
+    let _serial = SERIAL.lock().await;
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let shared = inner.shared();
     let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
@@ -406,6 +418,7 @@ async fn a_trace_header_the_app_set_is_kept() {
 
 #[tokio::test(start_paused = true)]
 async fn a_trace_context_in_the_request_extensions() {
+    let _serial = SERIAL.lock().await;
     let inner = Scripted::new([answered(ANSWER)]);
     let shared = inner.shared();
     let stack = ThrottleRetryLayer::new().layer(inner);
@@ -423,6 +436,7 @@ async fn a_trace_context_in_the_request_extensions() {
 #[cfg(feature = "opentelemetry")]
 #[tokio::test(start_paused = true)]
 async fn the_opentelemetry_context_gives_the_trace_headers() {
+    let _serial = SERIAL.lock().await;
     use opentelemetry::trace::{
         SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
     };
@@ -446,4 +460,142 @@ async fn the_opentelemetry_context_gives_the_trace_headers() {
     let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
     assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
     assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+}
+
+/// The histograms' measurements, as an SDK would receive them: name, unit, buckets, value,
+/// attributes.
+#[cfg(feature = "opentelemetry")]
+mod metrics {
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry::KeyValue;
+    use opentelemetry::metrics::{
+        Histogram, HistogramBuilder, InstrumentProvider, Meter, SyncInstrument,
+    };
+
+    pub type Measurement = (String, f64, Vec<(String, String)>);
+    /// An instrument's name, unit and buckets.
+    pub type Described = (String, Option<String>, Option<Vec<f64>>);
+
+    #[derive(Clone, Default)]
+    pub struct Provider {
+        pub measurements: Arc<Mutex<Vec<Measurement>>>,
+        pub instruments: Arc<Mutex<Vec<Described>>>,
+    }
+
+    struct Instrument {
+        name: String,
+        measurements: Arc<Mutex<Vec<Measurement>>>,
+    }
+
+    impl SyncInstrument<f64> for Instrument {
+        fn measure(&self, value: f64, attributes: &[KeyValue]) {
+            let attributes = attributes
+                .iter()
+                .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                .collect();
+            self.measurements
+                .lock()
+                .unwrap()
+                .push((self.name.clone(), value, attributes));
+        }
+    }
+
+    impl InstrumentProvider for Provider {
+        fn f64_histogram(&self, builder: HistogramBuilder<'_, Histogram<f64>>) -> Histogram<f64> {
+            self.instruments.lock().unwrap().push((
+                builder.name.to_string(),
+                builder.unit.as_ref().map(|u| u.to_string()),
+                builder.boundaries.clone(),
+            ));
+            Histogram::new(Arc::new(Instrument {
+                name: builder.name.to_string(),
+                measurements: self.measurements.clone(),
+            }))
+        }
+    }
+
+    pub fn meter(provider: &Provider) -> Meter {
+        Meter::new(Arc::new(provider.clone()))
+    }
+}
+
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(start_paused = true)]
+async fn the_histograms_of_a_throttled_tool_call() {
+    let _serial = SERIAL.lock().await;
+    use agentcore_tower::telemetry::Metrics;
+
+    let provider = metrics::Provider::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .metrics(Metrics::new(&metrics::meter(&provider)))
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+
+    let instruments = provider.instruments.lock().unwrap().clone();
+    assert_eq!(
+        instruments,
+        vec![
+            (
+                "mcp.client.operation.duration".to_owned(),
+                Some("s".to_owned()),
+                Some(vec![
+                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0
+                ])
+            ),
+            (
+                "http.client.request.duration".to_owned(),
+                Some("s".to_owned()),
+                Some(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0
+                ])
+            ),
+        ]
+    );
+    let measured = provider.measurements.lock().unwrap().clone();
+    let attrs = |kv: &[(&str, &str)]| {
+        kv.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    let names: Vec<_> = measured.iter().map(|(n, ..)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "http.client.request.duration",
+            "http.client.request.duration",
+            "mcp.client.operation.duration"
+        ]
+    );
+    assert_eq!(
+        measured[0].2,
+        attrs(&[
+            ("http.request.method", "POST"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+            ("http.response.status_code", "429"),
+            ("error.type", "429"),
+        ])
+    );
+    assert_eq!(
+        measured[1].2,
+        attrs(&[
+            ("http.request.method", "POST"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+            ("http.response.status_code", "200"),
+        ])
+    );
+    assert_eq!(
+        measured[2].2,
+        attrs(&[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "add"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+        ])
+    );
+    assert!(measured.iter().all(|(_, v, _)| *v >= 0.0));
 }

@@ -216,6 +216,8 @@ pub struct McpSessionRecoveryLayer {
     budget: Option<RetryBudget>,
     on_record: Option<OnRecord>,
     trace_context: Option<crate::telemetry::TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<crate::telemetry::Metrics>,
 }
 
 impl McpSessionRecoveryLayer {
@@ -226,6 +228,8 @@ impl McpSessionRecoveryLayer {
             budget: Some(RetryBudget::new()),
             on_record: None,
             trace_context: None,
+            #[cfg(feature = "opentelemetry")]
+            metrics: None,
         }
     }
 
@@ -247,6 +251,14 @@ impl McpSessionRecoveryLayer {
     /// [`TraceContext`](crate::telemetry::TraceContext)).
     pub fn trace_context(mut self, trace: crate::telemetry::TraceContext) -> Self {
         self.trace_context = Some(trace);
+        self
+    }
+
+    /// Records the durations of the calls this layer meets and of their attempts in `metrics`
+    /// (see [`Metrics`](crate::telemetry::Metrics)).
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -368,6 +380,10 @@ where
         let sessions = self.layer.sessions.clone();
         if let Some(trace) = &self.layer.trace_context {
             context.use_trace_context(trace);
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &self.layer.metrics {
+            context.use_metrics(metrics);
         }
         context.describe_from(request.body());
         let span = context.span();

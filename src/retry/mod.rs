@@ -193,6 +193,8 @@ struct RetryConfig {
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
     trace_context: Option<TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<telemetry::Metrics>,
 }
 
 /// Re-sends what its policy `P` says is worth sending again, within the call's budget and rule.
@@ -223,6 +225,8 @@ impl<P> RetryLayer<P> {
                 on_retry: None,
                 on_record: None,
                 trace_context: None,
+                #[cfg(feature = "opentelemetry")]
+                metrics: None,
             },
             read_ahead: PhantomData,
         }
@@ -329,6 +333,23 @@ impl<P, R> RetryLayer<P, R> {
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.config.budget = Some(budget);
         self.config.default_budget = false;
+        self
+    }
+
+    /// Records the durations of the calls this layer owns (or meets first with metrics) and of
+    /// their attempts in `metrics`: see [`Metrics`](telemetry::Metrics).
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: telemetry::Metrics) -> Self {
+        self.config.metrics = Some(metrics);
+        self
+    }
+
+    /// `metrics` unless the layer has metrics of its own.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn or_metrics(mut self, metrics: Option<&telemetry::Metrics>) -> Self {
+        if self.config.metrics.is_none() {
+            self.config.metrics = metrics.cloned();
+        }
         self
     }
 
@@ -456,6 +477,10 @@ where
         );
         if let Some(trace) = &config.trace_context {
             context.use_trace_context(trace);
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &config.metrics {
+            context.use_metrics(metrics);
         }
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
