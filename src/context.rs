@@ -17,6 +17,11 @@
 //!   always wins;
 //! * what the signer keeps stable over the attempts of one call: the runtime session id, a
 //!   `StopRuntimeSession` client token;
+//! * the call's **span** and its attempts' spans ([`telemetry`](crate::telemetry)): opened
+//!   with the context (so by the call's first layer, whatever the order), named from the
+//!   request's MCP headers or from the body as the layers read it before the first attempt,
+//!   entered by every layer of the crate; the source of the attempts' trace headers and the
+//!   call's metrics, when a layer was given them;
 //! * who **owns** the call: the layer that created the context (or first met the app's record).
 //!   The owner hands the record back in the response's extensions, writes the final decision,
 //!   and calls every `on_record` hook of the layers the call went through — also when the call

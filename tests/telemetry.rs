@@ -599,3 +599,18 @@ async fn the_histograms_of_a_throttled_tool_call() {
     );
     assert!(measured.iter().all(|(_, v, _)| *v >= 0.0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_session_layer_outermost_names_the_call_from_the_body_at_once() {
+    let _serial = SERIAL.lock().await;
+    // The session recovery layer owns the call and reads the in-memory body without waiting:
+    // the call span is named before any layer enters it.
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = ServiceBuilder::new()
+        .layer(agentcore_tower::McpSessionRecoveryLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .service(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    assert_throttled_then_answered(&capture, true);
+}
