@@ -12,8 +12,8 @@
 //!   `server.address`, `server.port`, and when the call fails `error.type`,
 //!   `rpc.response.status_code` and `otel.status_code = "error"`.
 //! * One **attempt span** per attempt (`otel.name` = the HTTP method, `otel.kind = "client"`), a
-//!   child of the call span: `http.request.method`, `url.full` (no user info; signature and
-//!   credential query values `REDACTED`), `server.address`, `server.port`,
+//!   child of the call span: `http.request.method`, `url.full` (no user info; every query
+//!   value `REDACTED`, signatures and credentials among them), `server.address`, `server.port`,
 //!   `http.response.status_code`, `http.request.resend_count` (on re-sends only: 1, 2, …),
 //!   `aws.request_id` (from `x-amzn-requestid`), `error.type`. Each layer's decision on the
 //!   attempt is an event on it (`layer`, `verdict`, `wait_ms`, `by`, `assumes`).
@@ -796,19 +796,10 @@ impl CallMetrics {
     }
 }
 
-/// Query keys whose values are secrets (OpenTelemetry's list), case-sensitive.
-const SECRET_QUERY_KEYS: [&str; 7] = [
-    "X-Amz-Signature",
-    "X-Amz-Credential",
-    "X-Amz-Security-Token",
-    "AWSAccessKeyId",
-    "Signature",
-    "sig",
-    "X-Goog-Signature",
-];
-
-/// A URI as `url.full`: user info `REDACTED:REDACTED`, the values of signature and credential
-/// query keys `REDACTED`; the rest as it is.
+/// A URI as `url.full`: user info `REDACTED:REDACTED`, and the value of every query key
+/// `REDACTED` — OpenTelemetry's list (`X-Amz-Signature`, `X-Amz-Credential`, `sig`…) and the
+/// rest: this crate never shows a query's values (they may carry anything, a token among them;
+/// see [`Shown`](crate::uri::Shown)). Keys and path as they are.
 pub(crate) struct FullUrl<'a>(pub(crate) &'a Uri);
 
 impl fmt::Display for FullUrl<'_> {
@@ -832,10 +823,8 @@ impl fmt::Display for FullUrl<'_> {
                     f.write_str("&")?;
                 }
                 match pair.split_once('=') {
-                    Some((key, _)) if SECRET_QUERY_KEYS.contains(&key) => {
-                        write!(f, "{key}=REDACTED")?;
-                    }
-                    _ => f.write_str(pair)?,
+                    Some((key, _)) => write!(f, "{key}=REDACTED")?,
+                    None => f.write_str(pair)?,
                 }
             }
         }
@@ -854,7 +843,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             FullUrl(&uri).to_string(),
-            "https://REDACTED:REDACTED@example.com:8443/a/b?color=blue&X-Amz-Signature=REDACTED&sig=REDACTED&X-Amz-Credential=REDACTED"
+            "https://REDACTED:REDACTED@example.com:8443/a/b?color=REDACTED&X-Amz-Signature=REDACTED&sig=REDACTED&X-Amz-Credential=REDACTED"
         );
         let plain: Uri = "http://localhost/mcp".parse().unwrap();
         assert_eq!(FullUrl(&plain).to_string(), "http://localhost/mcp");

@@ -187,7 +187,7 @@ fn assert_throttled_then_answered(capture: &Capture, read_body: bool) {
     assert_eq!(first["http.request.method"], s("POST"));
     assert_eq!(
         first["url.full"],
-        V::Other("https://runtime.example/mcp?secret=query".into())
+        V::Other("https://runtime.example/mcp?secret=REDACTED".into())
     );
     assert_eq!(first["http.response.status_code"], V::I(429));
     assert_eq!(first["error.type"], s("429"));
@@ -327,7 +327,7 @@ async fn url_full_shows_no_secret() {
     assert_eq!(
         url,
         &V::Other(
-            "https://REDACTED:REDACTED@runtime.example:8443/mcp?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED&sig=REDACTED&x=1"
+            "https://REDACTED:REDACTED@runtime.example:8443/mcp?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED&sig=REDACTED&x=REDACTED"
                 .into()
         )
     );
