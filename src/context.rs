@@ -17,6 +17,11 @@
 //!   always wins;
 //! * what the signer keeps stable over the attempts of one call: the runtime session id, a
 //!   `StopRuntimeSession` client token;
+//! * the call's **span** and its attempts' spans ([`telemetry`](crate::telemetry)): opened
+//!   with the context (so by the call's first layer, whatever the order), named from the
+//!   request's MCP headers or from the body as the layers read it before the first attempt,
+//!   entered by every layer of the crate; the source of the attempts' trace headers and the
+//!   call's metrics, when a layer was given them;
 //! * who **owns** the call: the layer that created the context (or first met the app's record).
 //!   The owner hands the record back in the response's extensions, writes the final decision,
 //!   and calls every `on_record` hook of the layers the call went through — also when the call
@@ -35,7 +40,8 @@ use crate::budget::{CallBudget, RetryBudget};
 use crate::error::Error;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
 use crate::record::{AttemptRecord, Decision, Dispatch, Outcome, Verdict};
-use crate::rule::{Failure, Permission, SharedReplayRule};
+use crate::rule::{Failure, FailureKind, Permission, SharedReplayRule};
+use crate::telemetry::{self, AppTraceHeaders, CallError, CallMetrics, TraceContext};
 
 /// A hook called with the finished record of a call.
 #[derive(Clone)]
@@ -78,6 +84,35 @@ struct State {
     /// The request head the last retry layer kept for its re-sends, for the layers below to
     /// share when they receive it unchanged.
     head: Option<Arc<Head>>,
+    /// The call's span ([`telemetry`]), until the owner ends the call; whether its method is
+    /// known, and whether the body described it.
+    span: CallSpan,
+    named: bool,
+    described: bool,
+    /// The spans of the attempts still open, by their index in the record (none when tracing
+    /// is off: no allocation).
+    attempt_spans: Vec<(usize, tracing::Span)>,
+    /// Where the attempts' trace headers come from, and which the app set itself.
+    trace: Option<TraceContext>,
+    app_trace: AppTraceHeaders,
+    metrics: CallMetrics,
+}
+
+/// The call's span: none until the context's creator opens it.
+struct CallSpan(tracing::Span);
+
+impl Default for CallSpan {
+    fn default() -> Self {
+        Self(tracing::Span::none())
+    }
+}
+
+impl std::ops::Deref for CallSpan {
+    type Target = tracing::Span;
+
+    fn deref(&self) -> &tracing::Span {
+        &self.0
+    }
 }
 
 /// The re-sends of a call that followed failures that ran nothing, and what was waited before
@@ -126,6 +161,14 @@ impl CallContext {
             Some(context) => context.clone(),
             None => {
                 let context = CallContext::new(request.extensions(), budget);
+                let (span, named) = telemetry::call_span(request.headers(), request.uri());
+                {
+                    let mut state = context.lock();
+                    state.span = CallSpan(span);
+                    state.named = named;
+                    state.trace = request.extensions().get::<TraceContext>().cloned();
+                    state.app_trace = AppTraceHeaders::of(request.headers());
+                }
                 let extensions = request.extensions_mut();
                 extensions.insert(context.record().clone());
                 extensions.insert(context.clone());
@@ -237,6 +280,144 @@ impl CallContext {
             Ok(response) => Outcome::of_response(response.status(), response.headers()),
             Err(error) => Outcome::Failure(error.failure_kind()),
         });
+        {
+            let mut state = self.lock();
+            if state.metrics.is_on() {
+                state.metrics.attempt_answered(
+                    index,
+                    match result {
+                        Ok(response) => Ok(response.status().as_u16()),
+                        Err(error) => Err(error_kind(error.failure_kind())),
+                    },
+                );
+            }
+        }
+        if let Some(span) = self.attempt_span(index) {
+            telemetry::attempt_answered(
+                &span,
+                match result {
+                    Ok(response) => Ok((response.status().as_u16(), response.headers())),
+                    Err(error) => Err(error_kind(error.failure_kind())),
+                },
+            );
+        }
+    }
+
+    /// Sends `request` as an attempt of the call ([`AttemptRecord::dispatch`]), describing the
+    /// call's span from the body as the layers above read it (once, before any layer enters
+    /// the span) and opening the attempt's span when it is a new attempt. Returns the attempt's
+    /// index and its span.
+    pub(crate) fn dispatch<B>(&self, request: &mut http::Request<B>) -> (usize, tracing::Span) {
+        let (index, span, trace) = self.open_attempt(request);
+        if let Some((trace, app)) = trace {
+            // Inside the attempt's span: a context read from it names the attempt as parent.
+            let _attempt = span.enter();
+            telemetry::inject(&trace, app, request.headers_mut());
+        }
+        (index, span)
+    }
+
+    /// Takes the trace headers of the call's attempts from `trace`, unless the request or a
+    /// layer above gave a source already.
+    pub(crate) fn use_trace_context(&self, trace: &TraceContext) {
+        let mut state = self.lock();
+        if state.trace.is_none() {
+            state.trace = Some(trace.clone());
+        }
+    }
+
+    /// Records the call's and its attempts' durations in `metrics`, unless a layer above does.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn use_metrics(&self, metrics: &telemetry::Metrics) {
+        self.lock().metrics.enable(metrics);
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn open_attempt<B>(
+        &self,
+        request: &mut http::Request<B>,
+    ) -> (
+        usize,
+        tracing::Span,
+        Option<(TraceContext, AppTraceHeaders)>,
+    ) {
+        let index = self.record().dispatch(request);
+        let mut state = self.lock();
+        let trace = state.trace.clone().map(|t| (t, state.app_trace));
+        state.metrics.attempt_sent(index, request);
+        if state.span.is_disabled() {
+            return (index, tracing::Span::none(), trace);
+        }
+        if !state.described {
+            state.described = true;
+            if let Some(parsed) = &state.parsed {
+                let body = parsed.body();
+                telemetry::describe_call(&state.span, state.named, &body, Some(parsed.bytes()));
+                state.named = true;
+            }
+        }
+        if let Some((_, span)) = state.attempt_spans.iter().find(|(i, _)| *i == index) {
+            return (index, span.clone(), trace);
+        }
+        let resends = u32::try_from(index.saturating_sub(self.0.first)).unwrap_or(u32::MAX);
+        let span = telemetry::attempt_span(&state.span, request, resends);
+        state.attempt_spans.push((index, span.clone()));
+        (index, span, trace)
+    }
+
+    /// Describes the call's span from an in-memory request body, read at once when it can be
+    /// ([`telemetry::body_now`]); the parse is kept for the layers below. Only when traced.
+    pub(crate) fn describe_from<B>(&self, body: &B)
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Clone,
+    {
+        let mut state = self.lock();
+        if state.span.is_disabled() || state.described {
+            return;
+        }
+        let Some(bytes) = telemetry::body_now(body) else {
+            return;
+        };
+        let parsed = JsonRpcBody::parse(&bytes, false);
+        telemetry::describe_call(&state.span, state.named, &parsed, Some(&bytes));
+        state.named = true;
+        state.described = true;
+        if state.parsed.is_none() {
+            state.parsed = Some(ParsedBody::new(bytes, parsed));
+        }
+    }
+
+    /// The call's span (disabled when no subscriber wants it).
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.lock().span.clone()
+    }
+
+    /// The span of the attempt at `index`, while it is open.
+    fn attempt_span(&self, index: usize) -> Option<tracing::Span> {
+        let state = self.lock();
+        state
+            .attempt_spans
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, span)| span.clone())
+    }
+
+    /// Records a layer's decision on the latest attempt, and shows it on the attempt's span.
+    pub(crate) fn decide(&self, decision: Decision) {
+        let latest = {
+            let state = self.lock();
+            state.attempt_spans.last().map(|(_, span)| span.clone())
+        };
+        if let Some(span) = latest {
+            telemetry::decision_event(&span, &decision);
+        }
+        self.record().decide(decision);
+    }
+
+    /// Ends the spans of the attempts so far (a re-send is on its way).
+    pub(crate) fn end_attempts(&self) {
+        let ended = std::mem::take(&mut self.lock().attempt_spans);
+        drop(ended);
     }
 
     /// The attempts this call has recorded so far, over every layer.
@@ -537,6 +718,37 @@ impl Ownership {
             budget.ended(self.context.attempts(), succeeded);
         }
     }
+
+    /// [`finish`](Self::finish), with how the call ended for its span: `answer_error` is the
+    /// error the answer's body carried, when a layer read the whole body ahead.
+    pub(crate) fn finish_with<B>(
+        self,
+        succeeded: bool,
+        result: &Result<http::Response<B>, Error>,
+        answer_error: Option<CallError>,
+    ) {
+        let span = self.context.span();
+        let metrics = self.context.lock().metrics.is_on();
+        if !span.is_disabled() || metrics {
+            let error = match result {
+                Ok(response) => answer_error.or_else(|| {
+                    let status = response.status();
+                    (status.is_client_error() || status.is_server_error())
+                        .then(|| CallError::Http(status.as_u16()))
+                }),
+                Err(error) => Some(CallError::Transport(error_kind(error.failure_kind()))),
+            };
+            telemetry::call_ended(&span, error);
+            if metrics {
+                let body = self.context.first_parse();
+                self.context
+                    .lock()
+                    .metrics
+                    .call_ended(body.as_deref(), error);
+            }
+        }
+        self.finish(succeeded);
+    }
 }
 
 impl Drop for Ownership {
@@ -544,7 +756,8 @@ impl Drop for Ownership {
         let record = self.context.record();
         if !self.finished {
             if self.context.attempts() > 0 {
-                record.decide(Decision::new(self.layer, Verdict::CallDropped, None));
+                self.context
+                    .decide(Decision::new(self.layer, Verdict::CallDropped, None));
             }
             if let Some(budget) = &self.context.0.retry_budget {
                 budget.ended(self.context.attempts(), false);
@@ -552,10 +765,15 @@ impl Drop for Ownership {
         }
         // The call is over: no layer that meets it later (a late dispatch through a buffer)
         // owns it again, and the hooks are called this once.
-        let hooks = {
+        let (hooks, _spans) = {
             let mut state = self.context.lock();
             state.owner = Owner::Finished;
-            std::mem::take(&mut state.hooks)
+            // The call's spans close once the layers' futures let go of theirs.
+            let spans = (
+                std::mem::take(&mut state.span),
+                std::mem::take(&mut state.attempt_spans),
+            );
+            (std::mem::take(&mut state.hooks), spans)
         };
         for hook in &hooks {
             (hook.0)(record);
@@ -568,6 +786,16 @@ impl fmt::Debug for Ownership {
         f.debug_struct("Ownership")
             .field("layer", &self.layer)
             .finish_non_exhaustive()
+    }
+}
+
+/// A transport failure as `error.type`: short, low-cardinality.
+fn error_kind(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::NeverSent => "never_sent",
+        FailureKind::ConnectionDropped => "connection_dropped",
+        FailureKind::TimedOut => "timeout",
+        _ => "_OTHER",
     }
 }
 

@@ -30,6 +30,11 @@ impl ParsedBody {
         (self.bytes[..] == *bytes).then(|| self.body.clone())
     }
 
+    /// The bytes it was parsed from.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The parsed body.
     pub(crate) fn body(&self) -> std::sync::Arc<Body> {
         self.body.clone()

@@ -10,6 +10,7 @@ use crate::invoke::{SigV4Invoke, SigV4InvokeLayer};
 use crate::redact::InvokeBody;
 use crate::replay::{ReplayGuard, ReplayGuardLayer};
 use crate::session_busy::{SessionBusyRetry, SessionBusyRetryLayer};
+use crate::telemetry::TraceContext;
 use crate::throttle::{ThrottleRetry, ThrottleRetryLayer};
 
 /// The four layers in the recommended order, outer to inner — the guard, throttling,
@@ -58,6 +59,9 @@ pub struct RecommendedLayers<Signer = SigV4InvokeLayer> {
     session_busy: SessionBusyRetryLayer,
     signer: Signer,
     budget: Option<RetryBudget>,
+    trace_context: Option<TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<crate::telemetry::Metrics>,
 }
 
 impl<Signer> RecommendedLayers<Signer> {
@@ -69,6 +73,9 @@ impl<Signer> RecommendedLayers<Signer> {
             session_busy: SessionBusyRetryLayer::new(),
             signer,
             budget: Some(RetryBudget::new()),
+            trace_context: None,
+            #[cfg(feature = "opentelemetry")]
+            metrics: None,
         }
     }
 
@@ -76,6 +83,21 @@ impl<Signer> RecommendedLayers<Signer> {
     /// quota for every client of an app, say).
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Writes the trace headers of `trace` (the app's current trace context) on every attempt:
+    /// see [`TraceContext`]. Set on the three retry layers.
+    pub fn trace_context(mut self, trace: TraceContext) -> Self {
+        self.trace_context = Some(trace);
+        self
+    }
+
+    /// Records the durations of every call and attempt in `metrics` (see
+    /// [`Metrics`](crate::telemetry::Metrics)). Set on the three retry layers.
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -139,12 +161,31 @@ impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
     fn layer(&self, inner: S) -> Self::Service {
         // The session-busy layer reads the answer ahead; the two above keep its wrapper.
         let budget = self.budget.as_ref();
-        let session_busy =
-            (self.session_busy.clone().or_retry_budget(budget)).layer(self.signer.layer(inner));
-        let throttle = (self.throttle.clone().or_retry_budget(budget))
+        let trace = self.trace_context.as_ref();
+        #[cfg(feature = "opentelemetry")]
+        let (guard, throttle, session_busy) = {
+            let metrics = self.metrics.as_ref();
+            (
+                self.guard.clone().or_metrics(metrics),
+                self.throttle.clone().or_metrics(metrics),
+                self.session_busy.clone().or_metrics(metrics),
+            )
+        };
+        #[cfg(not(feature = "opentelemetry"))]
+        let (guard, throttle, session_busy) = (
+            self.guard.clone(),
+            self.throttle.clone(),
+            self.session_busy.clone(),
+        );
+        let session_busy = (session_busy.or_retry_budget(budget))
+            .or_trace_context(trace)
+            .layer(self.signer.layer(inner));
+        let throttle = (throttle.or_retry_budget(budget))
+            .or_trace_context(trace)
             .over_retry_layer()
             .layer(session_busy);
-        (self.guard.clone().or_retry_budget(budget))
+        (guard.or_retry_budget(budget))
+            .or_trace_context(trace)
             .over_retry_layer()
             .layer(throttle)
     }

@@ -215,6 +215,9 @@ pub struct McpSessionRecoveryLayer {
     sessions: Arc<Sessions>,
     budget: Option<RetryBudget>,
     on_record: Option<OnRecord>,
+    trace_context: Option<crate::telemetry::TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<crate::telemetry::Metrics>,
 }
 
 impl McpSessionRecoveryLayer {
@@ -224,6 +227,9 @@ impl McpSessionRecoveryLayer {
             sessions: Arc::new(Sessions::new(MAX_SESSIONS)),
             budget: Some(RetryBudget::new()),
             on_record: None,
+            trace_context: None,
+            #[cfg(feature = "opentelemetry")]
+            metrics: None,
         }
     }
 
@@ -238,6 +244,21 @@ impl McpSessionRecoveryLayer {
     /// from `budget` (see [`RetryLayer::retry_budget`](crate::retry::RetryLayer::retry_budget)).
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// Writes the trace headers of `trace` on every attempt of the calls this layer meets (see
+    /// [`TraceContext`](crate::telemetry::TraceContext)).
+    pub fn trace_context(mut self, trace: crate::telemetry::TraceContext) -> Self {
+        self.trace_context = Some(trace);
+        self
+    }
+
+    /// Records the durations of the calls this layer meets and of their attempts in `metrics`
+    /// (see [`Metrics`](crate::telemetry::Metrics)).
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -357,26 +378,38 @@ where
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
         let sessions = self.layer.sessions.clone();
-        let future = Box::pin(async move {
-            let result = serve(service, sessions, request, &context).await;
-            let record = context.record();
-            let owns = ownership.is_some();
-            if let Some(owner) = ownership {
-                let succeeded = result
-                    .as_ref()
-                    .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
-                owner.finish(succeeded);
-            }
-            match result {
-                Ok(mut response) => {
-                    if owns {
-                        response.extensions_mut().insert(record.clone());
-                    }
-                    Ok(response)
+        if let Some(trace) = &self.layer.trace_context {
+            context.use_trace_context(trace);
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &self.layer.metrics {
+            context.use_metrics(metrics);
+        }
+        context.describe_from(request.body());
+        let span = context.span();
+        let future = Box::pin(tracing::Instrument::instrument(
+            async move {
+                let result = serve(service, sessions, request, &context).await;
+                let record = context.record();
+                let owns = ownership.is_some();
+                if let Some(owner) = ownership {
+                    let succeeded = result
+                        .as_ref()
+                        .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
+                    owner.finish_with(succeeded, &result, None);
                 }
-                Err(error) => Err(error.with_record(record)),
-            }
-        });
+                match result {
+                    Ok(mut response) => {
+                        if owns {
+                            response.extensions_mut().insert(record.clone());
+                        }
+                        Ok(response)
+                    }
+                    Err(error) => Err(error.with_record(record)),
+                }
+            },
+            span,
+        ));
         ResponseFuture { future }
     }
 }

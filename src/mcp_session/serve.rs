@@ -199,8 +199,10 @@ where
     let record = context.record();
     let mut handed = Handed::of(record, &request);
     handed.sent();
-    let index = record.dispatch(&mut request);
-    let result = service.call(request).await.map_err(Error::from_service);
+    let (index, attempt) = context.dispatch(&mut request);
+    let result = tracing::Instrument::instrument(service.call(request), attempt)
+        .await
+        .map_err(Error::from_service);
     context.complete(index, &result);
     result
 }

@@ -77,6 +77,7 @@ use crate::context::{CallContext, Head, KeptExtensions, OnRecord, Ownership};
 use crate::error::{BoxError, Error};
 use crate::peek::{DEFAULT_PEEK_LIMIT, PeekResult, peek_result};
 use crate::record::{Decision, Handed, Verdict};
+use crate::telemetry::{self, TraceContext};
 use crate::uri::Shown;
 pub use backoff::Backoff;
 pub use retry_after::{parse_retry_after, retry_after, retry_after_at};
@@ -191,6 +192,9 @@ struct RetryConfig {
     default_budget: bool,
     on_retry: Option<OnRetry>,
     on_record: Option<OnRecord>,
+    trace_context: Option<TraceContext>,
+    #[cfg(feature = "opentelemetry")]
+    metrics: Option<telemetry::Metrics>,
 }
 
 /// Re-sends what its policy `P` says is worth sending again, within the call's budget and rule.
@@ -220,6 +224,9 @@ impl<P> RetryLayer<P> {
                 default_budget: true,
                 on_retry: None,
                 on_record: None,
+                trace_context: None,
+                #[cfg(feature = "opentelemetry")]
+                metrics: None,
             },
             read_ahead: PhantomData,
         }
@@ -312,12 +319,45 @@ impl<P, R> RetryLayer<P, R> {
         self
     }
 
+    /// Writes the trace headers of `trace` (the app's current trace context) on every attempt
+    /// of the calls this layer owns or meets first with a source: see
+    /// [`TraceContext`].
+    pub fn trace_context(mut self, trace: TraceContext) -> Self {
+        self.config.trace_context = Some(trace);
+        self
+    }
+
     /// Draws this layer's calls' re-sends from `budget` (shared by its clones, and by every other
     /// layer or stack it is handed to) instead of a budget of its own. A call uses the budget of
     /// the first of the crate's layers it meets. See [`RetryBudget`].
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.config.budget = Some(budget);
         self.config.default_budget = false;
+        self
+    }
+
+    /// Records the durations of the calls this layer owns (or meets first with metrics) and of
+    /// their attempts in `metrics`: see [`Metrics`](telemetry::Metrics).
+    #[cfg(feature = "opentelemetry")]
+    pub fn metrics(mut self, metrics: telemetry::Metrics) -> Self {
+        self.config.metrics = Some(metrics);
+        self
+    }
+
+    /// `metrics` unless the layer has metrics of its own.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn or_metrics(mut self, metrics: Option<&telemetry::Metrics>) -> Self {
+        if self.config.metrics.is_none() {
+            self.config.metrics = metrics.cloned();
+        }
+        self
+    }
+
+    /// `trace` unless the layer has a trace context of its own.
+    pub(crate) fn or_trace_context(mut self, trace: Option<&TraceContext>) -> Self {
+        if self.config.trace_context.is_none() {
+            self.config.trace_context = trace.cloned();
+        }
         self
     }
 
@@ -435,14 +475,19 @@ where
             config.on_record.as_ref(),
             config.budget.as_ref(),
         );
+        if let Some(trace) = &config.trace_context {
+            context.use_trace_context(trace);
+        }
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &config.metrics {
+            context.use_metrics(metrics);
+        }
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
-        let span = tracing::debug_span!(
-            "agentcore_tower::call",
-            layer = config.layer,
-            method = %request.method(),
-            uri = %Shown(request.uri()),
-        );
+        // The call's span, opened by the call's owner ([`CallContext::enter`]): entered from
+        // the first attempt on, once the method is known (OpenTelemetry names a span when it
+        // starts).
+        let span = context.span();
         let template = (context.max_attempts(config.backoff.max_attempts()) > 1)
             .then(|| Template::of(&request, &context));
         let prepare = self.policy.prepare(&request, &context);
@@ -459,6 +504,7 @@ where
             context,
             index: 0,
             span,
+            attempt: tracing::Span::none(),
             ownership,
             read_ahead: PhantomData,
         }
@@ -519,7 +565,9 @@ pin_project! {
         context: CallContext,
         // The record's index of the attempt in flight.
         index: usize,
+        // The call's span, and the span of the attempt in flight.
         span: tracing::Span,
+        attempt: tracing::Span,
         ownership: Option<Ownership>,
         read_ahead: PhantomData<fn() -> R>,
     }
@@ -558,7 +606,8 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let _entered = this.span.enter();
+        // The spans are entered from the first attempt on, not while preparing: the call's span
+        // is not named yet.
         loop {
             match this.state.as_mut().project() {
                 StateProj::Preparing { future, first } => {
@@ -570,27 +619,48 @@ where
                     // The first attempt of this layer is the one a layer above handed down,
                     // when there is one on its way.
                     this.handed.sent();
-                    *this.index = this.context.record().dispatch(&mut request);
+                    (*this.index, *this.attempt) = this.context.dispatch(&mut request);
+                    let _call = this.span.enter();
+                    let _attempt = this.attempt.enter();
                     let future = this.service.call(request);
                     this.state.set(State::Calling { future });
                 }
                 StateProj::Calling { future } => {
+                    let entered = (this.span.enter(), this.attempt.enter());
                     let result = ready!(future.poll(cx)).map_err(Error::from_service);
+                    drop(entered);
                     this.context.complete(*this.index, &result);
                     let result = result.map(|response| response.map(R::peeked));
                     let future = peek_result(result, this.config.peek_limit);
                     this.state.set(State::Classifying { future });
                 }
                 StateProj::Classifying { future } => {
+                    let entered = (this.span.enter(), this.attempt.enter());
                     let (result, platform) = ready!(future.poll(cx));
+                    drop(entered);
+                    let _call = this.span.enter();
                     this.context.record().note_platform(*this.index, platform);
                     let Some(judge) = this.judge.as_ref() else {
                         unreachable!("prepared before the first attempt")
                     };
                     let action = judge.judge(result.as_ref(), platform);
+                    // The error the answer's body carries, from what was read ahead (never a
+                    // second read), for the call's span: only its owner's, when traced.
+                    let answer_error = (this.ownership.is_some() && !this.span.is_disabled())
+                        .then(|| {
+                            result.as_ref().ok().and_then(|r| {
+                                let body = r.body();
+                                body.is_complete()
+                                    .then(|| telemetry::answer_error(&body.held_bytes()))
+                                    .flatten()
+                            })
+                        })
+                        .flatten();
                     let result = result.map(|response| judge.wrap(response));
                     match decide(action, this.template.as_ref(), this.config, this.context) {
                         Next::Wait(wait) => {
+                            this.context.end_attempts();
+                            *this.attempt = tracing::Span::none();
                             // Release the refused answer now: its body is not read further,
                             // and a pooled connection is not held while we wait.
                             drop(result);
@@ -608,7 +678,7 @@ where
                                 let succeeded = result.as_ref().is_ok_and(|r| {
                                     r.status().is_success() && record.latest_is_clear()
                                 });
-                                owner.finish(succeeded);
+                                owner.finish_with(succeeded, &result, answer_error);
                             }
                             return Poll::Ready(match result {
                                 Ok(mut response) => {
@@ -644,7 +714,9 @@ where
                         )
                     };
                     let mut request = template.request(this.context);
-                    *this.index = this.context.record().dispatch(&mut request);
+                    (*this.index, *this.attempt) = this.context.dispatch(&mut request);
+                    let _call = this.span.enter();
+                    let _attempt = this.attempt.enter();
                     let future = this.service.call(request);
                     this.state.set(State::Calling { future });
                 }
@@ -679,9 +751,8 @@ fn decide<ReqB>(
         RetryAction::Retry(reason) => reason,
     };
     let (layer, cause) = (config.layer, reason.cause);
-    let record = context.record();
     let deliver = |verdict, permission| {
-        record.decide(Decision::new(layer, verdict, permission));
+        context.decide(Decision::new(layer, verdict, permission));
         Next::Deliver
     };
     let max_attempts = context.max_attempts(config.backoff.max_attempts());
@@ -711,7 +782,7 @@ fn decide<ReqB>(
         Ok(permission) => permission,
         Err((verdict, permission)) => return deliver(verdict, permission),
     };
-    record.decide(Decision::new(
+    context.decide(Decision::new(
         layer,
         Verdict::SentAgain {
             cause,

@@ -1,0 +1,616 @@
+//! The call's spans as a subscriber sees them: one call span per MCP request, whoever owns the
+//! call, named and described as OpenTelemetry's MCP conventions say; one child span per attempt,
+//! named as the HTTP conventions say; the layers' decisions as events on the attempts.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
+use agentcore_tower::{
+    RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+};
+use common::*;
+use tower::{Layer, ServiceBuilder, ServiceExt};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The tests one at a time: `tracing` caches each callsite's interest over every thread's
+/// subscriber, and a test without one (or ending) racing another's first use of a callsite can
+/// leave it off for a moment there.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A field's value, with its type.
+#[derive(Clone, Debug, PartialEq)]
+enum V {
+    S(String),
+    I(i64),
+    Other(String),
+}
+
+fn s(text: &str) -> V {
+    V::S(text.to_owned())
+}
+
+#[derive(Clone, Debug, Default)]
+struct SpanRec {
+    name: &'static str,
+    fields: BTreeMap<String, V>,
+    parent: Option<usize>,
+    events: Vec<BTreeMap<String, V>>,
+}
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<SpanRec>>>);
+
+struct Index(usize);
+
+struct Fields<'a>(&'a mut BTreeMap<String, V>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0
+            .insert(field.name().to_owned(), V::S(value.to_owned()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), V::I(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().to_owned(), V::Other(format!("{value:?}")));
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for Capture
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let span = ctx.span(id).expect("a new span");
+        let parent = span
+            .parent()
+            .and_then(|p| p.extensions().get::<Index>().map(|i| i.0));
+        let mut spans = self.0.lock().unwrap();
+        spans.push(SpanRec {
+            name: attrs.metadata().name(),
+            fields,
+            parent,
+            events: Vec::new(),
+        });
+        span.extensions_mut().insert(Index(spans.len() - 1));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(index) = ctx
+            .span(id)
+            .and_then(|s| s.extensions().get::<Index>().map(|i| i.0))
+        else {
+            return;
+        };
+        values.record(&mut Fields(&mut self.0.lock().unwrap()[index].fields));
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let Some(index) = ctx
+            .event_span(event)
+            .and_then(|s| s.extensions().get::<Index>().map(|i| i.0))
+        else {
+            return;
+        };
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap()[index].events.push(fields);
+    }
+}
+
+impl Capture {
+    fn spans(&self) -> Vec<SpanRec> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The call spans, and the attempt spans of each, in the order they were opened.
+    fn calls(&self) -> Vec<(SpanRec, Vec<SpanRec>)> {
+        let spans = self.spans();
+        spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.name == "mcp")
+            .map(|(i, call)| {
+                let attempts = spans
+                    .iter()
+                    .filter(|s| s.parent == Some(i) && s.name == "attempt")
+                    .cloned()
+                    .collect();
+                (call.clone(), attempts)
+            })
+            .collect()
+    }
+}
+
+const ADD: &str = r#"{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#;
+const ANSWER: &[u8] =
+    br#"{"jsonrpc":"2.0","id":"call-1","result":{"content":[{"type":"text","text":"3"}]}}"#;
+
+fn throttled() -> Step {
+    Step::Respond(response(
+        429,
+        &[("retry-after", "0"), ("x-amzn-requestid", "req-1")],
+        b"{}",
+    ))
+}
+
+fn answered(body: &'static [u8]) -> Step {
+    Step::Respond(response(
+        200,
+        &[
+            ("content-type", "application/json"),
+            ("x-amzn-requestid", "req-2"),
+        ],
+        body,
+    ))
+}
+
+/// Checks the call span and attempt spans of a `tools/call` of `add` throttled once, then
+/// answered.
+/// `read_body`: whether the owner of the call had the body read before its first attempt (else
+/// the request id is not known).
+fn assert_throttled_then_answered(capture: &Capture, read_body: bool) {
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1, "one call span: {:#?}", capture.spans());
+    let (call, attempts) = &calls[0];
+    let f = &call.fields;
+    // Written as text (`format_args!`, no copy), which exporters take as a string.
+    assert_eq!(f["otel.name"], V::Other("tools/call add".into()));
+    assert_eq!(f["otel.kind"], s("client"));
+    assert_eq!(f["mcp.method.name"], s("tools/call"));
+    assert_eq!(f["gen_ai.tool.name"], s("add"));
+    assert_eq!(f["gen_ai.operation.name"], s("execute_tool"));
+    if read_body {
+        assert_eq!(f["jsonrpc.request.id"], s("call-1"));
+    } else {
+        assert!(!f.contains_key("jsonrpc.request.id"));
+    }
+    assert_eq!(f["server.address"], s("runtime.example"));
+    assert_eq!(f["server.port"], V::I(443));
+    assert!(!f.contains_key("error.type"), "{f:?}");
+
+    assert_eq!(attempts.len(), 2, "{:#?}", capture.spans());
+    let (first, second) = (&attempts[0].fields, &attempts[1].fields);
+    assert_eq!(first["otel.name"], s("POST"));
+    assert_eq!(first["otel.kind"], s("client"));
+    assert_eq!(first["http.request.method"], s("POST"));
+    assert_eq!(
+        first["url.full"],
+        V::Other("https://runtime.example/mcp?secret=REDACTED".into())
+    );
+    assert_eq!(first["http.response.status_code"], V::I(429));
+    assert_eq!(first["error.type"], s("429"));
+    assert_eq!(first["otel.status_code"], s("error"));
+    assert_eq!(first["aws.request_id"], s("req-1"));
+    assert!(!first.contains_key("http.request.resend_count"));
+    assert_eq!(second["http.request.resend_count"], V::I(1));
+    assert_eq!(second["http.response.status_code"], V::I(200));
+    assert_eq!(second["aws.request_id"], s("req-2"));
+    assert!(!second.contains_key("error.type"));
+
+    // The decision to send again is an event on the first attempt, and only there.
+    let decisions = |span: &SpanRec| {
+        span.events
+            .iter()
+            .filter(|e| e.contains_key("verdict"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let first_decisions = decisions(&attempts[0]);
+    assert_eq!(first_decisions.len(), 1, "{:#?}", attempts[0].events);
+    let event = &first_decisions[0];
+    assert_eq!(event["layer"], s("throttle"));
+    assert_eq!(event["verdict"], s("sent_again"));
+    assert_eq!(event["wait_ms"], V::I(0));
+    assert!(event.contains_key("by") && event.contains_key("assumes"));
+    assert!(
+        decisions(&attempts[1]).is_empty(),
+        "{:#?}",
+        attempts[1].events
+    );
+}
+
+async fn run<S>(
+    capture: &Capture,
+    stack: S,
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+) where
+    S: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>,
+    S::Error: std::fmt::Debug,
+{
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    stack.oneshot(request).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_tool_call_through_the_recommended_stack() {
+    let _serial = SERIAL.lock().await;
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    assert_throttled_then_answered(&capture, true);
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_order_still_one_call_span() {
+    let _serial = SERIAL.lock().await;
+    // Session busy, then throttling, then the guard: the outermost layer owns the call and
+    // opens its span; it reads no body, so the MCP headers name the call.
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = ServiceBuilder::new()
+        .layer(SessionBusyRetryLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .layer(ReplayGuardLayer::new())
+        .service(inner);
+    let mut request = json_request(ADD);
+    request
+        .headers_mut()
+        .insert("mcp-method", "tools/call".parse().unwrap());
+    request
+        .headers_mut()
+        .insert("mcp-name", "add".parse().unwrap());
+    run(&capture, stack, request).await;
+    assert_throttled_then_answered(&capture, false);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_known_names_the_call_mcp() {
+    let _serial = SERIAL.lock().await;
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(ANSWER)]);
+    let stack = ThrottleRetryLayer::new().layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1);
+    assert!(!calls[0].0.fields.contains_key("otel.name"));
+    assert!(!calls[0].0.fields.contains_key("mcp.method.name"));
+    assert_eq!(calls[0].1.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_json_rpc_error_and_a_tool_error() {
+    let _serial = SERIAL.lock().await;
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(
+        br#"{"jsonrpc":"2.0","id":"call-1","error":{"code":-32602,"message":"Unknown tool: add"}}"#,
+    )]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1);
+    let f = &calls[0].0.fields;
+    assert_eq!(f["error.type"], s("-32602"));
+    assert_eq!(f["rpc.response.status_code"], s("-32602"));
+    assert_eq!(f["otel.status_code"], s("error"));
+
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(
+        br#"{"jsonrpc":"2.0","id":"call-1","result":{"content":[{"type":"text","text":"no"}],"isError":true}}"#,
+    )]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    let f = &calls[0].0.fields;
+    assert_eq!(f["error.type"], s("tool_error"));
+    assert!(!f.contains_key("rpc.response.status_code"));
+    assert_eq!(f["otel.status_code"], s("error"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn url_full_shows_no_secret() {
+    let _serial = SERIAL.lock().await;
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
+    let mut request = json_request(ADD);
+    *request.uri_mut() =
+        "https://user:password@runtime.example:8443/mcp?X-Amz-Signature=abcdef&X-Amz-Credential=AKID%2Fx&sig=s3cr3t&x=1"
+            .parse()
+            .unwrap();
+    run(&capture, stack, request).await;
+    let calls = capture.calls();
+    let url = &calls[0].1[0].fields["url.full"];
+    assert_eq!(
+        url,
+        &V::Other(
+            "https://REDACTED:REDACTED@runtime.example:8443/mcp?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED&sig=REDACTED&x=REDACTED"
+                .into()
+        )
+    );
+    let text = format!("{:?}", capture.spans());
+    for secret in ["password", "abcdef", "AKID", "s3cr3t"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert_eq!(calls[0].0.fields["server.port"], V::I(8443));
+}
+
+const TRACE: [u8; 16] = [
+    0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
+];
+const SPAN: [u8; 8] = [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7];
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const X_RAY: &str = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1";
+
+/// The named header of every request the service below received.
+fn seen(shared: &Shared, name: &str) -> Vec<Option<String>> {
+    shared
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(parts, _)| {
+            parts
+                .headers
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_carries_the_trace_headers() {
+    let _serial = SERIAL.lock().await;
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let trace = TraceContext::new(|| {
+        Some(
+            TraceHeaders::new(TRACE, SPAN, true)
+                .trace_state("vendor=1")
+                .baggage("user=alice"),
+        )
+    });
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(trace)
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+    assert_eq!(seen(&shared, "tracestate"), two("vendor=1"));
+    assert_eq!(seen(&shared, "baggage"), two("user=alice"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trace_header_the_app_set_is_kept() {
+    let _serial = SERIAL.lock().await;
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(trace)
+        .layer(inner);
+    let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let mut request = json_request(ADD);
+    request
+        .headers_mut()
+        .insert("traceparent", own.parse().unwrap());
+    stack.oneshot(request).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(own));
+    // The app set no X-Ray header: that one is the hook's.
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+
+    // No trace context (or an invalid one): no header.
+    let inner = Scripted::new([answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(TraceContext::new(|| {
+            Some(TraceHeaders::new([0; 16], SPAN, true))
+        }))
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    assert_eq!(seen(&shared, "traceparent"), vec![None]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trace_context_in_the_request_extensions() {
+    let _serial = SERIAL.lock().await;
+    let inner = Scripted::new([answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = ThrottleRetryLayer::new().layer(inner);
+    let mut request = json_request(ADD);
+    request.extensions_mut().insert(TraceContext::new(|| {
+        Some(TraceHeaders::new(TRACE, SPAN, true))
+    }));
+    stack.oneshot(request).await.unwrap();
+    assert_eq!(
+        seen(&shared, "traceparent"),
+        vec![Some(TRACEPARENT.to_owned())]
+    );
+}
+
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(start_paused = true)]
+async fn the_opentelemetry_context_gives_the_trace_headers() {
+    let _serial = SERIAL.lock().await;
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .trace_context(TraceContext::opentelemetry())
+        .layer(inner);
+    let span_context = SpanContext::new(
+        TraceId::from_bytes(TRACE),
+        SpanId::from_bytes(SPAN),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let _attached = opentelemetry::Context::current()
+        .with_remote_span_context(span_context)
+        .attach();
+    stack.oneshot(json_request(ADD)).await.unwrap();
+    let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
+    assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
+}
+
+/// The histograms' measurements, as an SDK would receive them: name, unit, buckets, value,
+/// attributes.
+#[cfg(feature = "opentelemetry")]
+mod metrics {
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry::KeyValue;
+    use opentelemetry::metrics::{
+        Histogram, HistogramBuilder, InstrumentProvider, Meter, SyncInstrument,
+    };
+
+    pub type Measurement = (String, f64, Vec<(String, String)>);
+    /// An instrument's name, unit and buckets.
+    pub type Described = (String, Option<String>, Option<Vec<f64>>);
+
+    #[derive(Clone, Default)]
+    pub struct Provider {
+        pub measurements: Arc<Mutex<Vec<Measurement>>>,
+        pub instruments: Arc<Mutex<Vec<Described>>>,
+    }
+
+    struct Instrument {
+        name: String,
+        measurements: Arc<Mutex<Vec<Measurement>>>,
+    }
+
+    impl SyncInstrument<f64> for Instrument {
+        fn measure(&self, value: f64, attributes: &[KeyValue]) {
+            let attributes = attributes
+                .iter()
+                .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                .collect();
+            self.measurements
+                .lock()
+                .unwrap()
+                .push((self.name.clone(), value, attributes));
+        }
+    }
+
+    impl InstrumentProvider for Provider {
+        fn f64_histogram(&self, builder: HistogramBuilder<'_, Histogram<f64>>) -> Histogram<f64> {
+            self.instruments.lock().unwrap().push((
+                builder.name.to_string(),
+                builder.unit.as_ref().map(|u| u.to_string()),
+                builder.boundaries.clone(),
+            ));
+            Histogram::new(Arc::new(Instrument {
+                name: builder.name.to_string(),
+                measurements: self.measurements.clone(),
+            }))
+        }
+    }
+
+    pub fn meter(provider: &Provider) -> Meter {
+        Meter::new(Arc::new(provider.clone()))
+    }
+}
+
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(start_paused = true)]
+async fn the_histograms_of_a_throttled_tool_call() {
+    let _serial = SERIAL.lock().await;
+    use agentcore_tower::telemetry::Metrics;
+
+    let provider = metrics::Provider::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+        .metrics(Metrics::new(&metrics::meter(&provider)))
+        .layer(inner);
+    stack.oneshot(json_request(ADD)).await.unwrap();
+
+    let instruments = provider.instruments.lock().unwrap().clone();
+    assert_eq!(
+        instruments,
+        vec![
+            (
+                "mcp.client.operation.duration".to_owned(),
+                Some("s".to_owned()),
+                Some(vec![
+                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0
+                ])
+            ),
+            (
+                "http.client.request.duration".to_owned(),
+                Some("s".to_owned()),
+                Some(vec![
+                    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0
+                ])
+            ),
+        ]
+    );
+    let measured = provider.measurements.lock().unwrap().clone();
+    let attrs = |kv: &[(&str, &str)]| {
+        kv.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    let names: Vec<_> = measured.iter().map(|(n, ..)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "http.client.request.duration",
+            "http.client.request.duration",
+            "mcp.client.operation.duration"
+        ]
+    );
+    assert_eq!(
+        measured[0].2,
+        attrs(&[
+            ("http.request.method", "POST"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+            ("http.response.status_code", "429"),
+            ("error.type", "429"),
+        ])
+    );
+    assert_eq!(
+        measured[1].2,
+        attrs(&[
+            ("http.request.method", "POST"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+            ("http.response.status_code", "200"),
+        ])
+    );
+    assert_eq!(
+        measured[2].2,
+        attrs(&[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "add"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("server.address", "runtime.example"),
+            ("server.port", "443"),
+        ])
+    );
+    assert!(measured.iter().all(|(_, v, _)| *v >= 0.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_session_layer_outermost_names_the_call_from_the_body_at_once() {
+    let _serial = SERIAL.lock().await;
+    // The session recovery layer owns the call and reads the in-memory body without waiting:
+    // the call span is named before any layer enters it.
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = ServiceBuilder::new()
+        .layer(agentcore_tower::McpSessionRecoveryLayer::new())
+        .layer(ThrottleRetryLayer::new())
+        .service(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    assert_throttled_then_answered(&capture, true);
+}
