@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use agentcore_tower::{
 };
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{HeaderMap, Request, Response, Uri};
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -28,7 +29,7 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
 use crate::answers;
-use crate::cli::{Args, Door, TokenSource, shown, shown_duration};
+use crate::cli::{Args, Door, Headers, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
 
 /// The body of the stack's answers.
@@ -192,9 +193,10 @@ async fn runtime(
         region = signer.target().region(),
         endpoint = %shown(&uri),
         auth = %auth,
+        headers = ?args.headers,
         "proxying to AgentCore Runtime"
     );
-    let stack = over_client(guard(args), signer, &uri)?;
+    let stack = over_client(guard(args), signer, &uri, &args.headers)?;
     Ok(Built {
         stack,
         uri,
@@ -271,9 +273,10 @@ async fn endpoint(
         region = %region.as_deref().unwrap_or("-"),
         signing_name = %signing_name.unwrap_or("-"),
         auth = %auth,
+        headers = ?args.headers,
         "{what}"
     );
-    let stack = over_client(guard(args), signer, url)?;
+    let stack = over_client(guard(args), signer, url, &args.headers)?;
     Ok(Built {
         stack,
         uri: url.clone(),
@@ -341,7 +344,12 @@ async fn configured_region() -> Option<String> {
 
 /// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
 /// HTTPS.
-fn over_client<L>(guard: ReplayGuardLayer, signer: L, uri: &Uri) -> Result<Stack, StartError>
+fn over_client<L>(
+    guard: ReplayGuardLayer,
+    signer: L,
+    uri: &Uri,
+    headers: &Headers,
+) -> Result<Stack, StartError>
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
     RecommendedLayers<L>: Layer<HttpClient> + Layer<HttpsClient>,
@@ -349,13 +357,20 @@ where
     McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
 {
     let executor = TokioExecutor::new();
+    let headers = Arc::new(headers.0.clone());
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-        stack_over(guard, signer, Client::builder(executor).build_http())
+        stack_over(
+            guard,
+            signer,
+            Client::builder(executor).build_http(),
+            headers,
+        )
     } else {
         stack_over(
             guard,
             signer,
             Client::builder(executor).build(https_connector()?),
+            headers,
         )
     })
 }
@@ -395,8 +410,9 @@ impl<S> Boxable for S where
 
 /// The stack, outer to inner: one deadline ([`Deadline`]), the MCP session re-opened when the
 /// server no longer knows it, the replay rule, throttle and session-busy retries, the signer —
-/// over `client`.
-fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C) -> Stack
+/// over `client`. `headers` (`--header`) are set on every request at the top, so that the
+/// signer signs them like the rest.
+fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C, headers: Arc<HeaderMap>) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
     McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
@@ -410,6 +426,7 @@ where
     BoxCloneSyncService::new(Deadline {
         inner,
         total: answers::limits().total,
+        headers,
     })
 }
 
@@ -442,6 +459,8 @@ impl std::error::Error for TimedOut {}
 struct Deadline {
     inner: Inner,
     total: Duration,
+    /// `--header`: set on every request (over any of the same name the client sent).
+    headers: Arc<HeaderMap>,
 }
 
 impl Service<Request<Full<Bytes>>> for Deadline {
@@ -455,6 +474,9 @@ impl Service<Request<Full<Bytes>>> for Deadline {
     }
 
     fn call(&mut self, mut request: Request<Full<Bytes>>) -> Self::Future {
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name, value.clone());
+        }
         let record = match AttemptRecord::of_extensions(request.extensions()) {
             Some(record) => record.clone(),
             None => {

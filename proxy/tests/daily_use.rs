@@ -1236,3 +1236,124 @@ fn help_names_each_daily_option_with_its_default() {
     assert!(!text.contains("120 s"), "the old fixed deadline");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// --header
+
+const CUSTOM: &str = "X-Amzn-Bedrock-AgentCore-Runtime-Custom-Tenant";
+const SECRET_VALUE: &str = "tenant-s3cr3t-value";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
+    // The allowlist names the tenant header only: another custom header is not passed on.
+    let emulator =
+        Emulator::start(EmulatorConfig::default().header_allowlist([CUSTOM.to_ascii_lowercase()]))
+            .await
+            .unwrap();
+    let tenant = format!("{CUSTOM}={SECRET_VALUE}");
+    let other = "x-amzn-bedrock-agentcore-runtime-custom-other=other-s3cr3t";
+    let mut proxy = Proxy::for_emulator(&emulator, &["--header", &tenant, "--header", other]);
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    let audit = emulator.audit();
+    assert_eq!(audit.signature_failures, 0);
+    let posts: Vec<_> = audit
+        .received
+        .iter()
+        .filter(|r| r.http_method == "POST")
+        .collect();
+    assert!(!posts.is_empty());
+    for received in posts {
+        assert!(received.signed, "{received:?}");
+        assert_eq!(
+            received.custom_headers,
+            [(CUSTOM.to_ascii_lowercase(), SECRET_VALUE.to_owned())],
+            "{received:?}"
+        );
+    }
+    let stderr = proxy.stderr();
+    assert!(
+        !stderr.contains(SECRET_VALUE) && !stderr.contains("other-s3cr3t"),
+        "{stderr}"
+    );
+    // The names are logged, so a user sees what is sent.
+    assert!(
+        stderr.contains("x-amzn-bedrock-agentcore-runtime-custom-tenant"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_header_outside_the_doors_rules_is_refused_at_start() {
+    let arn = ["--runtime-arn", ARN];
+    let gateway = [
+        "--gateway-url",
+        "https://gw-1.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp",
+    ];
+    let url = [
+        "--url",
+        "https://example.com/mcp",
+        "--bearer-token-env",
+        "T",
+    ];
+    let big = format!("{CUSTOM}={}", "s".repeat(5 * 1024));
+    let many: Vec<String> = (0..21)
+        .map(|n| format!("{CUSTOM}-{n}={SECRET_VALUE}"))
+        .collect();
+    let mut cases: Vec<(Vec<String>, String)> = vec![
+        (
+            header_args(&arn, &[&format!("x-tenant={SECRET_VALUE}")]),
+            "--header x-tenant: --runtime-arn passes only X-Amzn-Bedrock-AgentCore-Runtime-\
+             Custom-* headers to the runtime (the ones its request-header allowlist names)"
+                .into(),
+        ),
+        (
+            header_args(&arn, &[&big]),
+            "--header x-amzn-bedrock-agentcore-runtime-custom-tenant: the value is 5120 bytes; \
+             AgentCore passes at most 4096 (4 KB)"
+                .into(),
+        ),
+        (
+            header_args(&arn, &many.iter().map(String::as_str).collect::<Vec<_>>()),
+            "--header is given 21 times; a runtime passes at most 20 custom headers".into(),
+        ),
+    ];
+    for (door, flag) in [(&gateway[..], "--gateway-url"), (&url[..], "--url")] {
+        for (name, rule) in [
+            ("authorization", "the signature or the bearer token sets it"),
+            ("X-Amz-Date", "x-amz-* is SigV4's"),
+            ("Mcp-Session-Id", "mcp-* is the MCP transport's"),
+            ("connection", "a hop-by-hop header, for one connection only"),
+            ("Content-Type", "content-* describes the message body"),
+        ] {
+            cases.push((
+                header_args(door, &[&format!("{name}={SECRET_VALUE}")]),
+                format!(
+                    "--header {} is reserved ({rule}): {flag} refuses it",
+                    name.to_ascii_lowercase()
+                ),
+            ));
+        }
+    }
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = command(&args, &[("T", TOKEN)]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+        assert!(!stderr.contains(SECRET_VALUE), "{stderr}");
+    }
+}
+
+fn header_args(door: &[&str], headers: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = door.iter().map(|a| a.to_string()).collect();
+    for header in headers {
+        args.push("--header".into());
+        args.push(header.to_string());
+    }
+    args
+}

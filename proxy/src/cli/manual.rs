@@ -16,6 +16,7 @@ COMMON: [--timeout DURATION] [--idle-timeout DURATION]
         [--idempotent-tool NAME]... [--strict-tool NAME]...
         [--trust-tool-annotations] [--read-only]
         [--allow-tool PATTERN]... [--deny-tool PATTERN]...
+        [--header NAME=VALUE]...
         [--listen ADDRESS:PORT [--listen-token-file PATH]]
 ";
 
@@ -202,6 +203,19 @@ OPTIONS
         For a runtime: send X-Amzn-Bedrock-AgentCore-Runtime-User-Id: ID
         with every invocation, the user the runtime acts for (needs the
         bedrock-agentcore:InvokeAgentRuntimeForUser permission).
+
+    --header NAME=VALUE
+        Repeatable: add this header to every request, signed with the rest.
+        For a runtime, only X-Amzn-Bedrock-AgentCore-Runtime-Custom-* names
+        (any case), which AgentCore passes to the container when the
+        runtime's request-header allowlist names them: at most 20, each value
+        at most 4 KB. For a gateway or a URL, any name except those the
+        proxy, the signature or the transport set: authorization, host,
+        accept, x-amz-*, mcp-*, content-*, and the hop-by-hop connection,
+        keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade. A name
+        given twice (names are case-insensitive), or outside these rules,
+        is refused at start (exit 2), naming the rule. Values are never
+        logged nor shown in an error: they may be secrets.
 
     --timeout DURATION
         One deadline for each whole call: its retries, its waits and the
