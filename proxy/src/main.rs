@@ -72,6 +72,17 @@ fn main() -> ExitCode {
         None => None,
     };
     init_logging();
+    // Before anything can start a process (the credential chain): see `take_stdin`.
+    let input = match args.listen {
+        Some(_) => None,
+        None => match stdio::take_stdin() {
+            Ok(input) => Some(input),
+            Err(e) => {
+                eprintln!("{NAME}: cannot take the standard input: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -83,7 +94,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(args, token));
+    let code = runtime.block_on(run(args, token, input));
     // The stdin reader may still be blocked in a read: do not wait for it.
     runtime.shutdown_background();
     code
@@ -134,7 +145,7 @@ fn init_logging() {
     }
 }
 
-async fn run(args: Args, token: Option<String>) -> ExitCode {
+async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>) -> ExitCode {
     let mode = stack::Mode {
         // Many MCP sessions may share a listener: each gets its microVM, and ends it with
         // DELETE. On stdio, one client: one runtime session, stopped at exit when asked.
@@ -173,7 +184,10 @@ async fn run(args: Args, token: Option<String>) -> ExitCode {
                 stack::Kind::Runtime => stdio::AtExit::Nothing,
                 stack::Kind::Endpoint => stdio::AtExit::EndMcpSession,
             };
-            stdio::run(built.stack, built.uri, tools, at_exit).await
+            let Some(input) = input else {
+                unreachable!("stdio mode takes stdin at start")
+            };
+            stdio::run(input, built.stack, built.uri, tools, at_exit).await
         }
     }
 }

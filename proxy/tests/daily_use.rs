@@ -1357,3 +1357,78 @@ fn header_args(door: &[&str], headers: &[&str]) -> Vec<String> {
     }
     args
 }
+
+// ---------------------------------------------------------------------------------------------
+// credential_process and stdin
+
+/// A profile's `credential_process` that reads its standard input must not take the MCP
+/// client's messages. aws-config runs it with tokio's `Command::output()`, which leaves stdin
+/// inherited: the proxy takes fd 0 for itself and leaves `/dev/null` there, so the process
+/// reads nothing and every request is answered. Were stdin inherited, `cat` would swallow the
+/// messages written after the first request (and wait for EOF), and this test would time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_process_that_reads_stdin_takes_no_message() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let credentials = emulator.credentials();
+    let dir = TempDir::new("credential-process");
+    let seen = dir.0.join("stdin-seen");
+    let script = dir.write(
+        "creds.sh",
+        &format!(
+            "#!/bin/sh\ncat >> '{}'\nprintf '%s' '{{\"Version\": 1, \"AccessKeyId\": \"{}\", \
+             \"SecretAccessKey\": \"{}\", \"SessionToken\": \"{}\"}}'\n",
+            seen.display(),
+            credentials.access_key_id(),
+            credentials.secret_access_key(),
+            credentials.session_token().unwrap()
+        ),
+    );
+    let config = dir.write(
+        "config",
+        &format!("[profile proc]\nregion = us-east-1\ncredential_process = sh {script}\n"),
+    );
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+            "--profile",
+            "proc",
+        ],
+        &[("AWS_CONFIG_FILE", config.as_str())],
+    );
+    // Everything at once: the credentials are resolved while these wait in the pipe.
+    proxy.send(&initialize(1));
+    proxy.send(&initialized());
+    for id in 2..=5 {
+        proxy.send(&call(id, "add", json!({"a": id, "b": 1})));
+    }
+    // The calls run concurrently once the session is open: each answered, once.
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    let mut ids = Vec::new();
+    for _ in 2..=5 {
+        let answer = proxy.next().await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        ids.push(answer["id"].as_u64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [2, 3, 4, 5]);
+    // And one after another, in order.
+    for id in 6..=7 {
+        proxy.send(&call(id, "add", json!({"a": id, "b": 1})));
+        let answer = proxy.next().await;
+        assert_eq!(answer["id"], id, "{answer}");
+    }
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(
+        (rest, status.code()),
+        (vec![], Some(0)),
+        "{}",
+        proxy.stderr()
+    );
+    assert_eq!(std::fs::read(&seen).unwrap_or_default(), b"");
+    assert_eq!(emulator.audit().signature_failures, 0);
+}
