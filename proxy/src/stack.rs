@@ -100,6 +100,19 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
         Some(TokenSource::Command(_)) => "bearer token from --bearer-token-command".to_owned(),
         None => "SigV4".to_owned(),
     };
+    if args.tokens.is_none()
+        && let Some(profile) = args
+            .profile
+            .clone()
+            .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
+    {
+        answers::set_profile(profile);
+    }
+    match &args.door {
+        Door::Runtime(_) => answers::set_action("bedrock-agentcore:InvokeAgentRuntime"),
+        Door::Gateway(_) => answers::set_action("bedrock-agentcore:InvokeGateway"),
+        Door::Url(_) => {}
+    }
     match &args.door {
         Door::Runtime(arn) => runtime(args, arn, mode, tokens, &auth).await,
         Door::Gateway(url) => endpoint(args, url, None, tokens, &auth).await,

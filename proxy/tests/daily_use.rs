@@ -1432,3 +1432,110 @@ async fn a_credential_process_that_reads_stdin_takes_no_message() {
     assert_eq!(std::fs::read(&seen).unwrap_or_default(), b"");
     assert_eq!(emulator.audit().signature_failures, 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Errors a user can act on: `error.data.kind`
+
+/// The JSON-RPC error that answers one `tools/call` of `add` after `faults` are queued.
+async fn error_after(emulator: &Emulator, faults: &[Fault]) -> Value {
+    let mut proxy = Proxy::for_emulator(emulator, &[]);
+    proxy.open().await;
+    for fault in faults {
+        emulator.push_fault(*fault);
+    }
+    proxy.send(&call(2, "add", json!({"a": 1, "b": 2})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    answer["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_refusal_a_user_acts_on_has_its_own_kind_and_advice() {
+    use agentcore_tower::contract::PlatformError;
+    use agentcore_tower::emulator::{PlatformForm, RetryAfter};
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+
+    // Expired credentials: re-signed once with fresh ones (the same here), then delivered.
+    let error = error_after(&emulator, &[Fault::ExpiredToken; 3]).await;
+    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("the AWS credentials have expired: refresh them"),
+        "{error}"
+    );
+
+    let denied = Fault::Platform {
+        error: PlatformError::AccessDenied,
+        form: PlatformForm::Http,
+    };
+    let error = error_after(&emulator, &[denied]).await;
+    assert_eq!(error["data"]["kind"], "access_denied", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not allowed bedrock-agentcore:InvokeAgentRuntime"),
+        "{error}"
+    );
+
+    let invalid = Fault::Platform {
+        error: PlatformError::Validation,
+        form: PlatformForm::Http,
+    };
+    let error = error_after(&emulator, &[invalid]).await;
+    assert_eq!(error["data"]["kind"], "refused", "{error}");
+
+    // Throttled on every attempt: delivered after the stack's waits.
+    let throttle = Fault::Throttle {
+        retry_after: Some(RetryAfter::Seconds(0)),
+    };
+    let error = error_after(&emulator, &[throttle; 64]).await;
+    assert_eq!(error["data"]["kind"], "throttled", "{error}");
+    assert_eq!(error["data"]["httpStatus"], 429, "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
+    // A runtime that takes OAuth tokens, called with SigV4.
+    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([TOKEN]))
+        .await
+        .unwrap();
+    let mut proxy = Proxy::for_emulator(&emulator, &[]);
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "auth_method_mismatch", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("give --bearer-token-env VAR or --bearer-token-command CMD"),
+        "{error}"
+    );
+
+    // Another runtime's ARN.
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let credentials = emulator.credentials();
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
+            "--endpoint",
+            &endpoint,
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
+            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
+            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
+        ],
+    );
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "not_found", "{error}");
+    assert_eq!(
+        error["data"]["errorType"], "ResourceNotFoundException",
+        "{error}"
+    );
+}
