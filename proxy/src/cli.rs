@@ -109,6 +109,8 @@ pub struct Args {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
     Run(Box<Args>),
+    /// `check`: the credentials, the target and the server's tools, then exit.
+    Check(Box<Args>),
     Help,
     Version,
 }
@@ -143,6 +145,22 @@ struct Given {
 
 /// Reads the arguments (without the program name).
 pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut raw = raw.into_iter().peekable();
+    if raw.peek().is_some_and(|first| first == "check") {
+        raw.next();
+        return match parse_options(raw)? {
+            Parsed::Run(args) if args.listen.is_some() => {
+                Err("check sends two requests and exits: it does not take --listen".into())
+            }
+            Parsed::Run(args) => Ok(Parsed::Check(args)),
+            other => Ok(other),
+        };
+    }
+    parse_options(raw)
+}
+
+/// Reads the options (after the `check` subcommand, if any).
+fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let mut args = Given::default();
     let mut raw = raw.into_iter();
     while let Some(arg) = raw.next() {

@@ -10,6 +10,7 @@
 //! ```
 
 mod answers;
+mod check;
 mod cli;
 mod listen;
 mod sse;
@@ -53,6 +54,7 @@ async fn drain<T: 'static>(tasks: &mut tokio::task::JoinSet<T>, what: &str) {
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {
         Ok(Parsed::Run(args)) => *args,
+        Ok(Parsed::Check(args)) => return run_check(*args),
         Ok(Parsed::Help) => {
             print!("{}", cli::HELP);
             return ExitCode::SUCCESS;
@@ -98,6 +100,22 @@ fn main() -> ExitCode {
     // The stdin reader may still be blocked in a read: do not wait for it.
     runtime.shutdown_background();
     code
+}
+
+/// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
+fn run_check(args: Args) -> ExitCode {
+    init_logging();
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(check::run(args)),
+        Err(e) => {
+            eprintln!("{NAME}: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn usage_error(message: &str) -> ExitCode {

@@ -63,6 +63,8 @@ pub struct Built {
     /// decides where a request goes).
     pub uri: Uri,
     pub kind: Kind,
+    /// The region requests are signed for (none with a bearer token to an MCP URL).
+    pub region: Option<String>,
 }
 
 /// How the signer is set up for the mode.
@@ -201,6 +203,7 @@ async fn runtime(
         _ => StartError::Usage(e.to_string()),
     })?;
     let uri = signer.target().invocation_uri();
+    let region = Some(signer.target().region().to_owned());
     info!(
         runtime = %arn,
         region = signer.target().region(),
@@ -214,6 +217,7 @@ async fn runtime(
         stack,
         uri,
         kind: Kind::Runtime,
+        region,
     })
 }
 
@@ -294,6 +298,7 @@ async fn endpoint(
         stack,
         uri: url.clone(),
         kind: Kind::Endpoint,
+        region,
     })
 }
 
@@ -309,7 +314,7 @@ fn guard(args: &Args) -> ReplayGuardLayer {
 
 /// aws-config's loader: the standard chain, for `--profile`'s profile when given (its
 /// credentials, SSO and assume-role included, and its region).
-fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
+pub fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
     let loader = aws_config::defaults(BehaviorVersion::latest());
     match &args.profile {
         Some(profile) => {

@@ -1,0 +1,134 @@
+//! `agentcore-mcp-proxy check` through the built binary, against the emulator: exit 0 and the
+//! server, the tools and their replay status when all is well; non-zero with the kind of what
+//! went wrong otherwise.
+
+use std::process::{Command, Output};
+
+use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+
+const SECRET: &str = "check-token-s3cr3t";
+
+/// `check` with `args`, the emulator's credentials in the environment and nothing else of AWS.
+fn check(emulator: &Emulator, arn: &str, args: &[&str]) -> Output {
+    let credentials = emulator.credentials();
+    let endpoint = emulator.endpoint();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
+    command
+        .args(["check", "--runtime-arn", arn, "--endpoint", &endpoint])
+        .args(args);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_") {
+            command.env_remove(name);
+        }
+    }
+    let nowhere = std::env::temp_dir().join("agentcore-mcp-proxy-check-no-such-aws-config");
+    command
+        .env("AWS_CONFIG_FILE", &nowhere)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
+        .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
+        .env("AWS_SESSION_TOKEN", credentials.session_token().unwrap())
+        .env("CHECK_TOKEN", SECRET)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_passes_against_a_healthy_runtime() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let output = check(
+        &emulator,
+        emulator.runtime_arn(),
+        &["--idempotent-tool", "add", "--strict-tool", "echo"],
+    );
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("credentials: SigV4, from EnvironmentVariable"),
+        "{text}"
+    );
+    assert!(text.contains("region:      us-east-1"), "{text}");
+    assert!(
+        text.contains("server:      agentcore-tower-emulator"),
+        "{text}"
+    );
+    assert!(text.contains("protocol:    2025-06-18"), "{text}");
+    assert!(
+        text.contains("  add: declared idempotent (--idempotent-tool)"),
+        "{text}"
+    );
+    assert!(text.contains("  echo: strict (--strict-tool)"), "{text}");
+    assert!(text.contains(": not replayable"), "{text}");
+    // The attempt record of each request.
+    assert!(text.contains("#1 "), "{text}");
+    assert!(text.ends_with("ok\n"), "{text}");
+    let credentials = emulator.credentials();
+    assert!(!text.contains(credentials.secret_access_key()), "{text}");
+    assert!(
+        !text.contains(credentials.session_token().unwrap()),
+        "{text}"
+    );
+    assert_eq!(emulator.audit().signature_failures, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_with_the_kind_for_an_unknown_runtime_and_the_wrong_door() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let output = check(
+        &emulator,
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
+        &[],
+    );
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("kind:        not_found"), "{text}");
+    assert!(text.contains("ResourceNotFoundException"), "{text}");
+
+    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([SECRET]))
+        .await
+        .unwrap();
+    let output = check(&emulator, emulator.runtime_arn(), &[]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("kind:        auth_method_mismatch"), "{text}");
+    assert!(
+        text.contains("give --bearer-token-env VAR or --bearer-token-command CMD"),
+        "{text}"
+    );
+    // With the token, it passes, and says where the token came from.
+    let output = check(
+        &emulator,
+        emulator.runtime_arn(),
+        &["--bearer-token-env", "CHECK_TOKEN"],
+    );
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("credentials: bearer token from $CHECK_TOKEN (--bearer-token-env)"),
+        "{text}"
+    );
+    assert!(!text.contains(SECRET), "{text}");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains(SECRET));
+}
+
+#[test]
+fn check_does_not_listen() {
+    let output = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"))
+        .args([
+            "check",
+            "--runtime-arn",
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("does not take --listen"));
+}
