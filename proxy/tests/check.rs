@@ -132,3 +132,45 @@ fn check_does_not_listen() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("does not take --listen"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttling() {
+    use agentcore_tower::contract::PlatformError;
+    use agentcore_tower::emulator::{Fault, PlatformForm, RetryAfter};
+    let cases: [(&[Fault], &str, &str); 3] = [
+        // Re-signed once with credentials resolved again (the same here), then delivered.
+        (
+            &[Fault::ExpiredToken; 2],
+            "expired_credentials",
+            "the AWS credentials have expired: refresh them (for an SSO profile: aws sso login \
+             --profile NAME)",
+        ),
+        (
+            &[Fault::Platform {
+                error: PlatformError::AccessDenied,
+                form: PlatformForm::Http,
+            }],
+            "access_denied",
+            "not allowed bedrock-agentcore:InvokeAgentRuntime",
+        ),
+        (
+            &[Fault::Throttle {
+                retry_after: Some(RetryAfter::Seconds(0)),
+            }; 64],
+            "throttled",
+            "still throttled after the proxy's waits",
+        ),
+    ];
+    for (faults, kind, advice) in cases {
+        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        for fault in faults {
+            emulator.push_request_fault(*fault);
+        }
+        let output = check(&emulator, emulator.runtime_arn(), &[]);
+        let text = stdout(&output);
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(text.contains(&format!("kind:        {kind}")), "{text}");
+        assert!(text.contains(advice), "{text}");
+        assert!(!text.contains("\nok\n"), "{text}");
+    }
+}
