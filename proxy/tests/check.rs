@@ -174,3 +174,62 @@ async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttli
         assert!(!text.contains("\nok\n"), "{text}");
     }
 }
+
+/// An SSO profile whose cached token expired: check says so and names the login to run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_the_sso_login_for_an_expired_sso_session() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let home = std::env::temp_dir().join(format!("agentcore-check-sso-{}", std::process::id()));
+    let cache = home.join(".aws/sso/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    // The cache file of an sso-session is named by the SHA-1 of the session's name.
+    std::fs::write(
+        cache.join("eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json"),
+        r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
+            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
+    )
+    .unwrap();
+    let config = home.join("config");
+    std::fs::write(
+        &config,
+        "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
+         sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
+         sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
+    )
+    .unwrap();
+    let endpoint = emulator.endpoint();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
+    command.args([
+        "check",
+        "--runtime-arn",
+        emulator.runtime_arn(),
+        "--endpoint",
+        &endpoint,
+        "--profile",
+        "work",
+    ]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AWS_") {
+            command.env_remove(name);
+        }
+    }
+    let output = command
+        .env("HOME", &home)
+        .env("AWS_CONFIG_FILE", &config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", home.join("none"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&home);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("credentials: SigV4, cannot be resolved, profile work"),
+        "{text}"
+    );
+    assert!(
+        text.contains("run `aws sso login --profile work`"),
+        "{text}"
+    );
+    assert!(!text.contains("expired-sso-access-token"), "{text}");
+}
