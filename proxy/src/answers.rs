@@ -455,7 +455,20 @@ pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, V
         "AgentCore" => "AgentCore request",
         _ => "the request to the MCP server",
     };
-    (format!("{what} failed: {}", chain(error)), data)
+    let text = chain(error);
+    let mut message = format!("{what} failed: {text}");
+    // Credentials that could not be resolved because the SSO session expired: aws-config's
+    // words ("the SSO token has expired and cannot be refreshed"). Nothing was sent.
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("sso") && lower.contains("expired") {
+        let kind = Kind::ExpiredCredentials;
+        data["kind"] = json!(kind.as_str());
+        if let Some(advice) = kind.advice() {
+            message.push_str(&format!(" — {advice}"));
+            data["advice"] = json!(advice);
+        }
+    }
+    (message, data)
 }
 
 /// What ending a session at exit is called in the log.

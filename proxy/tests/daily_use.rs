@@ -1539,3 +1539,51 @@ async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
         "{error}"
     );
 }
+
+/// Credentials that cannot be resolved because the SSO session expired: the call's error says
+/// so, with its kind and the login to run for the profile in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_sso_session_is_named_with_the_login_to_run() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let dir = TempDir::new("sso");
+    std::fs::create_dir_all(dir.0.join(".aws/sso/cache")).unwrap();
+    // The cache file of an sso-session is named by the SHA-1 of the session's name (check-sso).
+    dir.write(
+        ".aws/sso/cache/eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json",
+        r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
+            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
+    );
+    let config = dir.write(
+        "config",
+        "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
+         sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
+         sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
+    );
+    let home = dir.0.to_str().unwrap().to_owned();
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+            "--profile",
+            "work",
+        ],
+        &[
+            ("AWS_CONFIG_FILE", config.as_str()),
+            ("HOME", home.as_str()),
+        ],
+    );
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("aws sso login --profile work"),
+        "{error}"
+    );
+    assert!(!proxy.stderr().contains("expired-sso-access-token"));
+}
