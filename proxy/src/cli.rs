@@ -424,6 +424,23 @@ mod tests {
     }
 
     #[test]
+    fn check_takes_the_door_options() {
+        let Parsed::Check(args) =
+            parse(&["check", "--runtime-arn", ARN, "--region", "eu-west-1"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(args.door, Door::Runtime(ARN.into()));
+        assert_eq!(args.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(parse(&["check", "--help"]).unwrap(), Parsed::Help);
+        // Only as the first argument.
+        assert_eq!(
+            parse(&["--runtime-arn", ARN, "check"]).unwrap_err(),
+            "unexpected argument `check`"
+        );
+    }
+
+    #[test]
     fn every_option_is_read_in_both_spellings() {
         let parsed = parse(&[
             "--runtime-arn",

@@ -77,13 +77,11 @@ fn main() -> ExitCode {
     // Before anything can start a process (the credential chain): see `take_stdin`.
     let input = match args.listen {
         Some(_) => None,
-        None => match stdio::take_stdin() {
-            Ok(input) => Some(input),
-            Err(e) => {
-                eprintln!("{NAME}: cannot take the standard input: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
+        None => Some(stdio::take_stdin().unwrap_or_else(|e| {
+            // A closed or odd fd 0: read it as it is (a child could inherit it then).
+            warn!("cannot take the standard input for the proxy alone: {e}");
+            Box::new(std::io::stdin())
+        })),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
