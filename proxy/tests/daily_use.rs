@@ -254,6 +254,8 @@ struct Seen {
     rpc: Option<String>,
     tool: Option<String>,
     user_id: Option<String>,
+    /// `X-Tenant-Key` (a `--header`).
+    tenant_key: Option<String>,
 }
 
 /// What the in-test server answers to a request (initialize and notifications aside).
@@ -374,6 +376,10 @@ async fn serve(
         user_id: parts
             .headers
             .get("x-amzn-bedrock-agentcore-runtime-user-id")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        tenant_key: parts
+            .headers
+            .get("x-tenant-key")
             .map(|v| v.to_str().unwrap().to_owned()),
     });
     let response = |status: u16, content_type: Option<&str>, body: Streamed| {
@@ -1285,6 +1291,32 @@ async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
         stderr.contains("x-amzn-bedrock-agentcore-runtime-custom-tenant"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_reach_an_mcp_url_on_every_request_and_are_never_logged() {
+    let server = Server::start(|message| {
+        Reply::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}}))
+    })
+    .await;
+    let header = format!("X-Tenant-Key={SECRET_VALUE}");
+    let mut proxy = Proxy::for_url(&server.url(), &["--header", &header]);
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    let seen = server.seen();
+    assert!(seen.len() >= 3, "{seen:?}");
+    for request in seen {
+        assert_eq!(
+            request.tenant_key.as_deref(),
+            Some(SECRET_VALUE),
+            "{request:?}"
+        );
+    }
+    assert!(!proxy.stderr().contains(SECRET_VALUE), "{}", proxy.stderr());
 }
 
 #[test]
