@@ -139,7 +139,7 @@ async fn credentials(args: &Args) -> bool {
             // ProfileFile, SSO, CredentialProcess, ECSContainer, IMDSv2, …
             let expiry = credentials
                 .expiry()
-                .map(|e| format!(", expire {}", aws_smithy_time(e)))
+                .map(|e| format!(", expire {}", expiry_text(e)))
                 .unwrap_or_default();
             println!(
                 "credentials: SigV4, from {}{in_profile}{expiry}",
@@ -174,7 +174,7 @@ fn provider_name(credentials: &aws_credential_types::Credentials) -> String {
 }
 
 /// An expiry as seconds from now.
-fn aws_smithy_time(expiry: std::time::SystemTime) -> String {
+fn expiry_text(expiry: std::time::SystemTime) -> String {
     match expiry.duration_since(std::time::SystemTime::now()) {
         Ok(left) => format!("in {}s", left.as_secs()),
         Err(_) => "already (expired)".to_owned(),
