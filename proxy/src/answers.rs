@@ -42,6 +42,124 @@ fn bearer() -> bool {
     BEARER.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The IAM action a call needs, named when it is denied: set once at start, for AgentCore.
+static ACTION: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the IAM action every call needs (`bedrock-agentcore:InvokeAgentRuntime`, …).
+pub fn set_action(action: &'static str) {
+    let _ = ACTION.set(action);
+}
+
+/// The AWS profile in use (`--profile`, else `AWS_PROFILE`), named in the advice for expired
+/// credentials: set once at start.
+static PROFILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names the AWS profile in use.
+pub fn set_profile(profile: String) {
+    let _ = PROFILE.set(profile);
+}
+
+/// What went wrong, for `error.data.kind`: each a user acts on differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// 403 `ExpiredTokenException`: the AWS credentials expired (refresh them).
+    ExpiredCredentials,
+    /// 403 "Authorization method mismatch": SigV4 sent to an OAuth runtime, or a token to a
+    /// SigV4 one (use the other option).
+    AuthMethodMismatch,
+    /// 403 `AccessDeniedException`: the identity lacks the permission.
+    AccessDenied,
+    /// 401: the bearer token was refused (or one is wanted).
+    Unauthorized,
+    /// 404 `ResourceNotFoundException`: no such runtime, qualifier or endpoint.
+    NotFound,
+    /// 429 `ThrottlingException`, 402 `ServiceQuotaExceededException`: still refused after the
+    /// stack's waits.
+    Throttled,
+    /// Any other refusal (a 4xx): nothing ran.
+    Refused,
+    /// A 5xx: the server failed.
+    ServerError,
+}
+
+impl Kind {
+    /// Its `error.data.kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::ExpiredCredentials => "expired_credentials",
+            Kind::AuthMethodMismatch => "auth_method_mismatch",
+            Kind::AccessDenied => "access_denied",
+            Kind::Unauthorized => "unauthorized",
+            Kind::NotFound => "not_found",
+            Kind::Throttled => "throttled",
+            Kind::Refused => "refused",
+            Kind::ServerError => "server_error",
+        }
+    }
+
+    /// The kind of a non-2xx answer: the library's classification of the HTTP form
+    /// ([`classify_head`](agentcore_tower::contract::classify_head)), with the two 403s it
+    /// leaves to the signer told apart: expired credentials (the error type) and the
+    /// authorization method mismatch (AgentCore's message).
+    pub fn of(status: StatusCode, headers: &http::HeaderMap, detail: Option<&str>) -> Kind {
+        use agentcore_tower::contract::{PlatformError as E, classify_head};
+        if matches!(
+            agentcore_tower::record::aws_error_type(headers),
+            Some("ExpiredTokenException" | "ExpiredToken")
+        ) {
+            return Kind::ExpiredCredentials;
+        }
+        match classify_head(status, headers).map(|c| c.error()) {
+            Some(E::AccessDenied) if detail.is_some_and(|d| d.contains(AUTH_METHOD_MISMATCH)) => {
+                Kind::AuthMethodMismatch
+            }
+            Some(E::AccessDenied) => Kind::AccessDenied,
+            Some(E::Unauthorized) => Kind::Unauthorized,
+            Some(E::ResourceNotFound) => Kind::NotFound,
+            Some(E::Throttling | E::ServiceQuotaExceeded) => Kind::Throttled,
+            Some(E::Internal) => Kind::ServerError,
+            _ if status.is_server_error() => Kind::ServerError,
+            _ => Kind::Refused,
+        }
+    }
+
+    /// What the user can do about it, when the proxy knows.
+    pub fn advice(self) -> Option<String> {
+        Some(match self {
+            Kind::ExpiredCredentials => {
+                let profile = PROFILE.get().map_or("NAME", String::as_str);
+                format!(
+                    "the AWS credentials have expired: refresh them (for an SSO profile: aws sso \
+                     login --profile {profile})"
+                )
+            }
+            Kind::AuthMethodMismatch if bearer() => "the runtime takes SigV4 (IAM), not a bearer \
+                                                     token: drop --bearer-token-env / \
+                                                     --bearer-token-command"
+                .to_owned(),
+            Kind::AuthMethodMismatch => "the runtime takes OAuth bearer tokens, not SigV4: give \
+                                         --bearer-token-env VAR or --bearer-token-command CMD"
+                .to_owned(),
+            Kind::AccessDenied => {
+                let action = ACTION.get()?;
+                format!("the AWS identity in use is not allowed {action} on this resource")
+            }
+            Kind::NotFound => {
+                ACTION.get()?;
+                "check the ARN or URL, --qualifier and --region".to_owned()
+            }
+            Kind::Throttled => "still throttled after the proxy's waits: try again later, or ask \
+                                for a higher quota"
+                .to_owned(),
+            _ => return None,
+        })
+    }
+}
+
+/// The start of AgentCore's 403 message for a request in the other door's authorization
+/// (agentcore-wire.md; the emulator answers it word for word).
+pub const AUTH_METHOD_MISMATCH: &str = "Authorization method mismatch";
+
 /// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -337,7 +455,20 @@ pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, V
         "AgentCore" => "AgentCore request",
         _ => "the request to the MCP server",
     };
-    (format!("{what} failed: {}", chain(error)), data)
+    let text = chain(error);
+    let mut message = format!("{what} failed: {text}");
+    // Credentials that could not be resolved because the SSO session expired: aws-config's
+    // words ("the SSO token has expired and cannot be refreshed"). Nothing was sent.
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("sso") && lower.contains("expired") {
+        let kind = Kind::ExpiredCredentials;
+        data["kind"] = json!(kind.as_str());
+        if let Some(advice) = kind.advice() {
+            message.push_str(&format!(" — {advice}"));
+            data["advice"] = json!(advice);
+        }
+    }
+    (message, data)
 }
 
 /// What ending a session at exit is called in the log.
@@ -407,7 +538,12 @@ pub fn describe_status(
     if let Some(detail) = &detail {
         message.push_str(&format!(": {detail}"));
     }
-    let mut data = json!({"httpStatus": status.as_u16()});
+    let kind = Kind::of(status, headers, detail.as_deref());
+    let mut data = json!({"httpStatus": status.as_u16(), "kind": kind.as_str()});
+    if let Some(advice) = kind.advice() {
+        message.push_str(&format!(" — {advice}"));
+        data["advice"] = json!(advice);
+    }
     if let Some(error_type) = error_type {
         data["errorType"] = json!(error_type);
     }

@@ -1,6 +1,7 @@
 //! The command line: the arguments, read and checked against each other. The manual page is in
 //! [`manual`], the values of single options (a URL, an address, a token) in [`values`].
 
+mod headers;
 mod manual;
 mod values;
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use http::Uri;
 
+pub use headers::Headers;
 pub use manual::{HELP, USAGE};
 use values::{parse_duration, parse_listen, parse_pattern, parse_url};
 pub use values::{parse_token, shown, shown_duration};
@@ -99,12 +101,16 @@ pub struct Args {
     /// `--listen`: serve HTTP there instead of stdio.
     pub listen: Option<SocketAddr>,
     pub listen_token_file: Option<PathBuf>,
+    /// `--header`: added to every request (checked against the door's rules).
+    pub headers: Headers,
 }
 
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
     Run(Box<Args>),
+    /// `check`: the credentials, the target and the server's tools, then exit.
+    Check(Box<Args>),
     Help,
     Version,
 }
@@ -134,10 +140,27 @@ struct Given {
     stop_session_on_exit: bool,
     listen: Option<SocketAddr>,
     listen_token_file: Option<PathBuf>,
+    headers: Headers,
 }
 
 /// Reads the arguments (without the program name).
 pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut raw = raw.into_iter().peekable();
+    if raw.peek().is_some_and(|first| first == "check") {
+        raw.next();
+        return match parse_options(raw)? {
+            Parsed::Run(args) if args.listen.is_some() => {
+                Err("check sends two requests and exits: it does not take --listen".into())
+            }
+            Parsed::Run(args) => Ok(Parsed::Check(args)),
+            other => Ok(other),
+        };
+    }
+    parse_options(raw)
+}
+
+/// Reads the options (after the `check` subcommand, if any).
+fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
     let mut args = Given::default();
     let mut raw = raw.into_iter();
     while let Some(arg) = raw.next() {
@@ -209,6 +232,7 @@ pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Str
                 once(&args.token_command, "--bearer-token-command")?;
                 args.token_command = Some(value("--bearer-token-command")?);
             }
+            "--header" => headers::parse_header(&mut args.headers, &value("--header")?)?,
             "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
             "--strict-tool" => args.strict_tools.push(value("--strict-tool")?),
             "--allow-tool" => {
@@ -338,6 +362,10 @@ impl Given {
                 tokens.flag()
             ));
         }
+        match &door {
+            Door::Runtime(_) => headers::check_runtime(&self.headers)?,
+            door => headers::check_endpoint(door.flag(), &self.headers)?,
+        }
         if self.listen_token_file.is_some() && self.listen.is_none() {
             return Err("--listen-token-file needs --listen".into());
         }
@@ -371,6 +399,7 @@ impl Given {
             stop_session_on_exit: self.stop_session_on_exit,
             listen: self.listen,
             listen_token_file: self.listen_token_file,
+            headers: self.headers,
         })
     }
 }
@@ -392,6 +421,23 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Parsed, String> {
         parse_args(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn check_takes_the_door_options() {
+        let Parsed::Check(args) =
+            parse(&["check", "--runtime-arn", ARN, "--region", "eu-west-1"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(args.door, Door::Runtime(ARN.into()));
+        assert_eq!(args.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(parse(&["check", "--help"]).unwrap(), Parsed::Help);
+        // Only as the first argument.
+        assert_eq!(
+            parse(&["--runtime-arn", ARN, "check"]).unwrap_err(),
+            "unexpected argument `check`"
+        );
     }
 
     #[test]
@@ -425,8 +471,20 @@ mod tests {
             "--idle-timeout=1500ms",
             "--runtime-user-id",
             "user-1",
+            "--header",
+            "X-Amzn-Bedrock-AgentCore-Runtime-Custom-A=1",
+            "--header=x-amzn-bedrock-agentcore-runtime-custom-b=x=y",
         ])
         .unwrap();
+        let mut headers = Headers::default();
+        headers.0.insert(
+            "x-amzn-bedrock-agentcore-runtime-custom-a",
+            "1".parse().unwrap(),
+        );
+        headers.0.insert(
+            "x-amzn-bedrock-agentcore-runtime-custom-b",
+            "x=y".parse().unwrap(),
+        );
         assert_eq!(
             parsed,
             Parsed::Run(Box::new(Args {
@@ -449,6 +507,7 @@ mod tests {
                 stop_session_on_exit: true,
                 listen: Some("127.0.0.1:0".parse().unwrap()),
                 listen_token_file: Some("/tmp/token".into()),
+                headers,
             }))
         );
         let Parsed::Run(args) = parse(&["--runtime-arn", ARN, "--profile", "dev"]).unwrap() else {
@@ -697,6 +756,30 @@ mod tests {
             (
                 &["--url", "https://example.com/mcp#part"],
                 "--url: the URL has a fragment (#…), which is never sent",
+            ),
+            // The headers: the message names the rule, never the value.
+            (
+                &["--gateway-url", GATEWAY, "--header", "x-key"],
+                "--header takes NAME=VALUE",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--header", "x key=s3cr3t"],
+                "--header \"x key\": not a header name (letters, digits, `-`, `_`)",
+            ),
+            (
+                &["--gateway-url", GATEWAY, "--header", "x-key=s3cr3t\n"],
+                "--header x-key: the value is not a header value (visible text, no line breaks)",
+            ),
+            (
+                &[
+                    "--gateway-url",
+                    GATEWAY,
+                    "--header",
+                    "X-Key=s3cr3t",
+                    "--header",
+                    "x-key=b",
+                ],
+                "--header x-key is given twice (names are case-insensitive)",
             ),
         ];
         for (args, expected) in cases {

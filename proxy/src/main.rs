@@ -10,6 +10,7 @@
 //! ```
 
 mod answers;
+mod check;
 mod cli;
 mod listen;
 mod sse;
@@ -53,6 +54,7 @@ async fn drain<T: 'static>(tasks: &mut tokio::task::JoinSet<T>, what: &str) {
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {
         Ok(Parsed::Run(args)) => *args,
+        Ok(Parsed::Check(args)) => return run_check(*args),
         Ok(Parsed::Help) => {
             print!("{}", cli::HELP);
             return ExitCode::SUCCESS;
@@ -72,6 +74,15 @@ fn main() -> ExitCode {
         None => None,
     };
     init_logging();
+    // Before anything can start a process (the credential chain): see `take_stdin`.
+    let input = match args.listen {
+        Some(_) => None,
+        None => Some(stdio::take_stdin().unwrap_or_else(|e| {
+            // A closed or odd fd 0: read it as it is (a child could inherit it then).
+            warn!("cannot take the standard input for the proxy alone: {e}");
+            Box::new(std::io::stdin())
+        })),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -83,10 +94,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(run(args, token));
+    let code = runtime.block_on(run(args, token, input));
     // The stdin reader may still be blocked in a read: do not wait for it.
     runtime.shutdown_background();
     code
+}
+
+/// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
+fn run_check(args: Args) -> ExitCode {
+    init_logging();
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(check::run(args)),
+        Err(e) => {
+            eprintln!("{NAME}: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -134,7 +161,7 @@ fn init_logging() {
     }
 }
 
-async fn run(args: Args, token: Option<String>) -> ExitCode {
+async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>) -> ExitCode {
     let mode = stack::Mode {
         // Many MCP sessions may share a listener: each gets its microVM, and ends it with
         // DELETE. On stdio, one client: one runtime session, stopped at exit when asked.
@@ -173,7 +200,10 @@ async fn run(args: Args, token: Option<String>) -> ExitCode {
                 stack::Kind::Runtime => stdio::AtExit::Nothing,
                 stack::Kind::Endpoint => stdio::AtExit::EndMcpSession,
             };
-            stdio::run(built.stack, built.uri, tools, at_exit).await
+            let Some(input) = input else {
+                unreachable!("stdio mode takes stdin at start")
+            };
+            stdio::run(input, built.stack, built.uri, tools, at_exit).await
         }
     }
 }

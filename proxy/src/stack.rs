@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use agentcore_tower::{
 };
 use aws_config::BehaviorVersion;
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{HeaderMap, Request, Response, Uri};
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -28,7 +29,7 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
 use crate::answers;
-use crate::cli::{Args, Door, TokenSource, shown, shown_duration};
+use crate::cli::{Args, Door, Headers, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
 
 /// The body of the stack's answers.
@@ -62,6 +63,8 @@ pub struct Built {
     /// decides where a request goes).
     pub uri: Uri,
     pub kind: Kind,
+    /// The region requests are signed for (none with a bearer token to an MCP URL).
+    pub region: Option<String>,
 }
 
 /// How the signer is set up for the mode.
@@ -99,6 +102,19 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
         Some(TokenSource::Command(_)) => "bearer token from --bearer-token-command".to_owned(),
         None => "SigV4".to_owned(),
     };
+    if args.tokens.is_none()
+        && let Some(profile) = args
+            .profile
+            .clone()
+            .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
+    {
+        answers::set_profile(profile);
+    }
+    match &args.door {
+        Door::Runtime(_) => answers::set_action("bedrock-agentcore:InvokeAgentRuntime"),
+        Door::Gateway(_) => answers::set_action("bedrock-agentcore:InvokeGateway"),
+        Door::Url(_) => {}
+    }
     match &args.door {
         Door::Runtime(arn) => runtime(args, arn, mode, tokens, &auth).await,
         Door::Gateway(url) => endpoint(args, url, None, tokens, &auth).await,
@@ -187,18 +203,21 @@ async fn runtime(
         _ => StartError::Usage(e.to_string()),
     })?;
     let uri = signer.target().invocation_uri();
+    let region = Some(signer.target().region().to_owned());
     info!(
         runtime = %arn,
         region = signer.target().region(),
         endpoint = %shown(&uri),
         auth = %auth,
+        headers = ?args.headers,
         "proxying to AgentCore Runtime"
     );
-    let stack = over_client(guard(args), signer, &uri)?;
+    let stack = over_client(guard(args), signer, &uri, &args.headers)?;
     Ok(Built {
         stack,
         uri,
         kind: Kind::Runtime,
+        region,
     })
 }
 
@@ -271,13 +290,15 @@ async fn endpoint(
         region = %region.as_deref().unwrap_or("-"),
         signing_name = %signing_name.unwrap_or("-"),
         auth = %auth,
+        headers = ?args.headers,
         "{what}"
     );
-    let stack = over_client(guard(args), signer, url)?;
+    let stack = over_client(guard(args), signer, url, &args.headers)?;
     Ok(Built {
         stack,
         uri: url.clone(),
         kind: Kind::Endpoint,
+        region,
     })
 }
 
@@ -293,7 +314,7 @@ fn guard(args: &Args) -> ReplayGuardLayer {
 
 /// aws-config's loader: the standard chain, for `--profile`'s profile when given (its
 /// credentials, SSO and assume-role included, and its region).
-fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
+pub fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
     let loader = aws_config::defaults(BehaviorVersion::latest());
     match &args.profile {
         Some(profile) => {
@@ -341,7 +362,12 @@ async fn configured_region() -> Option<String> {
 
 /// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
 /// HTTPS.
-fn over_client<L>(guard: ReplayGuardLayer, signer: L, uri: &Uri) -> Result<Stack, StartError>
+fn over_client<L>(
+    guard: ReplayGuardLayer,
+    signer: L,
+    uri: &Uri,
+    headers: &Headers,
+) -> Result<Stack, StartError>
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
     RecommendedLayers<L>: Layer<HttpClient> + Layer<HttpsClient>,
@@ -349,13 +375,20 @@ where
     McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
 {
     let executor = TokioExecutor::new();
+    let headers = Arc::new(headers.0.clone());
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-        stack_over(guard, signer, Client::builder(executor).build_http())
+        stack_over(
+            guard,
+            signer,
+            Client::builder(executor).build_http(),
+            headers,
+        )
     } else {
         stack_over(
             guard,
             signer,
             Client::builder(executor).build(https_connector()?),
+            headers,
         )
     })
 }
@@ -395,8 +428,9 @@ impl<S> Boxable for S where
 
 /// The stack, outer to inner: one deadline ([`Deadline`]), the MCP session re-opened when the
 /// server no longer knows it, the replay rule, throttle and session-busy retries, the signer —
-/// over `client`.
-fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C) -> Stack
+/// over `client`. `headers` (`--header`) are set on every request at the top, so that the
+/// signer signs them like the rest.
+fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C, headers: Arc<HeaderMap>) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
     McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
@@ -410,6 +444,7 @@ where
     BoxCloneSyncService::new(Deadline {
         inner,
         total: answers::limits().total,
+        headers,
     })
 }
 
@@ -442,6 +477,8 @@ impl std::error::Error for TimedOut {}
 struct Deadline {
     inner: Inner,
     total: Duration,
+    /// `--header`: set on every request (over any of the same name the client sent).
+    headers: Arc<HeaderMap>,
 }
 
 impl Service<Request<Full<Bytes>>> for Deadline {
@@ -455,6 +492,9 @@ impl Service<Request<Full<Bytes>>> for Deadline {
     }
 
     fn call(&mut self, mut request: Request<Full<Bytes>>) -> Self::Future {
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name, value.clone());
+        }
         let record = match AttemptRecord::of_extensions(request.extensions()) {
             Some(record) => record.clone(),
             None => {

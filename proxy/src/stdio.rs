@@ -77,7 +77,13 @@ pub enum AtExit {
 }
 
 /// Runs the proxy until stdin closes (or a signal), then drains and does what `at_exit` says.
-pub async fn run(stack: Stack, uri: Uri, tools: Tools, at_exit: AtExit) -> ExitCode {
+pub async fn run(
+    input: MessagesIn,
+    stack: Stack,
+    uri: Uri,
+    tools: Tools,
+    at_exit: AtExit,
+) -> ExitCode {
     let (out, lines_out) = mpsc::unbounded_channel();
     let writer = std::thread::Builder::new()
         .name("stdout".into())
@@ -92,7 +98,7 @@ pub async fn run(stack: Stack, uri: Uri, tools: Tools, at_exit: AtExit) -> ExitC
     let (lines_in, mut stdin) = mpsc::channel(64);
     if let Err(e) = std::thread::Builder::new()
         .name("stdin".into())
-        .spawn(move || read_stdin(lines_in))
+        .spawn(move || read_stdin(input, lines_in))
     {
         error!("cannot start the stdin reader: {e}");
         return ExitCode::FAILURE;
@@ -225,9 +231,33 @@ fn in_order(message: &Value) -> bool {
     }
 }
 
-fn read_stdin(lines: mpsc::Sender<std::io::Result<Vec<u8>>>) {
-    let stdin = std::io::stdin();
-    let mut stdin = stdin.lock();
+/// Where the MCP client's messages are read from: the proxy's standard input, taken for the
+/// proxy alone by [`take_stdin`].
+pub type MessagesIn = Box<dyn std::io::Read + Send>;
+
+/// Takes the standard input for the proxy: on Unix, a duplicate of fd 0 to read the client's
+/// messages from, and `/dev/null` put at fd 0. Why: every process the proxy starts inherits fd 0
+/// unless told otherwise, and aws-config runs a profile's `credential_process` with tokio's
+/// `Command::output()`, which (unlike std's) leaves stdin inherited — a process that reads its
+/// stdin would take the client's messages. With `/dev/null` at fd 0, it and any other child
+/// (an SSO or assume-role helper) read nothing. Called before anything can start a process.
+pub fn take_stdin() -> std::io::Result<MessagesIn> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let messages = std::io::stdin().as_fd().try_clone_to_owned()?;
+        let null = std::fs::File::open("/dev/null")?;
+        rustix::stdio::dup2_stdin(&null)?;
+        Ok(Box::new(std::fs::File::from(messages)))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(Box::new(std::io::stdin()))
+    }
+}
+
+fn read_stdin(input: MessagesIn, lines: mpsc::Sender<std::io::Result<Vec<u8>>>) {
+    let mut stdin = std::io::BufReader::new(input);
     loop {
         let mut line = Vec::new();
         match stdin.read_until(b'\n', &mut line) {

@@ -41,6 +41,25 @@ impl Hints {
     }
 }
 
+/// Whether a lost answer to a call of `tool` (a `tools/list` entry) may be sent again, as the
+/// proxy's rule decides it: the words `check` shows.
+pub fn replay_status(args: &Args, tool: &Value) -> &'static str {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+    let hints = Hints::of(tool);
+    if args.strict_tools.iter().any(|t| t == name) {
+        "strict (--strict-tool): never sent again"
+    } else if args.idempotent_tools.iter().any(|t| t == name) {
+        "declared idempotent (--idempotent-tool): sent again after a lost answer"
+    } else if args.trust_tool_annotations
+        && (hints.read_only || (hints.idempotent && !hints.destructive))
+    {
+        "idempotent by server annotation (--trust-tool-annotations): sent again after a lost \
+         answer"
+    } else {
+        "not replayable: not sent again after a lost answer"
+    }
+}
+
 /// The rule that hides a tool.
 #[derive(Debug, PartialEq, Eq)]
 enum Hidden {

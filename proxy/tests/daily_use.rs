@@ -254,6 +254,8 @@ struct Seen {
     rpc: Option<String>,
     tool: Option<String>,
     user_id: Option<String>,
+    /// `X-Tenant-Key` (a `--header`).
+    tenant_key: Option<String>,
 }
 
 /// What the in-test server answers to a request (initialize and notifications aside).
@@ -374,6 +376,10 @@ async fn serve(
         user_id: parts
             .headers
             .get("x-amzn-bedrock-agentcore-runtime-user-id")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        tenant_key: parts
+            .headers
+            .get("x-tenant-key")
             .map(|v| v.to_str().unwrap().to_owned()),
     });
     let response = |status: u16, content_type: Option<&str>, body: Streamed| {
@@ -1235,4 +1241,381 @@ fn help_names_each_daily_option_with_its_default() {
     assert!(text.contains("Default: 5m."));
     assert!(!text.contains("120 s"), "the old fixed deadline");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --header
+
+const CUSTOM: &str = "X-Amzn-Bedrock-AgentCore-Runtime-Custom-Tenant";
+const SECRET_VALUE: &str = "tenant-s3cr3t-value";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
+    // The allowlist names the tenant header only: another custom header is not passed on.
+    let emulator =
+        Emulator::start(EmulatorConfig::default().header_allowlist([CUSTOM.to_ascii_lowercase()]))
+            .await
+            .unwrap();
+    let tenant = format!("{CUSTOM}={SECRET_VALUE}");
+    let other = "x-amzn-bedrock-agentcore-runtime-custom-other=other-s3cr3t";
+    let mut proxy = Proxy::for_emulator(&emulator, &["--header", &tenant, "--header", other]);
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    let audit = emulator.audit();
+    assert_eq!(audit.signature_failures, 0);
+    let posts: Vec<_> = audit
+        .received
+        .iter()
+        .filter(|r| r.http_method == "POST")
+        .collect();
+    assert!(!posts.is_empty());
+    for received in posts {
+        assert!(received.signed, "{received:?}");
+        assert_eq!(
+            received.custom_headers,
+            [(CUSTOM.to_ascii_lowercase(), SECRET_VALUE.to_owned())],
+            "{received:?}"
+        );
+    }
+    let stderr = proxy.stderr();
+    assert!(
+        !stderr.contains(SECRET_VALUE) && !stderr.contains("other-s3cr3t"),
+        "{stderr}"
+    );
+    // The names are logged, so a user sees what is sent.
+    assert!(
+        stderr.contains("x-amzn-bedrock-agentcore-runtime-custom-tenant"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_reach_an_mcp_url_on_every_request_and_are_never_logged() {
+    let server = Server::start(|message| {
+        Reply::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": []}}))
+    })
+    .await;
+    let header = format!("X-Tenant-Key={SECRET_VALUE}");
+    let mut proxy = Proxy::for_url(&server.url(), &["--header", &header]);
+    proxy.open().await;
+    proxy.send(&request(2, "tools/list", json!({})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    let seen = server.seen();
+    assert!(seen.len() >= 3, "{seen:?}");
+    for request in seen {
+        assert_eq!(
+            request.tenant_key.as_deref(),
+            Some(SECRET_VALUE),
+            "{request:?}"
+        );
+    }
+    assert!(!proxy.stderr().contains(SECRET_VALUE), "{}", proxy.stderr());
+}
+
+#[test]
+fn a_header_outside_the_doors_rules_is_refused_at_start() {
+    let arn = ["--runtime-arn", ARN];
+    let gateway = [
+        "--gateway-url",
+        "https://gw-1.gateway.bedrock-agentcore.us-west-2.amazonaws.com/mcp",
+    ];
+    let url = [
+        "--url",
+        "https://example.com/mcp",
+        "--bearer-token-env",
+        "T",
+    ];
+    let big = format!("{CUSTOM}={}", "s".repeat(5 * 1024));
+    let many: Vec<String> = (0..21)
+        .map(|n| format!("{CUSTOM}-{n}={SECRET_VALUE}"))
+        .collect();
+    let mut cases: Vec<(Vec<String>, String)> = vec![
+        (
+            header_args(&arn, &[&format!("x-tenant={SECRET_VALUE}")]),
+            "--header x-tenant: --runtime-arn passes only X-Amzn-Bedrock-AgentCore-Runtime-\
+             Custom-* headers to the runtime (the ones its request-header allowlist names)"
+                .into(),
+        ),
+        (
+            header_args(&arn, &[&big]),
+            "--header x-amzn-bedrock-agentcore-runtime-custom-tenant: the value is 5120 bytes; \
+             AgentCore passes at most 4096 (4 KB)"
+                .into(),
+        ),
+        (
+            header_args(&arn, &many.iter().map(String::as_str).collect::<Vec<_>>()),
+            "--header is given 21 times; a runtime passes at most 20 custom headers".into(),
+        ),
+    ];
+    for (door, flag) in [(&gateway[..], "--gateway-url"), (&url[..], "--url")] {
+        for (name, rule) in [
+            ("authorization", "the signature or the bearer token sets it"),
+            ("X-Amz-Date", "x-amz-* is SigV4's"),
+            ("Mcp-Session-Id", "mcp-* is the MCP transport's"),
+            ("connection", "a hop-by-hop header, for one connection only"),
+            ("Content-Type", "content-* describes the message body"),
+        ] {
+            cases.push((
+                header_args(door, &[&format!("{name}={SECRET_VALUE}")]),
+                format!(
+                    "--header {} is reserved ({rule}): {flag} refuses it",
+                    name.to_ascii_lowercase()
+                ),
+            ));
+        }
+    }
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = command(&args, &[("T", TOKEN)]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+        assert!(!stderr.contains(SECRET_VALUE), "{stderr}");
+    }
+}
+
+fn header_args(door: &[&str], headers: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = door.iter().map(|a| a.to_string()).collect();
+    for header in headers {
+        args.push("--header".into());
+        args.push(header.to_string());
+    }
+    args
+}
+
+// ---------------------------------------------------------------------------------------------
+// credential_process and stdin
+
+/// A profile's `credential_process` that reads its standard input must not take the MCP
+/// client's messages. aws-config runs it with tokio's `Command::output()`, which leaves stdin
+/// inherited: the proxy takes fd 0 for itself and leaves `/dev/null` there, so the process
+/// reads nothing and every request is answered. Were stdin inherited, `cat` would swallow the
+/// messages written after the first request (and wait for EOF), and this test would time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_process_that_reads_stdin_takes_no_message() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let credentials = emulator.credentials();
+    let dir = TempDir::new("credential-process");
+    let seen = dir.0.join("stdin-seen");
+    let script = dir.write(
+        "creds.sh",
+        &format!(
+            "#!/bin/sh\ncat >> '{}'\nprintf '%s' '{{\"Version\": 1, \"AccessKeyId\": \"{}\", \
+             \"SecretAccessKey\": \"{}\", \"SessionToken\": \"{}\"}}'\n",
+            seen.display(),
+            credentials.access_key_id(),
+            credentials.secret_access_key(),
+            credentials.session_token().unwrap()
+        ),
+    );
+    let config = dir.write(
+        "config",
+        &format!("[profile proc]\nregion = us-east-1\ncredential_process = sh {script}\n"),
+    );
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+            "--profile",
+            "proc",
+        ],
+        &[("AWS_CONFIG_FILE", config.as_str())],
+    );
+    // Everything at once: the credentials are resolved while these wait in the pipe.
+    proxy.send(&initialize(1));
+    proxy.send(&initialized());
+    for id in 2..=5 {
+        proxy.send(&call(id, "add", json!({"a": id, "b": 1})));
+    }
+    // The calls run concurrently once the session is open: each answered, once.
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    let mut ids = Vec::new();
+    for _ in 2..=5 {
+        let answer = proxy.next().await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        ids.push(answer["id"].as_u64().unwrap());
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [2, 3, 4, 5]);
+    // And one after another, in order.
+    for id in 6..=7 {
+        proxy.send(&call(id, "add", json!({"a": id, "b": 1})));
+        let answer = proxy.next().await;
+        assert_eq!(answer["id"], id, "{answer}");
+    }
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(
+        (rest, status.code()),
+        (vec![], Some(0)),
+        "{}",
+        proxy.stderr()
+    );
+    assert_eq!(std::fs::read(&seen).unwrap_or_default(), b"");
+    assert_eq!(emulator.audit().signature_failures, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors a user can act on: `error.data.kind`
+
+/// The JSON-RPC error that answers one `tools/call` of `add` after `faults` are queued.
+async fn error_after(emulator: &Emulator, faults: &[Fault]) -> Value {
+    let mut proxy = Proxy::for_emulator(emulator, &[]);
+    proxy.open().await;
+    for fault in faults {
+        emulator.push_fault(*fault);
+    }
+    proxy.send(&call(2, "add", json!({"a": 1, "b": 2})));
+    let answer = proxy.next().await;
+    assert_eq!(answer["id"], 2, "{answer}");
+    answer["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_refusal_a_user_acts_on_has_its_own_kind_and_advice() {
+    use agentcore_tower::contract::PlatformError;
+    use agentcore_tower::emulator::{PlatformForm, RetryAfter};
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+
+    // Expired credentials: re-signed once with fresh ones (the same here), then delivered.
+    let error = error_after(&emulator, &[Fault::ExpiredToken; 3]).await;
+    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("the AWS credentials have expired: refresh them"),
+        "{error}"
+    );
+
+    let denied = Fault::Platform {
+        error: PlatformError::AccessDenied,
+        form: PlatformForm::Http,
+    };
+    let error = error_after(&emulator, &[denied]).await;
+    assert_eq!(error["data"]["kind"], "access_denied", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not allowed bedrock-agentcore:InvokeAgentRuntime"),
+        "{error}"
+    );
+
+    let invalid = Fault::Platform {
+        error: PlatformError::Validation,
+        form: PlatformForm::Http,
+    };
+    let error = error_after(&emulator, &[invalid]).await;
+    assert_eq!(error["data"]["kind"], "refused", "{error}");
+
+    // Throttled on every attempt: delivered after the stack's waits.
+    let throttle = Fault::Throttle {
+        retry_after: Some(RetryAfter::Seconds(0)),
+    };
+    let error = error_after(&emulator, &[throttle; 64]).await;
+    assert_eq!(error["data"]["kind"], "throttled", "{error}");
+    assert_eq!(error["data"]["httpStatus"], 429, "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
+    // A runtime that takes OAuth tokens, called with SigV4.
+    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([TOKEN]))
+        .await
+        .unwrap();
+    let mut proxy = Proxy::for_emulator(&emulator, &[]);
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "auth_method_mismatch", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("give --bearer-token-env VAR or --bearer-token-command CMD"),
+        "{error}"
+    );
+
+    // Another runtime's ARN.
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let credentials = emulator.credentials();
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
+            "--endpoint",
+            &endpoint,
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
+            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
+            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
+        ],
+    );
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "not_found", "{error}");
+    assert_eq!(
+        error["data"]["errorType"], "ResourceNotFoundException",
+        "{error}"
+    );
+}
+
+/// Credentials that cannot be resolved because the SSO session expired: the call's error says
+/// so, with its kind and the login to run for the profile in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_sso_session_is_named_with_the_login_to_run() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let dir = TempDir::new("sso");
+    std::fs::create_dir_all(dir.0.join(".aws/sso/cache")).unwrap();
+    // The cache file of an sso-session is named by the SHA-1 of the session's name (check-sso).
+    dir.write(
+        ".aws/sso/cache/eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json",
+        r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
+            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
+    );
+    let config = dir.write(
+        "config",
+        "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
+         sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
+         sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
+    );
+    let home = dir.0.to_str().unwrap().to_owned();
+    let endpoint = emulator.endpoint();
+    let mut proxy = Proxy::start(
+        &[
+            "--runtime-arn",
+            emulator.runtime_arn(),
+            "--endpoint",
+            &endpoint,
+            "--profile",
+            "work",
+        ],
+        &[
+            ("AWS_CONFIG_FILE", config.as_str()),
+            ("HOME", home.as_str()),
+        ],
+    );
+    proxy.send(&initialize(1));
+    let error = proxy.next().await["error"].clone();
+    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("aws sso login --profile work"),
+        "{error}"
+    );
+    assert!(!proxy.stderr().contains("expired-sso-access-token"));
 }

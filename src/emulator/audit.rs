@@ -85,6 +85,10 @@ pub struct Received {
     pub id: Option<String>,
     /// The `clientToken` of a `StopRuntimeSession` body.
     pub client_token: Option<String>,
+    /// Runtime door: the `X-Amzn-Bedrock-AgentCore-Runtime-Custom-*` headers passed to the
+    /// container (names in lower case, in the order received), only those the
+    /// [`header allowlist`](super::EmulatorConfig::header_allowlist) names when there is one.
+    pub custom_headers: Vec<(String, String)>,
 }
 
 impl Audit {

@@ -117,6 +117,7 @@ pub struct EmulatorConfig {
     pub(super) max_lifetime: Duration,
     pub(super) stateful: bool,
     pub(super) gateway_session_timeout: Duration,
+    pub(super) header_allowlist: Option<Vec<String>>,
 }
 
 /// A runtime session's idle timeout, unless configured: AgentCore's default
@@ -161,6 +162,7 @@ impl Default for EmulatorConfig {
             max_lifetime: DEFAULT_MAX_LIFETIME,
             stateful: false,
             gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
+            header_allowlist: None,
         }
     }
 }
@@ -191,11 +193,21 @@ impl fmt::Debug for EmulatorConfig {
             .field("max_lifetime", &self.max_lifetime)
             .field("stateful", &self.stateful)
             .field("gateway_session_timeout", &self.gateway_session_timeout)
+            .field("header_allowlist", &self.header_allowlist)
             .finish()
     }
 }
 
 impl EmulatorConfig {
+    /// The runtime's request-header allowlist: the `X-Amzn-Bedrock-AgentCore-Runtime-Custom-*`
+    /// headers passed to the container (any case). Without one (the default), every custom
+    /// header is. What was passed is in [`Received::custom_headers`](super::Received).
+    pub fn header_allowlist(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let names = names.into_iter().map(|n| n.into().to_ascii_lowercase());
+        self.header_allowlist = Some(names.collect());
+        self
+    }
+
     /// The runtime ARN requests must name (default [`DEFAULT_RUNTIME_ARN`]).
     pub fn runtime_arn(mut self, arn: impl Into<String>) -> Self {
         self.runtime_arn = arn.into();

@@ -301,6 +301,7 @@ impl Emulator {
             runtime: Mutex::new(lifecycle::Runtime::default()),
             mcp_sessions: Mutex::new(HashMap::new()),
             faults: Mutex::new(VecDeque::new()),
+            request_faults: Mutex::new(VecDeque::new()),
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
             audit: Mutex::new(Audit::default()),
             counter: AtomicU64::new(0),
@@ -376,6 +377,18 @@ impl Emulator {
     pub fn push_fault(&self, fault: Fault) {
         self.state
             .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(fault);
+    }
+
+    /// Queues a fault for the next MCP POST whatever its method (`initialize`, `tools/list`,
+    /// …), before the `tools/call` faults of [`push_fault`](Self::push_fault): for the faults
+    /// that answer before anything runs (`Throttle`, `Busy`, `ServerError { after_run: false }`,
+    /// `ExpiredToken`, `Platform`).
+    pub fn push_request_fault(&self, fault: Fault) {
+        self.state
+            .request_faults
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(fault);

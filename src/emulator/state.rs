@@ -20,6 +20,10 @@ pub(crate) struct State {
     /// Gateway mode: the live MCP sessions by `Mcp-Session-Id`.
     pub(super) mcp_sessions: Mutex<HashMap<String, McpSession>>,
     pub(super) faults: Mutex<VecDeque<Fault>>,
+    /// Faults for the next MCP POSTs whatever their method ([`Emulator::push_request_fault`]).
+    ///
+    /// [`Emulator::push_request_fault`]: super::Emulator::push_request_fault
+    pub(super) request_faults: Mutex<VecDeque<Fault>>,
     pub(super) rng: Mutex<fastrand::Rng>,
     pub(super) audit: Mutex<Audit>,
     pub(super) counter: AtomicU64,
@@ -66,6 +70,14 @@ impl State {
 
     pub(super) fn record(&self, f: impl FnOnce(&mut Audit)) {
         f(&mut self.audit.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The next fault queued for any MCP POST.
+    pub(super) fn next_request_fault(&self) -> Option<Fault> {
+        self.request_faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
     }
 
     /// The next fault for a `tools/call`: a scripted one first, else one drawn at the rates.

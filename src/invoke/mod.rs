@@ -51,6 +51,7 @@
 //! | POST body | payload (the body is collected; more than 100,000,000 bytes is refused) |
 //! | the URI the client passes | ignored on purpose: it names the MCP endpoint for reports; the request goes to `/runtimes/{ARN}/invocations` of the [`InvokeTarget`] |
 //! | `content-type`, `accept`, `mcp-session-id`, `mcp-protocol-version`, `mcp-method`, `mcp-name`, runtime session and user ids, `x-amzn-trace-id`, `traceparent`, `tracestate`, `baggage` | carried (lengths checked against the model; a value outside them is refused with [`ErrorKind::InvalidRequest`](crate::ErrorKind)) |
+//! | `x-amzn-bedrock-agentcore-runtime-custom-*` (any case) | carried and signed, for the container (AgentCore passes the ones the runtime's request-header allowlist names; a value over 4 KB is refused with [`ErrorKind::InvalidRequest`](crate::ErrorKind)) |
 //! | every other header | dropped before signing |
 //! | GET (the server-message stream), DELETE | answered here with **405** and `Allow: POST`: the MCP spec reads 405 as "not offered", and clients carry on. With [`stop_session_on_delete`](SigV4InvokeLayerBuilder::stop_session_on_delete), a DELETE becomes `StopRuntimeSession` |
 //! | any other method | 405 |
@@ -166,6 +167,7 @@ pub use future::ResponseFuture;
 pub(crate) use future::call;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub(crate) use request::{Origin, SIGNING_NAME};
+pub use request::{RUNTIME_CUSTOM_MAX_VALUE, RUNTIME_CUSTOM_PREFIX};
 pub use session::RuntimeSessions;
 pub(crate) use session::{RenewedFrom, mcp_session_of};
 pub(crate) use target::check_region;

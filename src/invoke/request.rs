@@ -43,6 +43,18 @@ static CARRIED: [(HeaderName, usize, usize); 12] = [
     (HeaderName::from_static("baggage"), 0, 8192),
 ];
 
+/// The prefix of the custom headers AgentCore passes to the container when the runtime's
+/// request-header allowlist names them. AWS's guide "Pass custom headers to Amazon Bedrock
+/// AgentCore Runtime" (runtime-header-allowlist): headers prefixed with
+/// `X-Amzn-Bedrock-AgentCore-Runtime-Custom-` are passed (the guide now also admits other
+/// unrestricted names, this prefix "for backward compatibility"); "Up to 20 headers can be
+/// configured per runtime, and each header value is limited to 4KB". Header names are
+/// case-insensitive: [`HeaderName`] holds them in lower case.
+pub const RUNTIME_CUSTOM_PREFIX: &str = "x-amzn-bedrock-agentcore-runtime-custom-";
+
+/// The largest custom header value the service passes on (4 KB).
+pub const RUNTIME_CUSTOM_MAX_VALUE: usize = 4096;
+
 /// Whether `value` is 33..=256 visible ASCII characters: a runtime session id the service takes.
 pub(crate) fn is_valid_session_id(value: &str) -> bool {
     (33..=256).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
@@ -185,6 +197,19 @@ pub(crate) fn invoke_headers(
         );
     }
     check_lengths(&headers)?;
+    // The custom headers, for the container: carried (and so signed), every value.
+    for (name, value) in original {
+        if name.as_str().starts_with(RUNTIME_CUSTOM_PREFIX) {
+            if value.len() > RUNTIME_CUSTOM_MAX_VALUE {
+                return Err(invalid(format!(
+                    "the header `{name}` is {} bytes; the service passes at most \
+                     {RUNTIME_CUSTOM_MAX_VALUE}",
+                    value.len()
+                )));
+            }
+            headers.append(name.clone(), value.clone());
+        }
+    }
     headers.insert(CONTENT_LENGTH, length_value(body.len()));
     headers.insert(HOST, target.host().clone());
     Ok(headers)

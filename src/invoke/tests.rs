@@ -107,3 +107,57 @@ async fn a_renewal_is_read_from_the_requests_extensions() {
         "the old MCP session is bound to it no more"
     );
 }
+
+/// A runtime custom header (any case) is carried and signed, for the container; another header
+/// is still dropped before signing; a value over 4 KB is refused.
+#[tokio::test]
+async fn a_runtime_custom_header_is_carried_signed_and_others_dropped() {
+    let seen = Arc::new(Mutex::new(None));
+    let server = service_fn({
+        let seen = seen.clone();
+        move |request: Request<Full<Bytes>>| {
+            *seen.lock().unwrap() = Some(request.headers().clone());
+            async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::new()))) }
+        }
+    });
+    let signer = SigV4InvokeLayer::builder(
+        InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-AbC123"),
+        Credentials::new("AKID", "secret", None, None, "test"),
+    )
+    .build()
+    .unwrap();
+    let service = signer.layer(server);
+    let send = |value: &str| {
+        let request = Request::post("http://mcp.invalid/mcp")
+            .header("content-type", "application/json")
+            .header("X-Amzn-Bedrock-AgentCore-Runtime-Custom-Foo", value)
+            .header("x-other", "dropped")
+            .body(Full::new(Bytes::from_static(
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            )))
+            .unwrap();
+        service.clone().oneshot(request)
+    };
+    send("bar").await.unwrap();
+    let headers = seen.lock().unwrap().take().unwrap();
+    assert_eq!(
+        headers["x-amzn-bedrock-agentcore-runtime-custom-foo"],
+        "bar"
+    );
+    assert!(!headers.contains_key("x-other"));
+    let authorization = headers["authorization"].to_str().unwrap();
+    let signed = authorization
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap();
+    assert!(
+        signed
+            .split(';')
+            .any(|name| name == "x-amzn-bedrock-agentcore-runtime-custom-foo"),
+        "{authorization}"
+    );
+    assert!(!signed.split(';').any(|name| name == "x-other"));
+    let error = send(&"v".repeat(4097)).await.unwrap_err();
+    assert!(error.to_string().contains("4096"), "{error}");
+}

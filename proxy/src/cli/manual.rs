@@ -10,12 +10,14 @@ usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
        agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
            [--profile NAME] [COMMON]
        agentcore-mcp-proxy --url URL TOKEN [COMMON]
+       agentcore-mcp-proxy check DOOR-OPTIONS...
        agentcore-mcp-proxy --help | --version
 TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD  (else SigV4)
 COMMON: [--timeout DURATION] [--idle-timeout DURATION]
         [--idempotent-tool NAME]... [--strict-tool NAME]...
         [--trust-tool-annotations] [--read-only]
         [--allow-tool PATTERN]... [--deny-tool PATTERN]...
+        [--header NAME=VALUE]...
         [--listen ADDRESS:PORT [--listen-token-file PATH]]
 ";
 
@@ -35,6 +37,7 @@ SYNOPSIS
     agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
                         [--profile NAME] [COMMON]
     agentcore-mcp-proxy --url URL TOKEN [COMMON]
+    agentcore-mcp-proxy check DOOR-OPTIONS...
     agentcore-mcp-proxy --help | --version
 
     TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD
@@ -134,6 +137,27 @@ DESCRIPTION
     message that is not JSON gets a parse error (-32700), and nothing is
     sent.
 
+    An HTTP error names its case in error.data.kind, and what to do in the
+    message and error.data.advice: expired_credentials (403
+    ExpiredTokenException: refresh them, e.g. aws sso login --profile
+    NAME), auth_method_mismatch (403 \"Authorization method mismatch\": use
+    the other door, a TOKEN option or SigV4), access_denied (403
+    AccessDeniedException: the identity lacks
+    bedrock-agentcore:InvokeAgentRuntime, or InvokeGateway), not_found (404
+    ResourceNotFoundException: the ARN, URL, qualifier or region),
+    throttled (429 or 402, after the proxy's waits), unauthorized (401),
+    refused (another 4xx), server_error (a 5xx).
+
+    check: with the same door options, says where the credentials come
+    from (the AWS provider that answered and the profile, or the TOKEN
+    option; for expired SSO credentials the aws sso login command to run),
+    the region and the target; then sends initialize and tools/list
+    through the proxy's stack and prints the server's name, the protocol
+    version, each tool with its replay status (declared idempotent,
+    strict, by server annotation with --trust-tool-annotations, or not
+    replayable) and the attempt record of each request, or the error and
+    its kind. On stdout, without a secret; exit 0 only when all is well.
+
 OPTIONS
     --runtime-arn ARN
         The runtime to invoke:
@@ -202,6 +226,19 @@ OPTIONS
         For a runtime: send X-Amzn-Bedrock-AgentCore-Runtime-User-Id: ID
         with every invocation, the user the runtime acts for (needs the
         bedrock-agentcore:InvokeAgentRuntimeForUser permission).
+
+    --header NAME=VALUE
+        Repeatable: add this header to every request, signed with the rest.
+        For a runtime, only X-Amzn-Bedrock-AgentCore-Runtime-Custom-* names
+        (any case), which AgentCore passes to the container when the
+        runtime's request-header allowlist names them: at most 20, each value
+        at most 4 KB. For a gateway or a URL, any name except those the
+        proxy, the signature or the transport set: authorization, host,
+        accept, x-amz-*, mcp-*, content-*, and the hop-by-hop connection,
+        keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade. A name
+        given twice (names are case-insensitive), or outside these rules,
+        is refused at start (exit 2), naming the rule. Values are never
+        logged nor shown in an error: they may be secrets.
 
     --timeout DURATION
         One deadline for each whole call: its retries, its waits and the
@@ -346,4 +383,6 @@ EXIT STATUS
         listen address taken, a --bearer-token-command that failed.
     2   The command line is wrong, or a file or variable it names cannot be
         used: nothing was started.
+    With check: 0 when all is well, 1 otherwise, 2 for a wrong command
+    line.
 ";

@@ -34,10 +34,10 @@ pub(super) async fn serve_mcp(
         ));
     };
     let is_tool_call = inspected.method.as_deref() == Some("tools/call");
-    let fault = if is_tool_call {
-        state.next_fault()
-    } else {
-        None
+    let fault = match state.next_request_fault() {
+        Some(fault) => Some(fault),
+        None if is_tool_call => state.next_fault(),
+        None => None,
     };
     // Faults that answer before anything runs.
     match fault {

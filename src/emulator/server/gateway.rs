@@ -27,13 +27,17 @@ pub(super) async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &
                 body,
                 Some(METADATA_OPERATION.to_owned()),
                 &Auth::Unchecked,
+                Some(&[]),
             ))
         });
         return Ok(gateway_metadata(parts, state));
     }
     let auth = authenticate(parts, body, state);
     let operation = (path == "/mcp").then(|| "mcp".to_owned());
-    state.record(|a| a.received.push(received(parts, body, operation, &auth)));
+    state.record(|a| {
+        a.received
+            .push(received(parts, body, operation, &auth, Some(&[])))
+    });
     let principal = match auth {
         Auth::Signed(key) => Principal::AccessKey(key),
         Auth::Bearer(principal) => principal,

@@ -22,6 +22,7 @@ use gateway::gateway;
 use runtime::runtime;
 
 const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+use crate::invoke::RUNTIME_CUSTOM_PREFIX;
 
 /// Accepts connections until the task is aborted; aborting it ends every connection too.
 pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, state: Arc<State>) {
@@ -80,6 +81,7 @@ fn received(
     body: &[u8],
     operation: Option<String>,
     auth: &Auth,
+    allowlist: Option<&[String]>,
 ) -> Received {
     let header = |name: &str| {
         parts
@@ -96,7 +98,21 @@ fn received(
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
+    let allowed = |name: &str| {
+        name.starts_with(RUNTIME_CUSTOM_PREFIX)
+            && allowlist.is_none_or(|list| list.iter().any(|allowed| allowed == name))
+    };
+    let custom_headers = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| allowed(name.as_str()))
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
     Received {
+        custom_headers,
         operation,
         http_method: parts.method.to_string(),
         authorization: scheme(parts),

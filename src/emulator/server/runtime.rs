@@ -27,13 +27,22 @@ pub(super) async fn runtime(parts: &http::request::Parts, body: &Bytes, state: &
                 body,
                 Some(METADATA_OPERATION.to_owned()),
                 &Auth::Unchecked,
+                state.config.header_allowlist.as_deref(),
             ))
         });
         return Ok(runtime_metadata(parts, &arn, state));
     }
     let auth = authenticate(parts, body, state);
     let operation = route(parts.uri.path()).map(|(_, operation)| operation.to_owned());
-    state.record(|a| a.received.push(received(parts, body, operation, &auth)));
+    state.record(|a| {
+        a.received.push(received(
+            parts,
+            body,
+            operation,
+            &auth,
+            state.config.header_allowlist.as_deref(),
+        ))
+    });
     // A SigV4 runtime checks the signature before anything else (as it always has here); a
     // bearer runtime must know the runtime first, since the runtime decides the door.
     if !bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
