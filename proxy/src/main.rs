@@ -9,6 +9,8 @@
 //! agentcore-mcp-proxy --url URL --bearer-token-command 'get-token'
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod answers;
 mod check;
 mod cli;
