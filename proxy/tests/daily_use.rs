@@ -7,10 +7,7 @@
 //! tools' annotations, SigV4); else against an MCP server played here (an answer stream that
 //! stalls or never ends, a paginated `tools/list`, a runtime that records its headers).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -18,217 +15,15 @@ use std::time::{Duration, Instant};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-/// How long any one stdout line may take.
-const LINE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long the proxy may take to exit once stdin is closed.
-const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
-const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
+mod common;
+use common::*;
 
-// ---------------------------------------------------------------------------------------------
-// The proxy as a child process.
-
-struct Proxy {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Proxy {
-    /// The proxy for `emulator` (its credentials and endpoint), `args` after `--runtime-arn`.
-    fn for_emulator(emulator: &Emulator, args: &[&str]) -> Proxy {
-        let credentials = emulator.credentials();
-        let endpoint = emulator.endpoint();
-        let mut all = vec![
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-        ];
-        all.extend_from_slice(args);
-        Proxy::start(
-            &all,
-            &[
-                ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-                ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-                ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-            ],
-        )
-    }
-
-    /// The proxy in front of the MCP server at `url` with a bearer token, `args` after.
-    fn for_url(url: &str, args: &[&str]) -> Proxy {
-        let mut all = vec!["--url", url, "--bearer-token-env", "DAILY_TOKEN"];
-        all.extend_from_slice(args);
-        Proxy::start(&all, &[("DAILY_TOKEN", TOKEN)])
-    }
-
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Proxy {
-        let mut command = command(args, env);
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("the proxy starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Proxy {
-            child,
-            stdin,
-            lines,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin.write_all(message.to_string().as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    async fn next(&mut self) -> Value {
-        self.next_within(LINE_TIMEOUT).await
-    }
-
-    async fn next_within(&mut self, limit: Duration) -> Value {
-        match tokio::time::timeout(limit, self.lines.recv()).await {
-            Ok(Some(line)) => serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not JSON ({e}): {line}; stderr:\n{}", self.stderr())),
-            Ok(None) => panic!("stdout closed; stderr:\n{}", self.stderr()),
-            Err(_) => panic!(
-                "no stdout line within {limit:?}; stderr:\n{}",
-                self.stderr()
-            ),
-        }
-    }
-
-    /// initialize, then notifications/initialized.
-    async fn open(&mut self) {
-        self.send(&initialize(1));
-        let answer = self.next().await;
-        assert_eq!(answer["id"], 1, "{answer}");
-        assert!(answer.get("result").is_some(), "{answer}");
-        self.send(&initialized());
-    }
-
-    /// Closes stdin: the lines written after that, and the exit status.
-    async fn close(mut self) -> (Vec<Value>, ExitStatus, Proxy) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + EXIT_TIMEOUT;
-        let mut rest = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.lines.recv()).await {
-                Ok(Some(line)) => rest.push(serde_json::from_str(&line).unwrap()),
-                Ok(None) => break,
-                Err(_) => panic!("stdout still open; stderr:\n{}", self.stderr()),
-            }
-        }
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the proxy did not exit");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        (rest, status, self)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// The proxy's command: no AWS variable from outside, no real configuration files, no
-/// instance metadata; the region and `env` only.
-fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
-    command.args(args);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AWS_") {
-            command.env_remove(name);
-        }
-    }
-    let nowhere = std::env::temp_dir().join("agentcore-mcp-proxy-daily-no-such-aws-config");
-    command
-        .env("AWS_CONFIG_FILE", &nowhere)
-        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("RUST_LOG", "debug");
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command
-}
-
-fn request(id: u64, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
-fn initialize(id: u64) -> Value {
-    request(
-        id,
-        "initialize",
-        json!({
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "daily-use-test", "version": "1"}
-        }),
-    )
-}
-
-fn initialized() -> Value {
-    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-}
-
-fn call(id: u64, tool: &str, arguments: Value) -> Value {
-    request(
-        id,
-        "tools/call",
-        json!({"name": tool, "arguments": arguments}),
-    )
-}
-
-fn text_of(answer: &Value) -> &str {
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("not a tool result: {answer}"))
+/// The proxy in front of the MCP server at `url` with a bearer token, `args` after.
+fn for_url(url: &str, args: &[&str]) -> Proxy {
+    let mut all = vec!["--url", url, "--bearer-token-env", "DAILY_TOKEN"];
+    all.extend_from_slice(args);
+    Proxy::start_with(&all, &[("DAILY_TOKEN", TOKEN)])
 }
 
 fn names(answer: &Value) -> Vec<&str> {
@@ -512,7 +307,7 @@ async fn a_tool_slower_than_the_timeout_is_cut_naming_it_and_one_within_it_is_de
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
 
     // 5 s of work under --timeout 3s: cut at 3 s, the error names the limit and its value.
-    let mut proxy = Proxy::for_emulator(&emulator, &["--timeout", "3s"]);
+    let mut proxy = Proxy::start(&emulator, &["--timeout", "3s"]);
     proxy.open().await;
     emulator.push_fault(Fault::Slow(Duration::from_secs(5)));
     let sent = Instant::now();
@@ -542,7 +337,7 @@ async fn a_tool_slower_than_the_timeout_is_cut_naming_it_and_one_within_it_is_de
     assert_eq!((rest, status.code()), (vec![], Some(0)));
 
     // 2 s of work under --timeout 5s: delivered.
-    let mut proxy = Proxy::for_emulator(&emulator, &["--timeout=5s"]);
+    let mut proxy = Proxy::start(&emulator, &["--timeout=5s"]);
     proxy.open().await;
     emulator.push_fault(Fault::Slow(Duration::from_secs(2)));
     proxy.send(&call(3, "add", json!({"a": 20, "b": 22})));
@@ -569,7 +364,7 @@ async fn a_stalled_answer_stream_is_cut_at_the_idle_timeout_over_stdio_and_liste
     // The tool's answer: headers and one event, then nothing, the stream left open.
     let server = Server::start(move |_| Reply::Sse(vec![event.clone()], Then::Stall)).await;
 
-    let mut proxy = Proxy::for_url(&server.url(), &["--idle-timeout", "1500ms"]);
+    let mut proxy = for_url(&server.url(), &["--idle-timeout", "1500ms"]);
     proxy.open().await;
     proxy.send(&call(2, "slow", json!({})));
     assert_eq!(proxy.next().await, progress);
@@ -619,7 +414,7 @@ async fn an_answer_stream_that_never_ends_is_cut_at_the_timeout_though_never_idl
     // A comment every 200 ms: never idle for the default 5 minutes, never done.
     let server =
         Server::start(|_| Reply::Sse(vec![], Then::Tick(Duration::from_millis(200)))).await;
-    let mut proxy = Proxy::for_url(&server.url(), &["--timeout", "2s"]);
+    let mut proxy = for_url(&server.url(), &["--timeout", "2s"]);
     proxy.open().await;
     let sent = Instant::now();
     proxy.send(&call(2, "forever", json!({})));
@@ -654,7 +449,7 @@ async fn the_runtime_user_id_goes_with_every_invocation() {
         Reply::Json(result(&message["id"], "ran"))
     })
     .await;
-    let mut proxy = Proxy::start(
+    let mut proxy = Proxy::start_with(
         &[
             "--runtime-arn",
             ARN,
@@ -695,33 +490,6 @@ async fn the_runtime_user_id_goes_with_every_invocation() {
     );
 }
 
-/// A directory of its own under the temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "agentcore-mcp-proxy-daily-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_signs_with_the_named_profiles_credentials() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
@@ -757,7 +525,7 @@ async fn profile_signs_with_the_named_profiles_credentials() {
         if let Some(profile) = profile {
             args.extend_from_slice(&["--profile", profile]);
         }
-        Proxy::start(&args, &files)
+        Proxy::start_with(&args, &files)
     };
 
     let mut proxy = run(Some("daily"));
@@ -850,7 +618,7 @@ async fn add_after_a_drop(trust: bool, drops: usize) -> (u64, Value, String) {
     } else {
         &[]
     };
-    let mut proxy = Proxy::for_emulator(&emulator, args);
+    let mut proxy = Proxy::start(&emulator, args);
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
     assert_eq!(names(&proxy.next().await), ["add", "echo", "counter"]);
@@ -928,7 +696,7 @@ async fn a_trusted_idempotent_tool_that_is_also_destructive_is_not_sent_again() 
         }
     })
     .await;
-    let mut proxy = Proxy::for_url(
+    let mut proxy = for_url(
         &server.url(),
         &["--trust-tool-annotations", "--idempotent-tool", "wipe"],
     );
@@ -998,7 +766,7 @@ async fn allow_and_deny_filter_every_page_over_stdio_and_refuse_a_hidden_tool_un
         "--deny-tool",
         "*secret",
     ];
-    let mut proxy = Proxy::for_url(&server.url(), &filter);
+    let mut proxy = for_url(&server.url(), &filter);
     proxy.open().await;
     proxy.send(&page(2, None));
     let first = proxy.next().await;
@@ -1040,7 +808,7 @@ async fn allow_and_deny_filter_every_page_over_stdio_and_refuse_a_hidden_tool_un
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_shows_read_only_tools_and_refuses_a_tool_it_has_not_seen_listed() {
     let server = Server::start(paginated).await;
-    let mut proxy = Proxy::for_url(&server.url(), &["--read-only"]);
+    let mut proxy = for_url(&server.url(), &["--read-only"]);
     proxy.open().await;
     // Not listed yet: its annotations are not known.
     proxy.send(&call(2, "get_issue", json!({})));
@@ -1105,7 +873,7 @@ impl Listening {
     async fn start(url: &str, args: &[&str]) -> Listening {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
-        let proxy = Proxy::for_url(url, &all);
+        let proxy = for_url(url, &all);
         let deadline = Instant::now() + LINE_TIMEOUT;
         let url = loop {
             let stderr = proxy.stderr();
@@ -1258,7 +1026,7 @@ async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
             .unwrap();
     let tenant = format!("{CUSTOM}={SECRET_VALUE}");
     let other = "x-amzn-bedrock-agentcore-runtime-custom-other=other-s3cr3t";
-    let mut proxy = Proxy::for_emulator(&emulator, &["--header", &tenant, "--header", other]);
+    let mut proxy = Proxy::start(&emulator, &["--header", &tenant, "--header", other]);
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
     let answer = proxy.next().await;
@@ -1300,7 +1068,7 @@ async fn header_values_reach_an_mcp_url_on_every_request_and_are_never_logged() 
     })
     .await;
     let header = format!("X-Tenant-Key={SECRET_VALUE}");
-    let mut proxy = Proxy::for_url(&server.url(), &["--header", &header]);
+    let mut proxy = for_url(&server.url(), &["--header", &header]);
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
     let answer = proxy.next().await;
@@ -1420,7 +1188,7 @@ async fn a_credential_process_that_reads_stdin_takes_no_message() {
         &format!("[profile proc]\nregion = us-east-1\ncredential_process = sh {script}\n"),
     );
     let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start(
+    let mut proxy = Proxy::start_with(
         &[
             "--runtime-arn",
             emulator.runtime_arn(),
@@ -1470,7 +1238,7 @@ async fn a_credential_process_that_reads_stdin_takes_no_message() {
 
 /// The JSON-RPC error that answers one `tools/call` of `add` after `faults` are queued.
 async fn error_after(emulator: &Emulator, faults: &[Fault]) -> Value {
-    let mut proxy = Proxy::for_emulator(emulator, &[]);
+    let mut proxy = Proxy::start(emulator, &[]);
     proxy.open().await;
     for fault in faults {
         emulator.push_fault(*fault);
@@ -1534,7 +1302,7 @@ async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
     let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([TOKEN]))
         .await
         .unwrap();
-    let mut proxy = Proxy::for_emulator(&emulator, &[]);
+    let mut proxy = Proxy::start(&emulator, &[]);
     proxy.send(&initialize(1));
     let error = proxy.next().await["error"].clone();
     assert_eq!(error["data"]["kind"], "auth_method_mismatch", "{error}");
@@ -1550,7 +1318,7 @@ async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let credentials = emulator.credentials();
     let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start(
+    let mut proxy = Proxy::start_with(
         &[
             "--runtime-arn",
             "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
@@ -1593,7 +1361,7 @@ async fn an_expired_sso_session_is_named_with_the_login_to_run() {
     );
     let home = dir.0.to_str().unwrap().to_owned();
     let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start(
+    let mut proxy = Proxy::start_with(
         &[
             "--runtime-arn",
             emulator.runtime_arn(),
