@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
 use agentcore_tower::{
-    RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
+    McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer,
+    ThrottleRetryLayer,
 };
 use common::*;
 use tower::{Layer, ServiceBuilder, ServiceExt};
@@ -613,4 +614,125 @@ async fn the_session_layer_outermost_names_the_call_from_the_body_at_once() {
         .service(inner);
     run(&capture, stack, json_request(ADD)).await;
     assert_throttled_then_answered(&capture, true);
+}
+
+/// A signer for in-memory stacks: a made-up runtime, static credentials.
+fn test_signer() -> agentcore_tower::SigV4InvokeLayer {
+    agentcore_tower::SigV4InvokeLayer::builder(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        aws_credential_types::Credentials::new("AKID", "secret", None, None, "test"),
+    )
+    .build()
+    .unwrap()
+}
+
+/// Checks that a `tools/call` throttled once, then answered, gave exactly one call span (no
+/// second one nested in it or beside it), named from the MCP headers, with both attempt spans
+/// its children. `order` names the stack in the messages.
+fn assert_one_call_span(capture: &Capture, order: &[&str]) {
+    let spans = capture.spans();
+    let calls: Vec<usize> = spans
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.name == "mcp")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(calls.len(), 1, "{order:?}: one call span: {spans:#?}");
+    let call = calls[0];
+    assert_eq!(spans[call].parent, None, "{order:?}: {spans:#?}");
+    assert_eq!(
+        spans[call].fields.get("otel.name"),
+        Some(&V::Other("tools/call add".into())),
+        "{order:?}: {spans:#?}"
+    );
+    let attempts: Vec<&SpanRec> = spans.iter().filter(|s| s.name == "attempt").collect();
+    assert_eq!(attempts.len(), 2, "{order:?}: {spans:#?}");
+    assert_eq!(spans.len(), 3, "{order:?}: no other span: {spans:#?}");
+    for attempt in &attempts {
+        assert_eq!(
+            attempt.parent,
+            Some(call),
+            "{order:?}: an attempt outside the call span: {spans:#?}"
+        );
+    }
+    assert_eq!(
+        attempts[1].fields.get("http.request.resend_count"),
+        Some(&V::I(1)),
+        "{order:?}: {spans:#?}"
+    );
+}
+
+/// Builds the layers numbered in each order (outer to inner) over a service answering
+/// throttled once, then the tool's answer, sends one `tools/call` of `add` and checks its
+/// spans; evaluates to the orders run, by name. Each order is its own stack type.
+macro_rules! one_call_span_in_every_order {
+    ($bottom:expr, $( [$($layer:tt)+] ),+ $(,)?) => {{
+        let mut orders: Vec<Vec<&'static str>> = Vec::new();
+        $(
+            let capture = Capture::default();
+            let order = vec![$(one_call_span_in_every_order!(@name $layer)),+];
+            let builder = ServiceBuilder::new();
+            $(let builder = builder.layer(one_call_span_in_every_order!(@layer $layer));)+
+            let inner = Scripted::new([throttled(), answered(ANSWER)]);
+            let stack = builder.service($bottom(inner));
+            let mut request = json_request(ADD);
+            request
+                .headers_mut()
+                .insert("mcp-method", "tools/call".parse().unwrap());
+            request
+                .headers_mut()
+                .insert("mcp-name", "add".parse().unwrap());
+            run(&capture, stack, request).await;
+            assert_one_call_span(&capture, &order);
+            orders.push(order);
+        )+
+        orders
+    }};
+    (@layer 0) => { ReplayGuardLayer::new() };
+    (@layer 1) => { ThrottleRetryLayer::new() };
+    (@layer 2) => { SessionBusyRetryLayer::new() };
+    (@layer 3) => { test_signer() };
+    (@layer 4) => { McpSessionRecoveryLayer::new() };
+    (@name 0) => { "guard" };
+    (@name 1) => { "throttle" };
+    (@name 2) => { "session_busy" };
+    (@name 3) => { "signer" };
+    (@name 4) => { "session_recovery" };
+}
+
+/// `orders` are the 24 distinct orders of four layers.
+fn assert_every_order(orders: &[Vec<&'static str>]) {
+    assert_eq!(orders.len(), 24);
+    let distinct: std::collections::BTreeSet<_> = orders.iter().collect();
+    assert_eq!(distinct.len(), 24, "{orders:?}");
+    assert!(orders.iter().all(|o| o.len() == 4
+        && o.iter().collect::<std::collections::BTreeSet<_>>().len() == 4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_call_span_in_every_order_of_the_guard_the_retries_and_the_signer() {
+    let _serial = SERIAL.lock().await;
+    let orders = one_call_span_in_every_order!(std::convert::identity,
+        [0 1 2 3], [0 1 3 2], [0 2 1 3], [0 2 3 1], [0 3 1 2], [0 3 2 1],
+        [1 0 2 3], [1 0 3 2], [1 2 0 3], [1 2 3 0], [1 3 0 2], [1 3 2 0],
+        [2 0 1 3], [2 0 3 1], [2 1 0 3], [2 1 3 0], [2 3 0 1], [2 3 1 0],
+        [3 0 1 2], [3 0 2 1], [3 1 0 2], [3 1 2 0], [3 2 0 1], [3 2 1 0],
+    );
+    assert_every_order(&orders);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_call_span_in_every_order_of_the_guard_the_retries_and_session_recovery() {
+    let _serial = SERIAL.lock().await;
+    // The signer at the bottom, where the recommended stack has it.
+    let signed = |inner| test_signer().layer(inner);
+    let orders = one_call_span_in_every_order!(signed,
+        [0 1 2 4], [0 1 4 2], [0 2 1 4], [0 2 4 1], [0 4 1 2], [0 4 2 1],
+        [1 0 2 4], [1 0 4 2], [1 2 0 4], [1 2 4 0], [1 4 0 2], [1 4 2 0],
+        [2 0 1 4], [2 0 4 1], [2 1 0 4], [2 1 4 0], [2 4 0 1], [2 4 1 0],
+        [4 0 1 2], [4 0 2 1], [4 1 0 2], [4 1 2 0], [4 2 0 1], [4 2 1 0],
+    );
+    assert_every_order(&orders);
 }

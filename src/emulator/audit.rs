@@ -89,6 +89,10 @@ pub struct Received {
     /// container (names in lower case, in the order received), only those the
     /// [`header allowlist`](super::EmulatorConfig::header_allowlist) names when there is one.
     pub custom_headers: Vec<(String, String)>,
+    /// The W3C `traceparent` header, as received: the trace the request joins.
+    pub traceparent: Option<String>,
+    /// X-Ray's `X-Amzn-Trace-Id` header, as received.
+    pub amzn_trace_id: Option<String>,
 }
 
 impl Audit {

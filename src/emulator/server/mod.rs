@@ -128,5 +128,7 @@ fn received(
             .and_then(|v| v.get("id"))
             .map(Value::to_string),
         client_token: text("/clientToken"),
+        traceparent: header("traceparent"),
+        amzn_trace_id: header("x-amzn-trace-id"),
     }
 }
