@@ -22,6 +22,10 @@
 //! with `AGENTCORE_BEARER_TOKEN` set, sending that OAuth token instead (a runtime or a Gateway
 //! with a JWT authorizer). `AGENTCORE_TOOL` names a tool to call with
 //! `AGENTCORE_TOOL_ARGUMENTS` (JSON, default `{}`).
+//!
+//! With `AGENTCORE_TRACE=1` it also prints, on stderr, the span tree of every call as the crate
+//! emits it: the call's span (`mcp`, named `{method} {tool}` for OpenTelemetry), each attempt's
+//! span inside it, and the record's decisions as events on the attempts.
 
 use std::time::Duration;
 
@@ -218,6 +222,16 @@ fn indent(text: &str) -> String {
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let var = |name: &str| std::env::var(name).ok();
+    if var("AGENTCORE_TRACE").is_some_and(|v| v != "0" && !v.is_empty()) {
+        // Each line names the spans it is in, outer to inner (`mcp{…}:attempt{…}`); a span's
+        // own line comes when it closes, with every field it was given.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_ansi(false)
+            .init();
+    }
     match (
         var("AGENTCORE_RUNTIME_ARN"),
         var("AGENTCORE_GATEWAY_URL"),
