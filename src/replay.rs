@@ -67,7 +67,8 @@
 //! ([`idempotent_tools`](ReplayGuardLayer::idempotent_tools)), whatever the app's predicate
 //! accepts ([`replayable_if`](ReplayGuardLayer::replayable_if)), and — only when the app opts in
 //! with [`learn_idempotent_hints`](ReplayGuardLayer::learn_idempotent_hints) — the tools a
-//! `tools/list` answer annotated `idempotentHint: true` (trusting the server's word); and the
+//! `tools/list` answer annotated `readOnlyHint: true`, or `idempotentHint: true` and not
+//! `destructiveHint: true` (trusting the server's word); and the
 //! requests whose HTTP method is idempotent — the DELETE that ends an MCP session (carried as
 //! `StopRuntimeSession` with one client token for all its attempts) and the GET of the server's
 //! stream. Never `initialize`, never an undeclared `tools/call`, never a POST whose body is not
@@ -461,7 +462,8 @@ impl<R> RetryLayer<ReplayDeclarations, R> {
     }
 
     /// Learns from the `tools/list` answers that pass through this guard (JSON or SSE): a tool
-    /// annotated `idempotentHint: true` (or `readOnlyHint: true`) becomes replayable, by
+    /// annotated `readOnlyHint: true`, or `idempotentHint: true` and not `destructiveHint: true`,
+    /// becomes replayable, by
     /// [`By::ServerAnnotation`]; a later answer that says otherwise takes it back. Off by
     /// default: this trusts the server's word about its own tools. What is learned is shared by
     /// the services this layer builds (one MCP server).
@@ -673,8 +675,12 @@ mod imp {
 
 use imp::{Job, MayHaveRunOrNeverSent, Prepare};
 
-/// Learns `idempotentHint`/`readOnlyHint` from a `tools/list` answer (JSON, or SSE events whose
-/// data is JSON).
+/// Learns `readOnlyHint`, `idempotentHint` and `destructiveHint` from a `tools/list` answer
+/// (JSON, or SSE events whose data is JSON). A tool both idempotent and destructive is not
+/// learned: a server's hints are its word, and a lost answer of a destructive tool is left to
+/// the app to send again. An absent `destructiveHint` counts as not destructive (MCP's default
+/// is `true` for a tool that is not read-only, which would make `idempotentHint` alone mean
+/// nothing).
 fn learn_hints(bytes: &[u8], sse: bool, learned: &RwLock<HashSet<String>>) {
     let learn_from = |value: &serde_json::Value| {
         let Some(tools) = value.pointer("/result/tools").and_then(|t| t.as_array()) else {
@@ -689,7 +695,10 @@ fn learn_hints(bytes: &[u8], sse: bool, learned: &RwLock<HashSet<String>>) {
                 tool.pointer(&format!("/annotations/{key}"))
                     .and_then(|v| v.as_bool())
             };
-            if hint("idempotentHint") == Some(true) || hint("readOnlyHint") == Some(true) {
+            let read_only = hint("readOnlyHint") == Some(true);
+            let idempotent = hint("idempotentHint") == Some(true);
+            let destructive = hint("destructiveHint") == Some(true);
+            if read_only || (idempotent && !destructive) {
                 learned.insert(name.to_owned());
             } else {
                 learned.remove(name);

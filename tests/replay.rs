@@ -445,7 +445,8 @@ async fn hints_are_learned_only_when_asked() {
     let tools_list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[
         {"name":"lookup","inputSchema":{},"annotations":{"idempotentHint":true}},
         {"name":"read","inputSchema":{},"annotations":{"readOnlyHint":true}},
-        {"name":"charge","inputSchema":{},"annotations":{"idempotentHint":false}}]}}"#;
+        {"name":"charge","inputSchema":{},"annotations":{"idempotentHint":false}},
+        {"name":"wipe","inputSchema":{},"annotations":{"idempotentHint":true,"destructiveHint":true}}]}}"#;
     for learn in [false, true] {
         let guard = ReplayGuardLayer::new().learn_idempotent_hints(learn);
         let inner = Scripted::with_fallback(
@@ -487,8 +488,11 @@ async fn hints_are_learned_only_when_asked() {
             assert_eq!(p.by, By::ServerAnnotation);
         }
         let before = shared.calls();
-        svc.oneshot(tools_call("charge")).await.unwrap_err();
+        svc.clone().oneshot(tools_call("charge")).await.unwrap_err();
         assert_eq!(shared.calls() - before, 1, "annotated not idempotent");
+        let before = shared.calls();
+        svc.oneshot(tools_call("wipe")).await.unwrap_err();
+        assert_eq!(shared.calls() - before, 1, "idempotent but destructive");
     }
 }
 

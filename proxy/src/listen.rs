@@ -295,9 +295,6 @@ impl Endpoint {
             one => is_initialized(one),
         };
         let mut upstream = self.upstream(Method::POST, &parts.headers, body);
-        if let Some(replay) = screen.replay {
-            upstream.extensions_mut().insert(replay);
-        }
         if self.kind == Kind::Runtime
             && !initialize
             && !parts.headers.contains_key("mcp-session-id")

@@ -369,10 +369,7 @@ impl Proxy {
             lists: screen.lists,
             out: self.out.clone(),
         };
-        let mut request = self.request(Method::POST, body, initialize);
-        if let Some(replay) = screen.replay {
-            request.extensions_mut().insert(replay);
-        }
+        let request = self.request(Method::POST, body, initialize);
         let started = Instant::now();
         self.sent.store(true, Ordering::SeqCst);
         let result = self.stack.clone().oneshot(request).await;

@@ -1,15 +1,14 @@
 //! The tools a client sees and may call (`--allow-tool`, `--deny-tool`, `--read-only`), and
-//! what the server's `tools/list` annotations say about each (read for `--read-only` and
-//! `--trust-tool-annotations`).
+//! what the server's `tools/list` annotations say about each (read for `--read-only`; what
+//! `--trust-tool-annotations` makes replayable, the guard learns itself).
 //!
 //! A `tools/list` answer reaches the client with the hidden tools taken out of its page (its
 //! `nextCursor` untouched: a page may come out empty); a `tools/call` of a hidden tool is
 //! answered here, with JSON-RPC's invalid-params error, and never sent.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::RwLock;
 
-use agentcore_tower::replay::ReplayOverride;
 use serde_json::{Value, json};
 
 use crate::cli::Args;
@@ -79,10 +78,6 @@ pub struct Tools {
     allow: Vec<String>,
     deny: Vec<String>,
     read_only: bool,
-    trust: bool,
-    /// The tools the command line declares (`--idempotent-tool`, `--strict-tool`): the
-    /// user's word wins over the server's annotations.
-    declared: HashSet<String>,
     /// The annotations of every tool listed so far.
     listed: RwLock<HashMap<String, Hints>>,
 }
@@ -95,9 +90,6 @@ pub struct Screen {
     pub refused: Option<Vec<Value>>,
     /// The ids of its `tools/list` requests, whose answers are filtered.
     pub lists: Vec<Value>,
-    /// A replay decision for the request, when the proxy's rule for annotations differs from
-    /// the guard's.
-    pub replay: Option<ReplayOverride>,
 }
 
 impl Tools {
@@ -106,13 +98,6 @@ impl Tools {
             allow: args.allow_tools.clone(),
             deny: args.deny_tools.clone(),
             read_only: args.read_only,
-            trust: args.trust_tool_annotations,
-            declared: args
-                .idempotent_tools
-                .iter()
-                .chain(&args.strict_tools)
-                .cloned()
-                .collect(),
             listed: RwLock::default(),
         }
     }
@@ -120,11 +105,6 @@ impl Tools {
     /// Whether any tool can be hidden.
     fn filters(&self) -> bool {
         self.read_only || !self.allow.is_empty() || !self.deny.is_empty()
-    }
-
-    /// Whether the proxy reads `tools/list` answers at all.
-    fn active(&self) -> bool {
-        self.filters() || self.trust
     }
 
     /// Why `name` is hidden, if it is; `hints` are its annotations, `None` when it was never
@@ -158,7 +138,7 @@ impl Tools {
     /// noting the `tools/list` answers to filter.
     pub fn screen(&self, message: &Value) -> Screen {
         let mut screen = Screen::default();
-        if !self.active() {
+        if !self.filters() {
             return screen;
         }
         let members: Vec<&Value> = match message {
@@ -210,33 +190,7 @@ impl Tools {
             screen.refused = Some(errors);
             return screen;
         }
-        if let Value::Object(one) = message {
-            screen.replay = self.replay_override(one);
-        }
         screen
-    }
-
-    /// The proxy's rule for annotations, where it is stricter than the guard's: the guard
-    /// learns a tool annotated `idempotentHint: true` as replayable even when it is also
-    /// annotated `destructiveHint: true`; here such a tool (not read-only) is not replayable
-    /// unless `--idempotent-tool` names it.
-    fn replay_override(&self, message: &serde_json::Map<String, Value>) -> Option<ReplayOverride> {
-        if !self.trust || message.get("method").and_then(Value::as_str) != Some("tools/call") {
-            return None;
-        }
-        let name = message.get("params")?.get("name")?.as_str()?;
-        if self.declared.contains(name) {
-            return None;
-        }
-        let hints = self.hints_of(name)?;
-        let destructive = !hints.read_only && hints.idempotent && hints.destructive;
-        if destructive {
-            tracing::debug!(
-                tool = name,
-                "annotated idempotentHint and destructiveHint: not sent again after a lost answer"
-            );
-        }
-        destructive.then_some(ReplayOverride::NotReplayable)
     }
 
     /// The error that answers a call of a hidden tool.
@@ -490,30 +444,5 @@ mod tests {
         let notification =
             json!([{"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "add"}}]);
         assert_eq!(tools.screen(&notification).refused, Some(vec![]));
-    }
-
-    #[test]
-    fn trusted_annotations_of_an_idempotent_destructive_tool_do_not_make_it_replayable() {
-        let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
-        let trusting = tools(&["--trust-tool-annotations"]);
-        trusting.filter(&[json!(1)], &mut listing(1));
-        assert_eq!(
-            trusting.screen(&call("delete_issue")).replay,
-            Some(ReplayOverride::NotReplayable)
-        );
-        assert_eq!(trusting.screen(&call("add")).replay, None);
-        assert_eq!(trusting.screen(&call("get_issue")).replay, None);
-        // The command line wins.
-        let declared = tools(&[
-            "--trust-tool-annotations",
-            "--idempotent-tool",
-            "delete_issue",
-        ]);
-        declared.filter(&[json!(1)], &mut listing(1));
-        assert_eq!(declared.screen(&call("delete_issue")).replay, None);
-        // Without the flag, nothing is read.
-        let untrusting = tools(&[]);
-        untrusting.filter(&[json!(1)], &mut listing(1));
-        assert_eq!(untrusting.screen(&call("delete_issue")).replay, None);
     }
 }
