@@ -95,6 +95,8 @@ struct State {
     /// Where the attempts' trace headers come from, and which the app set itself.
     trace: Option<TraceContext>,
     app_trace: AppTraceHeaders,
+    /// The trace context written into the body's `params._meta`, read once per call.
+    params_meta: Option<Option<telemetry::TraceHeaders>>,
     metrics: CallMetrics,
 }
 
@@ -324,6 +326,26 @@ impl CallContext {
         if state.trace.is_none() {
             state.trace = Some(trace.clone());
         }
+    }
+
+    /// The request body `body` with the call's trace context in `params._meta`, when the
+    /// call's trace source asks for it ([`TraceContext::params_meta`]): the context read once,
+    /// inside the call's span, the same for every attempt. `None`: the body stays as it is.
+    pub(crate) fn with_params_meta(&self, body: &[u8]) -> Option<bytes::Bytes> {
+        let trace = {
+            let state = self.lock();
+            let source = state.trace.as_ref().filter(|t| t.is_params_meta())?.clone();
+            match &state.params_meta {
+                Some(read) => read.clone(),
+                None => {
+                    let span = state.span.clone();
+                    drop(state);
+                    let read = span.in_scope(|| source.current());
+                    self.lock().params_meta.get_or_insert(read).clone()
+                }
+            }
+        }?;
+        telemetry::with_params_meta(body, &trace)
     }
 
     /// Records the call's and its attempts' durations in `metrics`, unless a layer above does.
@@ -825,6 +847,11 @@ impl Head {
             && self.uri == *request.uri()
             && self.version == request.version()
             && same_headers(&self.headers, request.headers())
+    }
+
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn headers(&self) -> &http::HeaderMap {
+        &self.headers
     }
 
     pub(crate) fn uri(&self) -> &http::Uri {

@@ -264,13 +264,16 @@ impl Default for SessionBusyRetryLayer {
 
 impl<ReqB, ResB> Decide<ReqB, ResB> for SessionBusy
 where
+    ReqB: Body<Data = Bytes> + Clone,
     ResB: Body<Data = Bytes> + Unpin,
 {
     type Body = PeekedBody<ResB>;
     type Judge = SessionBusy;
     type Prepare = Ready<SessionBusy>;
 
-    fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
+    fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
+        // Names the call's span from an in-memory body, when this layer is the call's first.
+        context.describe_from(request.body());
         ready(SessionBusy)
     }
 }

@@ -175,12 +175,47 @@ fn hex(into: &mut String, bytes: &[u8]) {
 /// Where the trace headers of a call's attempts come from: the app's current trace context, read
 /// when each attempt is handed down. Cheap to clone.
 #[derive(Clone)]
-pub struct TraceContext(std::sync::Arc<dyn Fn() -> Option<TraceHeaders> + Send + Sync>);
+pub struct TraceContext {
+    current: std::sync::Arc<dyn Fn() -> Option<TraceHeaders> + Send + Sync>,
+    params_meta: bool,
+}
 
 impl TraceContext {
     /// The trace context `current` gives (`None`: no trace, no headers).
     pub fn new(current: impl Fn() -> Option<TraceHeaders> + Send + Sync + 'static) -> Self {
-        Self(std::sync::Arc::new(current))
+        Self {
+            current: std::sync::Arc::new(current),
+            params_meta: false,
+        }
+    }
+
+    /// Whether the signer also writes the trace context into the request's `params._meta`
+    /// (`traceparent`, `tracestate`, `baggage`: MCP's SEP-414, which OpenTelemetry's MCP
+    /// conventions follow), so that an MCP server's span is a child of the call's span whatever
+    /// carries the request. Off by default: it changes the body the app sent.
+    ///
+    /// Done by the signing layers ([`SigV4InvokeLayer`](crate::SigV4InvokeLayer),
+    /// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer)), which read the whole body
+    /// anyway, before they sign: into every JSON-RPC request and notification (not into an
+    /// answer to the server's requests), the context read once per call inside the call's
+    /// span — the same on every attempt. The app's bytes are kept as they are, the keys added
+    /// into `params._meta` (created when absent); a `_meta` that has a `traceparent` already is
+    /// left alone, and so is a body that is not one JSON-RPC message with object `params`.
+    ///
+    /// ```
+    /// use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
+    /// let context = TraceContext::new(|| Some(TraceHeaders::new([0x4b; 16], [0xb7; 8], true)))
+    ///     .params_meta(true);
+    /// # let _ = context;
+    /// ```
+    pub fn params_meta(mut self, on: bool) -> Self {
+        self.params_meta = on;
+        self
+    }
+
+    /// Whether the trace context goes into `params._meta` too ([`params_meta`](Self::params_meta)).
+    pub fn is_params_meta(&self) -> bool {
+        self.params_meta
     }
 
     /// The span context of `opentelemetry::Context::current()`, its `tracestate`, and its
@@ -229,14 +264,94 @@ impl TraceContext {
 
     /// The current trace context, if any (and valid).
     pub fn current(&self) -> Option<TraceHeaders> {
-        (self.0)().filter(TraceHeaders::is_valid)
+        (self.current)().filter(TraceHeaders::is_valid)
     }
 }
 
 impl fmt::Debug for TraceContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("TraceContext(..)")
+        f.debug_struct("TraceContext")
+            .field("params_meta", &self.params_meta)
+            .finish_non_exhaustive()
     }
+}
+
+/// `body` (one JSON-RPC request or notification) with `trace` written into `params._meta`
+/// (SEP-414): the keys `traceparent`, `tracestate` and `baggage` inserted, every other byte as
+/// it was. `None` — the body stays as it is — when it is not one JSON-RPC message with a method,
+/// its `params` is not an object, or its `_meta` is not an object or has a `traceparent`.
+pub(crate) fn with_params_meta(body: &[u8], trace: &TraceHeaders) -> Option<bytes::Bytes> {
+    // The members of an object, each value as it is written (a `null` member is there too).
+    type Members<'a> = std::collections::HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
+    // Where a value borrowed from `body` starts in it.
+    let offset = |raw: &RawValue| raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    let message: Members<'_> = serde_json::from_slice(body).ok()?;
+    message.get("method")?;
+    let mut entries = String::with_capacity(160);
+    let mut entry = |key: &str, value: &str| {
+        if !entries.is_empty() {
+            entries.push(',');
+        }
+        entries.push('"');
+        entries.push_str(key);
+        entries.push_str("\":");
+        entries.push_str(&serde_json::Value::from(value).to_string());
+    };
+    entry("traceparent", &trace.traceparent());
+    if let Some(state) = &trace.trace_state {
+        entry("tracestate", state);
+    }
+    if let Some(baggage) = &trace.baggage {
+        entry("baggage", baggage);
+    }
+    // (where to insert, what, whether a comma follows it)
+    let (at, insert, comma) = match message.get("params") {
+        None => {
+            // A top-level object: `params` goes before its closing brace.
+            let end = body.iter().rposition(|&b| b == b'}')?;
+            let empty = body[..end]
+                .iter()
+                .rev()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|&b| b == b'{');
+            let lead = if empty { "" } else { "," };
+            (
+                end,
+                format!("{lead}\"params\":{{\"_meta\":{{{entries}}}}}"),
+                false,
+            )
+        }
+        Some(params) => {
+            if !params.get().starts_with('{') {
+                return None;
+            }
+            let fields: Members<'_> = serde_json::from_str(params.get()).ok()?;
+            let (object, insert) = match fields.get("_meta") {
+                None => (*params, format!("\"_meta\":{{{entries}}}")),
+                Some(meta) => {
+                    if !meta.get().starts_with('{') {
+                        return None;
+                    }
+                    let meta_fields: Members<'_> = serde_json::from_str(meta.get()).ok()?;
+                    if meta_fields.contains_key("traceparent") {
+                        return None;
+                    }
+                    (*meta, entries)
+                }
+            };
+            let start = offset(object) + 1;
+            let empty = object.get()[1..].trim_start().starts_with('}');
+            (start, insert, !empty)
+        }
+    };
+    let mut out = Vec::with_capacity(body.len() + insert.len() + 1);
+    out.extend_from_slice(&body[..at]);
+    out.extend_from_slice(insert.as_bytes());
+    if comma {
+        out.push(b',');
+    }
+    out.extend_from_slice(&body[at..]);
+    Some(out.into())
 }
 
 /// Which trace headers the app set itself on a call's request (kept on every attempt).
@@ -388,17 +503,20 @@ pub(crate) fn describe_call(span: &Span, named: bool, body: &JsonRpcBody, bytes:
     }
 }
 
+/// A URI's `server.address` and `server.port` (the scheme's default port when it names none).
+fn server_of(uri: &Uri) -> Option<(&str, u16)> {
+    let host = uri.host()?;
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("http") => Some(80),
+        _ => Some(443),
+    })?;
+    Some((host, port))
+}
+
 fn record_server(span: &Span, uri: &Uri) {
-    if let Some(host) = uri.host() {
+    if let Some((host, port)) = server_of(uri) {
         span.record("server.address", host);
-        let port = uri.port_u16().or(match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") => Some(80),
-            _ => None,
-        });
-        if let Some(port) = port {
-            span.record("server.port", i64::from(port));
-        }
+        span.record("server.port", i64::from(port));
     }
 }
 
@@ -583,22 +701,35 @@ where
 #[cfg(feature = "opentelemetry")]
 #[derive(Clone)]
 pub struct Metrics {
+    meter: opentelemetry::metrics::Meter,
     operation: opentelemetry::metrics::Histogram<f64>,
+    session: opentelemetry::metrics::Histogram<f64>,
     request: opentelemetry::metrics::Histogram<f64>,
 }
+
+/// The bucket boundaries of the MCP conventions' histograms, in seconds.
+#[cfg(feature = "opentelemetry")]
+const MCP_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
 
 #[cfg(feature = "opentelemetry")]
 impl Metrics {
     /// The two histograms, from `meter`.
     pub fn new(meter: &opentelemetry::metrics::Meter) -> Self {
         Self {
+            meter: meter.clone(),
             operation: meter
                 .f64_histogram("mcp.client.operation.duration")
                 .with_unit("s")
                 .with_description("The duration of the MCP request as observed by the client")
-                .with_boundaries(vec![
-                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-                ])
+                .with_boundaries(MCP_BUCKETS.to_vec())
+                .build(),
+            session: meter
+                .f64_histogram("mcp.client.session.duration")
+                .with_unit("s")
+                .with_description("The duration of the MCP session as observed by the client")
+                .with_boundaries(MCP_BUCKETS.to_vec())
                 .build(),
             request: meter
                 .f64_histogram("http.client.request.duration")
@@ -611,9 +742,146 @@ impl Metrics {
         }
     }
 
+    /// An MCP session at `uri` ended after `duration`, with `error` (an `error.type`) or not.
+    pub(crate) fn session_ended(
+        &self,
+        duration: std::time::Duration,
+        uri: &Uri,
+        protocol_version: Option<&str>,
+        error: Option<&'static str>,
+    ) {
+        use opentelemetry::KeyValue;
+        let mut attributes = Vec::with_capacity(4);
+        if let Some((address, port)) = server_of(uri) {
+            attributes.push(KeyValue::new("server.address", address.to_owned()));
+            attributes.push(KeyValue::new("server.port", i64::from(port)));
+        }
+        if let Some(version) = protocol_version {
+            attributes.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
+        }
+        if let Some(error) = error {
+            attributes.push(KeyValue::new("error.type", error));
+        }
+        self.session.record(duration.as_secs_f64(), &attributes);
+    }
+
     /// The histograms of the global meter provider's meter `agentcore-tower`.
     pub fn global() -> Self {
         Self::new(&opentelemetry::global::meter("agentcore-tower"))
+    }
+
+    /// Reports what `budget` counts ([`RetryBudget::counters`](crate::RetryBudget::counters))
+    /// as asynchronous instruments of this meter, read at each collection, with `attributes`
+    /// (to tell several budgets apart; none for one):
+    ///
+    /// | Instrument | Kind | Unit | What |
+    /// |---|---|---|---|
+    /// | `agentcore_tower.retry_budget.calls` | counter | `{call}` | calls ended |
+    /// | `agentcore_tower.retry_budget.attempts` | counter | `{attempt}` | their attempts |
+    /// | `agentcore_tower.retry_budget.resends` | counter | `{attempt}` | re-sends, by `agentcore_tower.resend.cause`: `throttled`, `session_busy`, `session_expired`, `failure` |
+    /// | `agentcore_tower.retry_budget.refusals` | counter | `{attempt}` | re-sends the budget refused |
+    /// | `agentcore_tower.retry_budget.wait` | counter | `s` | time waited before re-sends |
+    /// | `agentcore_tower.retry_budget.tokens` | gauge | `{token}` | tokens in the bucket |
+    ///
+    /// The meter provider keeps the budget (a clone: the same bucket) for as long as it lives.
+    ///
+    /// ```
+    /// use agentcore_tower::RecommendedLayers;
+    /// use agentcore_tower::telemetry::Metrics;
+    /// # let signer = tower::layer::util::Identity::new();
+    /// let metrics = Metrics::global();
+    /// let layers = RecommendedLayers::new(signer).metrics(metrics.clone());
+    /// // The one budget the recommended layers share.
+    /// metrics.observe_budget(&layers.budget().unwrap(), &[]);
+    /// ```
+    pub fn observe_budget(
+        &self,
+        budget: &crate::RetryBudget,
+        attributes: &[opentelemetry::KeyValue],
+    ) {
+        use opentelemetry::KeyValue;
+        let attributes: std::sync::Arc<[KeyValue]> = attributes.into();
+        let counter = |name: &'static str,
+                       unit: &'static str,
+                       description: &'static str,
+                       read: fn(&crate::budget::BudgetCounters) -> u64| {
+            let budget = budget.clone();
+            let attributes = attributes.clone();
+            self.meter
+                .u64_observable_counter(name)
+                .with_unit(unit)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    observer.observe(read(&budget.counters()), &attributes);
+                })
+                .build();
+        };
+        counter(
+            "agentcore_tower.retry_budget.calls",
+            "{call}",
+            "Calls ended",
+            |c| c.calls,
+        );
+        counter(
+            "agentcore_tower.retry_budget.attempts",
+            "{attempt}",
+            "Attempts of the calls ended",
+            |c| c.attempts,
+        );
+        counter(
+            "agentcore_tower.retry_budget.refusals",
+            "{attempt}",
+            "Re-sends the retry budget refused",
+            |c| c.budget_refusals,
+        );
+        {
+            let budget = budget.clone();
+            let by_cause: std::sync::Arc<[Vec<KeyValue>; 4]> = std::sync::Arc::new(
+                ["throttled", "session_busy", "session_expired", "failure"].map(|cause| {
+                    let mut set = attributes.to_vec();
+                    set.push(KeyValue::new("agentcore_tower.resend.cause", cause));
+                    set
+                }),
+            );
+            self.meter
+                .u64_observable_counter("agentcore_tower.retry_budget.resends")
+                .with_unit("{attempt}")
+                .with_description("Re-sends, by cause")
+                .with_callback(move |observer| {
+                    let c = budget.counters();
+                    let counts = [
+                        c.resent_throttled,
+                        c.resent_session_busy,
+                        c.resent_session_expired,
+                        c.resent_failures,
+                    ];
+                    for (count, attributes) in counts.into_iter().zip(by_cause.iter()) {
+                        observer.observe(count, attributes);
+                    }
+                })
+                .build();
+        }
+        {
+            let budget = budget.clone();
+            let attributes = attributes.clone();
+            self.meter
+                .f64_observable_counter("agentcore_tower.retry_budget.wait")
+                .with_unit("s")
+                .with_description("Time waited before re-sends")
+                .with_callback(move |observer| {
+                    observer.observe(budget.counters().waited.as_secs_f64(), &attributes);
+                })
+                .build();
+        }
+        let budget = budget.clone();
+        self.meter
+            .u64_observable_gauge("agentcore_tower.retry_budget.tokens")
+            .with_unit("{token}")
+            .with_description("Tokens in the retry budget's bucket")
+            .with_callback(move |observer| {
+                observer.observe(u64::from(budget.counters().tokens), &attributes);
+            })
+            .build();
     }
 }
 
@@ -674,16 +942,9 @@ impl CallMetrics {
                 return;
             }
             if on.server.is_none()
-                && let Some(host) = request.uri().host()
+                && let Some((host, port)) = server_of(request.uri())
             {
-                let port = request
-                    .uri()
-                    .port_u16()
-                    .or(match request.uri().scheme_str() {
-                        Some("http") => Some(80),
-                        _ => Some(443),
-                    });
-                on.server = Some((host.to_owned(), port.map_or(443, i64::from)));
+                on.server = Some((host.to_owned(), i64::from(port)));
                 let text = |name| {
                     request
                         .headers()
@@ -850,6 +1111,66 @@ mod tests {
     }
 
     #[test]
+    fn the_trace_goes_into_params_meta_and_nothing_else_changes() {
+        let trace = TraceHeaders::new([0x4b; 16], [0xb7; 8], true);
+        let tp = r#""traceparent":"00-4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b-b7b7b7b7b7b7b7b7-01""#;
+        let meta = |body: &str| {
+            with_params_meta(body.as_bytes(), &trace)
+                .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        };
+        // params with fields, key order and spacing kept.
+        assert_eq!(
+            meta(r#"{"jsonrpc":"2.0", "id":7,"method":"tools/call","params": {"name":"add","arguments":{}}}"#)
+                .unwrap(),
+            format!(r#"{{"jsonrpc":"2.0", "id":7,"method":"tools/call","params": {{"_meta":{{{tp}}},"name":"add","arguments":{{}}}}}}"#)
+        );
+        // Empty params; no params (a notification); a _meta of the app's own.
+        assert_eq!(
+            meta(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{ }}"#).unwrap(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{{{tp}}} }}}}"#
+            )
+        );
+        assert_eq!(
+            meta(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/initialized","params":{{"_meta":{{{tp}}}}}}}"#
+            )
+        );
+        assert_eq!(
+            meta(r#"{"method":"ping","params":{"_meta":{"progressToken":3}}}"#).unwrap(),
+            format!(r#"{{"method":"ping","params":{{"_meta":{{{tp},"progressToken":3}}}}}}"#)
+        );
+        // With tracestate and baggage, escaped as JSON strings.
+        let full = trace.clone().trace_state("k=v").baggage("user=a\"b");
+        let out = with_params_meta(br#"{"method":"ping"}"#, &full).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(value["params"]["_meta"]["tracestate"], "k=v");
+        assert_eq!(value["params"]["_meta"]["baggage"], "user=a\"b");
+        // Left alone: the app's traceparent, an answer, a batch, params that are no object,
+        // a _meta that is no object, not JSON.
+        for body in [
+            r#"{"method":"ping","params":{"_meta":{"traceparent":"00-app"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#"{"method":"ping","params":[1,2]}"#,
+            r#"{"method":"ping","params":null}"#,
+            r#"{"method":"ping","params":{"_meta":null}}"#,
+            "not json",
+        ] {
+            assert_eq!(meta(body), None, "{body}");
+        }
+        // Every body it writes is JSON, and parses to the same message but for _meta.
+        let out = meta(r#"{"id":"x","method":"tools/call","params":{"name":"a\"}"}}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(value["params"]["name"], "a\"}");
+        assert_eq!(
+            value["params"]["_meta"]["traceparent"],
+            "00-4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b-b7b7b7b7b7b7b7b7-01"
+        );
+    }
+
+    #[test]
     fn answer_errors() {
         assert_eq!(
             answer_error(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
@@ -864,5 +1185,309 @@ mod tests {
             None
         );
         assert_eq!(answer_error(b"event: message"), None);
+    }
+}
+
+#[cfg(all(test, feature = "opentelemetry"))]
+mod metrics_tests {
+    use std::collections::BTreeMap;
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use http::{Request, Response, StatusCode};
+    use http_body_util::Full;
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+    use tower::{Layer, Service, ServiceExt};
+
+    use super::Metrics;
+    use crate::McpSessionRecoveryLayer;
+    use crate::rule::{Failure, Refusal};
+
+    /// A meter provider whose metrics are read with [`exported`].
+    fn provider() -> (SdkMeterProvider, InMemoryMetricExporter) {
+        let exporter = InMemoryMetricExporter::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(exporter.clone()).build())
+            .build();
+        (provider, exporter)
+    }
+
+    /// Each data point exported last: (instrument, unit, its attributes as `key=value`) → its
+    /// value (a sum or gauge) or its count and bounds (a histogram), as text.
+    fn exported(
+        provider: &SdkMeterProvider,
+        exporter: &InMemoryMetricExporter,
+    ) -> BTreeMap<(String, String, Vec<String>), String> {
+        provider.force_flush().unwrap();
+        let mut points = BTreeMap::new();
+        let finished = exporter.get_finished_metrics().unwrap();
+        for metric in finished
+            .last()
+            .into_iter()
+            .flat_map(|r| r.scope_metrics())
+            .flat_map(|s| s.metrics())
+        {
+            let key = |attributes: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
+                let mut list: Vec<String> = attributes
+                    .map(|kv| format!("{}={}", kv.key, kv.value))
+                    .collect();
+                list.sort();
+                (metric.name().to_owned(), metric.unit().to_owned(), list)
+            };
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                    for p in sum.data_points() {
+                        points.insert(key(&mut p.attributes()), p.value().to_string());
+                    }
+                }
+                AggregatedMetrics::U64(MetricData::Gauge(gauge)) => {
+                    for p in gauge.data_points() {
+                        points.insert(key(&mut p.attributes()), p.value().to_string());
+                    }
+                }
+                AggregatedMetrics::F64(MetricData::Sum(sum)) => {
+                    for p in sum.data_points() {
+                        points.insert(key(&mut p.attributes()), p.value().to_string());
+                    }
+                }
+                AggregatedMetrics::F64(MetricData::Histogram(histogram)) => {
+                    for p in histogram.data_points() {
+                        let bounds: Vec<f64> = p.bounds().collect();
+                        points.insert(
+                            key(&mut p.attributes()),
+                            format!("count {} bounds {bounds:?}", p.count()),
+                        );
+                    }
+                }
+                other => panic!("{}: {other:?}", metric.name()),
+            }
+        }
+        points
+    }
+
+    fn point(name: &str, unit: &str, attributes: &[&str]) -> (String, String, Vec<String>) {
+        let mut list: Vec<String> = attributes.iter().map(|a| (*a).to_owned()).collect();
+        list.sort();
+        (name.to_owned(), unit.to_owned(), list)
+    }
+
+    #[test]
+    fn the_retry_budgets_counters_are_instruments() {
+        let (provider, exporter) = provider();
+        let metrics = Metrics::new(&provider.meter("test"));
+        let budget = crate::RetryBudget::new();
+        metrics.observe_budget(&budget, &[opentelemetry::KeyValue::new("runtime", "calc")]);
+        budget
+            .withdraw(&Failure::Refused(Refusal::Throttled))
+            .unwrap();
+        budget
+            .withdraw(&Failure::Refused(Refusal::SessionBusy))
+            .unwrap();
+        budget
+            .withdraw(&Failure::Refused(Refusal::SessionBusy))
+            .unwrap();
+        budget.waited(std::time::Duration::from_millis(1500));
+        budget.ended(4, true);
+        let points = exported(&provider, &exporter);
+        let runtime = "runtime=calc";
+        let expected: BTreeMap<_, _> = [
+            (
+                point("agentcore_tower.retry_budget.calls", "{call}", &[runtime]),
+                "1",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.attempts",
+                    "{attempt}",
+                    &[runtime],
+                ),
+                "4",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.refusals",
+                    "{attempt}",
+                    &[runtime],
+                ),
+                "0",
+            ),
+            (
+                point("agentcore_tower.retry_budget.wait", "s", &[runtime]),
+                "1.5",
+            ),
+            // 500 - 5 (throttled) + 1 (a success): session busy costs nothing.
+            (
+                point("agentcore_tower.retry_budget.tokens", "{token}", &[runtime]),
+                "496",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.resends",
+                    "{attempt}",
+                    &[runtime, "agentcore_tower.resend.cause=throttled"],
+                ),
+                "1",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.resends",
+                    "{attempt}",
+                    &[runtime, "agentcore_tower.resend.cause=session_busy"],
+                ),
+                "2",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.resends",
+                    "{attempt}",
+                    &[runtime, "agentcore_tower.resend.cause=session_expired"],
+                ),
+                "0",
+            ),
+            (
+                point(
+                    "agentcore_tower.retry_budget.resends",
+                    "{attempt}",
+                    &[runtime, "agentcore_tower.resend.cause=failure"],
+                ),
+                "0",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect();
+        assert_eq!(points, expected);
+    }
+
+    /// A stateful MCP server: `initialize` opens `session-N`; a request of a session it does
+    /// not know is answered 404; DELETE ends a session; once it knows `closed`, `initialize` is
+    /// answered 503.
+    fn server(
+        known: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    ) -> impl Service<
+        Request<Full<Bytes>>,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static {
+        tower::service_fn(move |request: Request<Full<Bytes>>| {
+            let known = known.clone();
+            async move {
+                let session = request
+                    .headers()
+                    .get("mcp-session-id")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                let body = http_body_util::BodyExt::collect(request.into_body())
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                let mut known = known.lock().unwrap();
+                let answer = Response::builder().header("content-type", "application/json");
+                let initialize = body.windows(12).any(|w| w == b"\"initialize\"");
+                let answer = if initialize && known.iter().any(|id| id == "closed") {
+                    // Opens no session any more.
+                    answer.status(StatusCode::SERVICE_UNAVAILABLE).body("")
+                } else if initialize {
+                    let id = format!("session-{}", known.len() + 1);
+                    known.push(id.clone());
+                    answer
+                        .header("mcp-session-id", id)
+                        .body(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#)
+                } else if !session.is_some_and(|id| known.contains(&id)) {
+                    answer.status(StatusCode::NOT_FOUND).body("")
+                } else if body.is_empty() {
+                    // A DELETE.
+                    answer.status(StatusCode::OK).body("")
+                } else {
+                    answer.status(StatusCode::ACCEPTED).body("")
+                };
+                Ok::<_, Infallible>(
+                    answer
+                        .unwrap()
+                        .map(|b| Full::new(Bytes::from_static(b.as_bytes()))),
+                )
+            }
+        })
+    }
+
+    fn post(
+        method: http::Method,
+        session: Option<&str>,
+        body: &'static str,
+    ) -> Request<Full<Bytes>> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri("https://mcp.example:8443/mcp")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-06-18");
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_sessions_duration_from_initialize_to_delete_or_loss() {
+        let (provider, exporter) = provider();
+        let metrics = Metrics::new(&provider.meter("test"));
+        let known = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let layer = McpSessionRecoveryLayer::new().metrics(metrics);
+        let client = layer.layer(server(known.clone()));
+        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let call = |request| client.clone().oneshot(request);
+        for session in ["session-1", "session-2"] {
+            let opened = call(post(http::Method::POST, None, initialize))
+                .await
+                .unwrap();
+            assert_eq!(opened.headers()["mcp-session-id"], session);
+            call(post(http::Method::POST, Some(session), initialized))
+                .await
+                .unwrap();
+        }
+        // The first ends with the client's DELETE.
+        let deleted = call(post(http::Method::DELETE, Some("session-1"), ""))
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), StatusCode::OK);
+        // The server forgets the second, and cannot open it again: `initialize` fails too.
+        *known.lock().unwrap() = vec!["closed".to_owned()];
+        let lost = call(post(http::Method::POST, Some("session-2"), initialized))
+            .await
+            .unwrap();
+        assert_eq!(lost.status(), StatusCode::NOT_FOUND);
+        let points: Vec<_> = exported(&provider, &exporter)
+            .into_iter()
+            .filter(|((name, ..), _)| name == "mcp.client.session.duration")
+            .collect();
+        let bounds =
+            "[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]";
+        let common = [
+            "server.address=mcp.example",
+            "server.port=8443",
+            "mcp.protocol.version=2025-06-18",
+        ];
+        let mut lost_point = common.to_vec();
+        lost_point.push("error.type=session_lost");
+        assert_eq!(
+            points,
+            vec![
+                // (Sorted by attributes: `error.type` first.)
+                (
+                    point("mcp.client.session.duration", "s", &lost_point),
+                    format!("count 1 bounds {bounds}")
+                ),
+                (
+                    point("mcp.client.session.duration", "s", &common),
+                    format!("count 1 bounds {bounds}")
+                ),
+            ]
+        );
     }
 }

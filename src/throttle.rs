@@ -157,13 +157,16 @@ impl Default for ThrottleRetryLayer {
 
 impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled
 where
+    ReqB: Body<Data = Bytes> + Clone,
     ResB: Body<Data = Bytes> + Unpin,
 {
     type Body = PeekedBody<ResB>;
     type Judge = Throttled;
     type Prepare = Ready<Throttled>;
 
-    fn prepare(&self, _request: &Request<ReqB>, _context: &CallContext) -> Self::Prepare {
+    fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
+        // Names the call's span from an in-memory body, when this layer is the call's first.
+        context.describe_from(request.body());
         ready(Throttled)
     }
 }

@@ -159,9 +159,7 @@ fn answered(body: &'static [u8]) -> Step {
 
 /// Checks the call span and attempt spans of a `tools/call` of `add` throttled once, then
 /// answered.
-/// `read_body`: whether the owner of the call had the body read before its first attempt (else
-/// the request id is not known).
-fn assert_throttled_then_answered(capture: &Capture, read_body: bool) {
+fn assert_throttled_then_answered(capture: &Capture) {
     let calls = capture.calls();
     assert_eq!(calls.len(), 1, "one call span: {:#?}", capture.spans());
     let (call, attempts) = &calls[0];
@@ -172,11 +170,7 @@ fn assert_throttled_then_answered(capture: &Capture, read_body: bool) {
     assert_eq!(f["mcp.method.name"], s("tools/call"));
     assert_eq!(f["gen_ai.tool.name"], s("add"));
     assert_eq!(f["gen_ai.operation.name"], s("execute_tool"));
-    if read_body {
-        assert_eq!(f["jsonrpc.request.id"], s("call-1"));
-    } else {
-        assert!(!f.contains_key("jsonrpc.request.id"));
-    }
+    assert_eq!(f["jsonrpc.request.id"], s("call-1"));
     assert_eq!(f["server.address"], s("runtime.example"));
     assert_eq!(f["server.port"], V::I(443));
     assert!(!f.contains_key("error.type"), "{f:?}");
@@ -242,14 +236,14 @@ async fn a_throttled_tool_call_through_the_recommended_stack() {
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
     run(&capture, stack, json_request(ADD)).await;
-    assert_throttled_then_answered(&capture, true);
+    assert_throttled_then_answered(&capture);
 }
 
 #[tokio::test(start_paused = true)]
 async fn another_order_still_one_call_span() {
     let _serial = SERIAL.lock().await;
     // Session busy, then throttling, then the guard: the outermost layer owns the call and
-    // opens its span; it reads no body, so the MCP headers name the call.
+    // opens its span, named from the MCP headers (and the in-memory body: its request id).
     let capture = Capture::default();
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let stack = ServiceBuilder::new()
@@ -265,16 +259,32 @@ async fn another_order_still_one_call_span() {
         .headers_mut()
         .insert("mcp-name", "add".parse().unwrap());
     run(&capture, stack, request).await;
-    assert_throttled_then_answered(&capture, false);
+    assert_throttled_then_answered(&capture);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_layer_outermost_names_the_call_from_the_body_at_once() {
+    let _serial = SERIAL.lock().await;
+    // No MCP headers, no guard: the throttle layer owns the call and reads the in-memory body
+    // without waiting, before the span starts.
+    let capture = Capture::default();
+    let inner = Scripted::new([throttled(), answered(ANSWER)]);
+    let stack = ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .layer(SessionBusyRetryLayer::new())
+        .service(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    assert_throttled_then_answered(&capture);
 }
 
 #[tokio::test(start_paused = true)]
 async fn nothing_known_names_the_call_mcp() {
     let _serial = SERIAL.lock().await;
+    // A body that is no JSON-RPC message, and no MCP headers: the span keeps its name.
     let capture = Capture::default();
     let inner = Scripted::new([answered(ANSWER)]);
     let stack = ThrottleRetryLayer::new().layer(inner);
-    run(&capture, stack, json_request(ADD)).await;
+    run(&capture, stack, json_request("not json")).await;
     let calls = capture.calls();
     assert_eq!(calls.len(), 1);
     assert!(!calls[0].0.fields.contains_key("otel.name"));
@@ -546,6 +556,13 @@ async fn the_histograms_of_a_throttled_tool_call() {
                 ])
             ),
             (
+                "mcp.client.session.duration".to_owned(),
+                Some("s".to_owned()),
+                Some(vec![
+                    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0
+                ])
+            ),
+            (
                 "http.client.request.duration".to_owned(),
                 Some("s".to_owned()),
                 Some(vec![
@@ -613,7 +630,7 @@ async fn the_session_layer_outermost_names_the_call_from_the_body_at_once() {
         .layer(ThrottleRetryLayer::new())
         .service(inner);
     run(&capture, stack, json_request(ADD)).await;
-    assert_throttled_then_answered(&capture, true);
+    assert_throttled_then_answered(&capture);
 }
 
 /// A signer for in-memory stacks: a made-up runtime, static credentials.

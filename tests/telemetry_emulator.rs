@@ -27,10 +27,17 @@ const X_RAY_ROOT: &str = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736";
 async fn busy_twice_then_answered(
     request: http::Request<http_body_util::Full<bytes::Bytes>>,
 ) -> (Emulator, Vec<agentcore_tower::emulator::Received>) {
+    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
+    busy_twice_then_answered_with(request, trace).await
+}
+
+async fn busy_twice_then_answered_with(
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+    trace: TraceContext,
+) -> (Emulator, Vec<agentcore_tower::emulator::Received>) {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     emulator.push_fault(Fault::Busy);
     emulator.push_fault(Fault::Busy);
-    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
     let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
         .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
         .trace_context(trace)
@@ -101,4 +108,26 @@ async fn a_traceparent_the_app_set_reaches_agentcore_unchanged() {
             "{attempt:#?}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_trace_reaches_the_mcp_server_in_params_meta_when_asked_signed() {
+    // Opt-in: the same trace context on every attempt, in the body as in the headers.
+    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true))).params_meta(true);
+    let (emulator, calls) =
+        busy_twice_then_answered_with(tool_call(7, "add", json!({"a": 1, "b": 2})), trace).await;
+    assert_eq!(calls.len(), 3, "{calls:#?}");
+    assert_eq!(emulator.audit().signature_failures, 0);
+    assert_eq!(emulator.audit().executions_of("add"), 1);
+    let expected = format!("00-{TRACE_ID}-00f067aa0ba902b7-01");
+    for attempt in &calls {
+        assert!(attempt.signed, "{attempt:#?}");
+        assert_eq!(attempt.meta_traceparent.as_deref(), Some(&*expected));
+    }
+    // Off by default: the body is the app's.
+    let (_, calls) = busy_twice_then_answered(tool_call(7, "add", json!({"a": 1, "b": 2}))).await;
+    assert!(
+        calls.iter().all(|c| c.meta_traceparent.is_none()),
+        "{calls:#?}"
+    );
 }

@@ -93,6 +93,9 @@ pub struct Received {
     pub traceparent: Option<String>,
     /// X-Ray's `X-Amzn-Trace-Id` header, as received.
     pub amzn_trace_id: Option<String>,
+    /// The `traceparent` of a one-message body's `params._meta` (MCP's SEP-414): the trace the
+    /// MCP server's span joins.
+    pub meta_traceparent: Option<String>,
 }
 
 impl Audit {

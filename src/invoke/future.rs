@@ -576,6 +576,11 @@ fn sign_attempt<S>(
     context: &CallContext,
 ) -> Result<Signed, Error> {
     let shared = &pending.shared;
+    // The trace context into `params._meta`, when the app asked for it: before signing.
+    let body = match pending.operation {
+        Operation::Invoke | Operation::Forward => context.with_params_meta(&body).unwrap_or(body),
+        Operation::StopSession => body,
+    };
     // Each attempt is a call of its own here: the extensions move to the request sent (for a
     // re-send, those the first attempt carried).
     let extensions = match pending.kept_extensions.take() {

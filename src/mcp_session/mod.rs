@@ -236,7 +236,13 @@ impl McpSessionRecoveryLayer {
     /// Sets how many sessions the layer remembers (at least 1): past that, the one opened
     /// longest ago is forgotten. Starts an empty table.
     pub fn max_sessions(mut self, sessions: usize) -> Self {
-        self.sessions = Arc::new(Sessions::new(sessions.max(1)));
+        #[allow(unused_mut)]
+        let mut table = Sessions::new(sessions.max(1));
+        #[cfg(feature = "opentelemetry")]
+        {
+            table.metrics = self.metrics.clone();
+        }
+        self.sessions = Arc::new(table);
         self
     }
 
@@ -255,9 +261,16 @@ impl McpSessionRecoveryLayer {
     }
 
     /// Records the durations of the calls this layer meets and of their attempts in `metrics`
-    /// (see [`Metrics`](crate::telemetry::Metrics)).
+    /// (see [`Metrics`](crate::telemetry::Metrics)), and of the MCP sessions it sees opened
+    /// (`mcp.client.session.duration`: from the answer to `initialize` to the answer to the
+    /// client's DELETE; or, with `error.type = session_lost`, to the 404 of a session the server
+    /// no longer knows that reached the client, not opened again). A session the client leaves
+    /// without a DELETE, or that the table forgets, is not recorded. Starts an empty table.
     #[cfg(feature = "opentelemetry")]
     pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {
+        let mut sessions = Sessions::new(self.sessions.max);
+        sessions.metrics = Some(metrics.clone());
+        self.sessions = Arc::new(sessions);
         self.metrics = Some(metrics);
         self
     }

@@ -22,6 +22,10 @@ use crate::jsonrpc::Body as JsonRpcBody;
 use crate::record::{Decision, Handed, Verdict};
 use crate::rule::{Failure, Refusal};
 
+/// The `error.type` of a session whose 404 reached the client: the server no longer knows it
+/// and it was not opened again.
+const LOST: &str = "session_lost";
+
 /// What a request is to the layer.
 enum Role {
     /// A POST without `Mcp-Session-Id`: an `initialize` when its body says so.
@@ -97,6 +101,7 @@ where
     if deleting {
         // The client ends a session the server has ended already: nothing to re-open.
         sessions.forget(&session);
+        sessions.ended(&session, None);
         return Ok(named_for_client(answer, &session, &sent_with));
     }
 
@@ -108,6 +113,7 @@ where
         Ok(permission) => permission,
         Err((verdict, permission)) => {
             record.decide(Decision::new(LAYER, verdict, permission));
+            sessions.ended(&session, Some(LOST));
             return Ok(named_for_client(answer, &session, &sent_with));
         }
     };
@@ -136,6 +142,7 @@ where
                 },
                 Some(permission),
             ));
+            sessions.ended(&session, Some(LOST));
             return Ok(named_for_client(answer, &session, &sent_with));
         }
     };
@@ -181,6 +188,7 @@ fn noted<B>(
                 .unwrap_or_else(|p| p.into_inner()) = Some(kept.clone());
         } else if deleting {
             sessions.forget(session);
+            sessions.ended(session, None);
         }
     }
     named_for_client(answer, session, sent_with)

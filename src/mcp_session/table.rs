@@ -16,6 +16,9 @@ use crate::contract::MCP_SESSION_ID;
 pub(super) struct Sessions {
     pub(super) max: usize,
     table: Mutex<Table>,
+    /// Where the sessions' durations are recorded, when the layer was given metrics.
+    #[cfg(feature = "opentelemetry")]
+    pub(super) metrics: Option<crate::telemetry::Metrics>,
 }
 
 #[derive(Default)]
@@ -51,7 +54,40 @@ impl Sessions {
         Self {
             max,
             table: Mutex::new(Table::default()),
+            #[cfg(feature = "opentelemetry")]
+            metrics: None,
         }
+    }
+
+    /// The client ended `session` (`error: None`), or it was lost: its 404 reached the client
+    /// (`error`: why). Its duration is recorded once, when metrics are on.
+    pub(super) fn ended(&self, session: &Session, error: Option<&'static str>) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(metrics) = &self.metrics
+            && !session
+                .ended
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            let version = session
+                .initialized
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .and_then(|kept| {
+                    kept.head
+                        .headers()
+                        .get(crate::contract::MCP_PROTOCOL_VERSION)
+                        .cloned()
+                });
+            metrics.session_ended(
+                session.opened.elapsed(),
+                session.initialize.head.uri(),
+                version.as_ref().and_then(|v| v.to_str().ok()),
+                error,
+            );
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = (session, error);
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Table> {
@@ -165,6 +201,11 @@ pub(super) struct Session {
     /// it, and does not try again itself.
     pub(super) failures: AtomicU64,
     pub(super) renewing: tokio::sync::Mutex<()>,
+    /// When its `initialize` was answered, and whether its end was recorded.
+    #[cfg(feature = "opentelemetry")]
+    opened: std::time::Instant,
+    #[cfg(feature = "opentelemetry")]
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -176,6 +217,10 @@ impl Session {
             current: Mutex::new(id),
             failures: AtomicU64::new(0),
             renewing: tokio::sync::Mutex::new(()),
+            #[cfg(feature = "opentelemetry")]
+            opened: std::time::Instant::now(),
+            #[cfg(feature = "opentelemetry")]
+            ended: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -130,5 +130,6 @@ fn received(
         client_token: text("/clientToken"),
         traceparent: header("traceparent"),
         amzn_trace_id: header("x-amzn-trace-id"),
+        meta_traceparent: text("/params/_meta/traceparent"),
     }
 }
