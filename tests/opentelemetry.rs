@@ -412,6 +412,56 @@ async fn a_call_busy_twice_in_a_409_exports_one_call_span_three_attempts_and_the
 }
 
 #[tokio::test]
+async fn a_call_in_the_apps_span_joins_the_apps_trace() {
+    use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState};
+    use tracing::Instrument;
+
+    let _serial = SERIAL.lock().await;
+    let exported = Exported::install();
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    emulator.push_fault(Fault::Busy);
+    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
+        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
+        .trace_context(TraceContext::opentelemetry())
+        .layer(http_client());
+    // The app serves a request that came with a trace (a remote parent), in a span of its own.
+    let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
+    let remote = SpanId::from_hex("00f067aa0ba902b7").unwrap();
+    let _attached = opentelemetry::Context::current()
+        .with_remote_span_context(SpanContext::new(
+            trace,
+            remote,
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::default(),
+        ))
+        .attach();
+    let app = tracing::info_span!("handle");
+    let (status, body) = answer(stack, add_request(7)).instrument(app).await;
+    assert_eq!(status, 200, "{body}");
+
+    let spans = exported.spans();
+    let apps = named(&spans, "handle");
+    assert_eq!(apps.len(), 1, "{spans:#?}");
+    let app = apps[0];
+    assert_eq!(app.span_context.trace_id(), trace);
+    assert_eq!(app.parent_span_id, remote);
+    let calls = named(&spans, "tools/call add");
+    assert_eq!(calls.len(), 1, "{spans:#?}");
+    let call = calls[0];
+    assert_eq!(call.span_context.trace_id(), trace, "the app's trace");
+    assert_eq!(
+        call.parent_span_id,
+        app.span_context.span_id(),
+        "a child of the app's span"
+    );
+    let attempts = children(&spans, call);
+    assert_eq!(attempts.len(), 2, "{spans:#?}");
+    assert_eq!(spans.len(), 4, "no other span: {spans:#?}");
+    assert_trace_headers(&tool_calls(&emulator), call, &attempts);
+}
+
+#[tokio::test]
 async fn a_tool_error_result_is_the_call_spans_error_and_the_operations() {
     let _serial = SERIAL.lock().await;
     let exported = Exported::install();
