@@ -1,6 +1,8 @@
 //! Test doubles shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
