@@ -42,7 +42,12 @@
 //! [`TraceContext::opentelemetry`] reads `opentelemetry::Context::current()`. The headers are
 //! written when an attempt is handed down, inside the attempt's span (so the span id is the
 //! attempt's when `tracing-opentelemetry` activates contexts), before the signer below signs
-//! the request. A header the app set itself is kept, never overwritten.
+//! the request. A header the app set itself is kept, never overwritten; so is one the request
+//! was signed with — below the signer, a layer that re-sends the signed request leaves its
+//! signed `traceparent` (that of the attempt it was signed for) as it is, rather than break the
+//! signature (`X-Amzn-Trace-Id`, which SigV4 leaves unsigned as the AWS SDKs do, is each
+//! attempt's own). [`TraceContext::params_meta`] also writes the call's context into the body's
+//! `params._meta` (MCP's SEP-414), on request.
 //!
 //! ```
 //! use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
@@ -372,15 +377,25 @@ impl AppTraceHeaders {
 
 /// Writes the current trace context's headers on an attempt's `headers`, but those the app set
 /// itself (`app`): `traceparent` with its `tracestate` and `baggage`, and `X-Amzn-Trace-Id`.
+///
+/// Never a header the request was signed with: below a signer, a layer re-sends the request
+/// the signer signed, and a signed trace header changed would break its signature (the
+/// re-send then carries the trace headers it was signed with, those of an earlier attempt).
 pub(crate) fn inject(context: &TraceContext, app: AppTraceHeaders, headers: &mut HeaderMap) {
-    if app.traceparent && app.x_ray {
+    let signed = signed_headers(headers);
+    let is_signed = |name: &HeaderName| {
+        signed.is_some_and(|list| list.split(';').any(|signed| signed == name.as_str()))
+    };
+    let traceparent = app.traceparent || is_signed(&TRACEPARENT);
+    let x_ray = app.x_ray || is_signed(&X_AMZN_TRACE_ID);
+    if traceparent && x_ray {
         return;
     }
     let Some(trace) = context.current() else {
         return;
     };
     let value = |text: &str| http::HeaderValue::from_str(text).ok();
-    if !app.traceparent {
+    if !traceparent {
         if let Some(v) = value(&trace.traceparent()) {
             headers.insert(TRACEPARENT, v);
         }
@@ -390,11 +405,18 @@ pub(crate) fn inject(context: &TraceContext, app: AppTraceHeaders, headers: &mut
             }
         }
     }
-    if !app.x_ray
-        && let Some(v) = value(&trace.x_amzn_trace_id())
-    {
+    if !x_ray && let Some(v) = value(&trace.x_amzn_trace_id()) {
         headers.insert(X_AMZN_TRACE_ID, v);
     }
+}
+
+/// The `SignedHeaders` of a SigV4 `Authorization` header (`a;b;c`, lower case), if it has one.
+fn signed_headers(headers: &HeaderMap) -> Option<&str> {
+    let authorization = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let rest = authorization.strip_prefix("AWS4-HMAC-SHA256 ")?;
+    let at = rest.find("SignedHeaders=")? + "SignedHeaders=".len();
+    let list = &rest[at..];
+    Some(list.split(',').next().unwrap_or(list).trim())
 }
 
 /// Opens a call span for a request with `headers` to `uri`, named from the `mcp-method` and
