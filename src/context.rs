@@ -282,27 +282,59 @@ impl CallContext {
             Ok(response) => Outcome::of_response(response.status(), response.headers()),
             Err(error) => Outcome::Failure(error.failure_kind()),
         });
+        self.answered(
+            index,
+            match result {
+                Ok(response) => Ok((response.status(), response.headers())),
+                Err(error) => Err(error.failure_kind()),
+            },
+        );
+    }
+
+    /// Shows what came back for the attempt at `index` on its span and in the metrics (the
+    /// record is the caller's).
+    pub(crate) fn answered(
+        &self,
+        index: usize,
+        answer: Result<(http::StatusCode, &http::HeaderMap), FailureKind>,
+    ) {
+        let answer = answer
+            .map(|(status, headers)| (status.as_u16(), headers))
+            .map_err(error_kind);
         {
             let mut state = self.lock();
             if state.metrics.is_on() {
-                state.metrics.attempt_answered(
-                    index,
-                    match result {
-                        Ok(response) => Ok(response.status().as_u16()),
-                        Err(error) => Err(error_kind(error.failure_kind())),
-                    },
-                );
+                state
+                    .metrics
+                    .attempt_answered(index, answer.map(|(status, _)| status));
             }
         }
         if let Some(span) = self.attempt_span(index) {
-            telemetry::attempt_answered(
-                &span,
-                match result {
-                    Ok(response) => Ok((response.status().as_u16(), response.headers())),
-                    Err(error) => Err(error_kind(error.failure_kind())),
-                },
-            );
+            telemetry::attempt_answered(&span, answer);
         }
+    }
+
+    /// Opens the attempt of a request the signer is about to sign (`parts`): recorded as
+    /// handed down — the same attempt as a layer above handed it — its span opened, and its
+    /// trace headers written, so they are signed. Returns the attempt's span.
+    pub(crate) fn dispatch_head(&self, parts: &mut http::request::Parts) -> tracing::Span {
+        let (empty, ()) = http::Request::new(()).into_parts();
+        let mut request = http::Request::from_parts(std::mem::replace(parts, empty), ());
+        let (_, span) = self.dispatch(&mut request);
+        *parts = request.into_parts().0;
+        span
+    }
+
+    /// The signer sends the attempt of `span` to `uri` (the endpoint it maps the request to):
+    /// the attempt's `url.full` and server, the call's server, are that endpoint's.
+    pub(crate) fn sent_to(&self, span: &tracing::Span, uri: &http::Uri) {
+        if span.is_disabled() && !self.lock().metrics.is_on() {
+            return;
+        }
+        telemetry::attempt_sent_to(span, uri);
+        let mut state = self.lock();
+        telemetry::call_sent_to(&state.span, uri);
+        state.metrics.sent_to(uri);
     }
 
     /// Sends `request` as an attempt of the call ([`AttemptRecord::dispatch`]), describing the
@@ -393,19 +425,32 @@ impl CallContext {
     where
         B: http_body::Body<Data = bytes::Bytes> + Clone,
     {
+        if let Some(bytes) = self.wants_description().then(|| telemetry::body_now(body)) {
+            if let Some(bytes) = bytes {
+                self.describe_bytes(&bytes);
+            }
+        }
+    }
+
+    /// Whether the call's span is traced and not yet described.
+    fn wants_description(&self) -> bool {
+        let state = self.lock();
+        !state.span.is_disabled() && !state.described
+    }
+
+    /// Describes the call's span from the whole request body, `bytes` (read by the signer),
+    /// unless it was described. The parse is kept for the layers below. Only when traced.
+    pub(crate) fn describe_bytes(&self, bytes: &bytes::Bytes) {
         let mut state = self.lock();
         if state.span.is_disabled() || state.described {
             return;
         }
-        let Some(bytes) = telemetry::body_now(body) else {
-            return;
-        };
-        let parsed = JsonRpcBody::parse(&bytes, false);
-        telemetry::describe_call(&state.span, state.named, &parsed, Some(&bytes));
+        let parsed = JsonRpcBody::parse(bytes, false);
+        telemetry::describe_call(&state.span, state.named, &parsed, Some(bytes));
         state.named = true;
         state.described = true;
         if state.parsed.is_none() {
-            state.parsed = Some(ParsedBody::new(bytes, parsed));
+            state.parsed = Some(ParsedBody::new(bytes.clone(), parsed));
         }
     }
 

@@ -9,10 +9,12 @@
 //!   the crate that the call passes through. Its fields: `mcp.method.name`, `gen_ai.tool.name`,
 //!   `gen_ai.prompt.name`, `mcp.resource.uri`, `jsonrpc.request.id`, `mcp.session.id`,
 //!   `mcp.protocol.version`, `gen_ai.operation.name` (`execute_tool` for `tools/call`),
-//!   `server.address`, `server.port`, and when the call fails `error.type`,
+//!   `server.address`, `server.port` (the server the signer sends to), and when the call fails
+//!   `error.type`,
 //!   `rpc.response.status_code` and `otel.status_code = "error"`.
 //! * One **attempt span** per attempt (`otel.name` = the HTTP method, `otel.kind = "client"`), a
-//!   child of the call span: `http.request.method`, `url.full` (no user info; every query
+//!   child of the call span: `http.request.method`, `url.full` (the URL the signer sends to —
+//!   an `InvokeAgentRuntime` URL for a runtime — else the request's; no user info; every query
 //!   value `REDACTED`, signatures and credentials among them), `server.address`, `server.port`,
 //!   `http.response.status_code`, `http.request.resend_count` (on re-sends only: 1, 2, …),
 //!   `aws.request_id` (from `x-amzn-requestid`), `error.type`. Each layer's decision on the
@@ -570,6 +572,22 @@ pub(crate) fn attempt_span<B>(call: &Span, request: &http::Request<B>, resends: 
     span
 }
 
+/// The attempt's request goes to `uri` (a signer's endpoint): its `url.full` and server.
+pub(crate) fn attempt_sent_to(span: &Span, uri: &Uri) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("url.full", tracing::field::display(FullUrl(uri)));
+    record_server(span, uri);
+}
+
+/// The call's requests go to `uri`: its server.
+pub(crate) fn call_sent_to(span: &Span, uri: &Uri) {
+    if !span.is_disabled() {
+        record_server(span, uri);
+    }
+}
+
 /// Records what came back for an attempt: the answer's status (an HTTP error sets `error.type`)
 /// and AWS request id, or how the service below failed.
 pub(crate) fn attempt_answered(span: &Span, answer: Result<(u16, &HeaderMap), &'static str>) {
@@ -981,6 +999,18 @@ impl CallMetrics {
         }
         #[cfg(not(feature = "opentelemetry"))]
         let _ = (index, request);
+    }
+
+    /// The call's requests go to `uri` (a signer's endpoint): the server of its metrics.
+    pub(crate) fn sent_to(&mut self, uri: &Uri) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(on) = &mut self.on
+            && let Some((host, port)) = server_of(uri)
+        {
+            on.server = Some((host.to_owned(), i64::from(port)));
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = uri;
     }
 
     /// The attempt at `index` is answered (status) or failed (a short error kind).

@@ -298,10 +298,13 @@ async fn busy_twice_then_answered(form: BusyForm, statuses: [i64; 3]) {
     assert_eq!(f.get("jsonrpc.request.id"), Some(&s("7")));
     assert_eq!(f.get("mcp.session.id"), Some(&s("session-otel-1")));
     assert_eq!(f.get("mcp.protocol.version"), Some(&s("2025-06-18")));
-    // The URI the app passes names the MCP endpoint for reports (the signer sends to its
-    // target): `http://agentcore.invalid/mcp`.
-    assert_eq!(f.get("server.address"), Some(&s("agentcore.invalid")));
-    assert_eq!(f.get("server.port"), Some(&Value::I64(80)));
+    // The server the signer sends to (its target), not the URI the app passes
+    // (`http://agentcore.invalid/mcp`).
+    assert_eq!(f.get("server.address"), Some(&s("127.0.0.1")));
+    assert_eq!(
+        f.get("server.port"),
+        Some(&Value::I64(i64::from(emulator.addr().port())))
+    );
     for absent in [
         "error.type",
         "rpc.response.status_code",
@@ -323,9 +326,16 @@ async fn busy_twice_then_answered(form: BusyForm, statuses: [i64; 3]) {
         );
         let a = attributes(&attempt.attributes);
         assert_eq!(a.get("http.request.method"), Some(&s("POST")));
-        assert_eq!(a.get("url.full"), Some(&s("http://agentcore.invalid/mcp")));
-        assert_eq!(a.get("server.address"), Some(&s("agentcore.invalid")));
-        assert_eq!(a.get("server.port"), Some(&Value::I64(80)));
+        let invocations = format!(
+            "http://127.0.0.1:{}/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Femulated_mcp-AbC123/invocations",
+            emulator.addr().port()
+        );
+        assert_eq!(a.get("url.full"), Some(&s(&invocations)));
+        assert_eq!(a.get("server.address"), Some(&s("127.0.0.1")));
+        assert_eq!(
+            a.get("server.port"),
+            Some(&Value::I64(i64::from(emulator.addr().port())))
+        );
         assert_eq!(
             a.get("http.request.resend_count"),
             (i > 0).then_some(&Value::I64(i as i64)),
@@ -384,8 +394,8 @@ async fn busy_twice_then_answered(form: BusyForm, statuses: [i64; 3]) {
             ("gen_ai.tool.name", s("add")),
             ("gen_ai.operation.name", s("execute_tool")),
             ("mcp.protocol.version", s("2025-06-18")),
-            ("server.address", s("agentcore.invalid")),
-            ("server.port", Value::I64(80)),
+            ("server.address", s("127.0.0.1")),
+            ("server.port", Value::I64(i64::from(emulator.addr().port()))),
         ])
     );
     let (unit, mut requests) = exported.histogram("http.client.request.duration");
@@ -405,8 +415,8 @@ async fn busy_twice_then_answered(form: BusyForm, statuses: [i64; 3]) {
         assert_eq!(point.count, *count, "{point:#?}");
         let mut attributes = vec![
             ("http.request.method", s("POST")),
-            ("server.address", s("agentcore.invalid")),
-            ("server.port", Value::I64(80)),
+            ("server.address", s("127.0.0.1")),
+            ("server.port", Value::I64(i64::from(emulator.addr().port()))),
             ("http.response.status_code", Value::I64(*status)),
         ];
         if *status >= 400 {
@@ -604,8 +614,8 @@ async fn a_json_rpc_error_is_the_call_spans_error_type_and_status_code() {
         operation[0].attributes,
         map(&[
             ("mcp.method.name", s("resources/list")),
-            ("server.address", s("agentcore.invalid")),
-            ("server.port", Value::I64(80)),
+            ("server.address", s("127.0.0.1")),
+            ("server.port", Value::I64(i64::from(emulator.addr().port()))),
             ("rpc.response.status_code", s("-32601")),
             ("error.type", s("-32601")),
         ])
@@ -616,8 +626,8 @@ async fn a_json_rpc_error_is_the_call_spans_error_type_and_status_code() {
             ("mcp.method.name", s("tools/call")),
             ("gen_ai.tool.name", s("nope")),
             ("gen_ai.operation.name", s("execute_tool")),
-            ("server.address", s("agentcore.invalid")),
-            ("server.port", Value::I64(80)),
+            ("server.address", s("127.0.0.1")),
+            ("server.port", Value::I64(i64::from(emulator.addr().port()))),
             ("rpc.response.status_code", s("-32602")),
             ("error.type", s("-32602")),
         ])

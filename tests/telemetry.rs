@@ -753,3 +753,49 @@ async fn one_call_span_in_every_order_of_the_guard_the_retries_and_session_recov
     );
     assert_every_order(&orders);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_signer_alone_opens_the_attempt_span_and_signs_the_trace_headers() {
+    let _serial = SERIAL.lock().await;
+    // No retry layer: the signer owns the call. Its one attempt is a child span of the call's,
+    // shows the endpoint it goes to, and carries the trace headers (from the request's
+    // extensions), signed.
+    let capture = Capture::default();
+    let inner = Scripted::new([answered(ANSWER)]);
+    let shared = inner.shared();
+    let stack = test_signer().layer(inner);
+    let mut request = json_request(ADD);
+    request.extensions_mut().insert(TraceContext::new(|| {
+        Some(TraceHeaders::new(TRACE, SPAN, true))
+    }));
+    run(&capture, stack, request).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1, "{:#?}", capture.spans());
+    let (call, attempts) = &calls[0];
+    assert_eq!(call.fields["otel.name"], V::Other("tools/call add".into()));
+    assert_eq!(
+        call.fields["server.address"],
+        s("bedrock-agentcore.us-east-1.amazonaws.com")
+    );
+    assert_eq!(attempts.len(), 1, "{:#?}", capture.spans());
+    let attempt = &attempts[0].fields;
+    assert_eq!(
+        attempt["url.full"],
+        V::Other(
+            "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations"
+                .into()
+        )
+    );
+    assert_eq!(attempt["http.response.status_code"], V::I(200));
+    assert_eq!(
+        seen(&shared, "traceparent"),
+        vec![Some(TRACEPARENT.to_owned())]
+    );
+    let authorization = seen(&shared, "authorization").remove(0).unwrap();
+    let signed = authorization
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap();
+    assert!(signed.split(';').any(|h| h == "traceparent"), "{signed}");
+}

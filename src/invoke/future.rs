@@ -263,6 +263,8 @@ pin_project! {
             again: Option<Prepared<S, ResB>>,
             // The bearer token sent, named to its provider should the server refuse it.
             token: Option<BearerToken>,
+            // The attempt's span, entered while the service below works on it.
+            attempt: tracing::Span,
         },
         Refreshing {
             prepared: Option<Prepared<S, ResB>>,
@@ -327,7 +329,19 @@ where
                     } = prepared
                         .take()
                         .unwrap_or_else(|| unreachable!("taken once"));
-                    let context = &this.call.context;
+                    let call = &mut *this.call;
+                    // Each attempt is a call of its own here: the extensions move to the request
+                    // sent (for a re-send, those the first attempt carried).
+                    if let Some(kept) = pending.kept_extensions.take() {
+                        pending.parts.extensions = call.context.restore_extensions(&kept);
+                    }
+                    // The attempt, before it is signed: its span (the call's named from the
+                    // body, when no layer above did), its trace headers (signed with the rest).
+                    // This layer holds it until it is sent.
+                    call.context.describe_bytes(&body);
+                    let attempt = call.context.dispatch_head(&mut pending.parts);
+                    call.handed.hold(&pending.parts.extensions);
+                    let context = &call.context;
                     // What a re-send with fresh credentials would need: the request as it came.
                     // Signing reads the head and moves the extensions to the request sent: only
                     // they are kept (copied unless they are the call's own marks alone); the
@@ -377,7 +391,8 @@ where
                         ..
                     } = pending;
                     this.call.dispatch(&mut request);
-                    let future = service.call(request);
+                    this.call.context.sent_to(&attempt, request.uri());
+                    let future = attempt.in_scope(|| service.call(request));
                     let again = copy.map(|(extensions, body)| Prepared {
                         refused: None,
                         pending: Pending {
@@ -399,6 +414,7 @@ where
                         operation,
                         again,
                         token,
+                        attempt,
                     });
                 }
                 StateProj::Refreshing {
@@ -433,8 +449,9 @@ where
                     operation,
                     again,
                     token,
+                    attempt,
                 } => {
-                    let result = std::task::ready!(future.poll(cx));
+                    let result = std::task::ready!(attempt.in_scope(|| future.poll(cx)));
                     let token = token.take();
                     let secrets = std::mem::take(secrets);
                     let signed_at = *signed_at;
@@ -467,6 +484,8 @@ where
                             record.complete(call.index, || {
                                 Outcome::of_response(parts.status, &parts.headers)
                             });
+                            call.context
+                                .answered(call.index, Ok((parts.status, &parts.headers)));
                             // Expired credentials, a skewed clock, a refused token: once more,
                             // authenticated afresh.
                             let refresh = again
@@ -506,6 +525,7 @@ where
                         Err(error) => {
                             let error = Error::from_service(error);
                             record.complete(call.index, || Outcome::Failure(error.failure_kind()));
+                            call.context.answered(call.index, Err(error.failure_kind()));
                             Err(error.with_record(&record))
                         }
                     };
@@ -583,10 +603,7 @@ fn sign_attempt<S>(
     };
     // Each attempt is a call of its own here: the extensions move to the request sent (for a
     // re-send, those the first attempt carried).
-    let extensions = match pending.kept_extensions.take() {
-        Some(kept) => context.restore_extensions(&kept),
-        None => std::mem::take(&mut pending.parts.extensions),
-    };
+    let extensions = std::mem::take(&mut pending.parts.extensions);
     if pending.operation == Operation::Forward {
         let bearer = matches!(shared.auth, Auth::Bearer(_));
         let origin = match &shared.mapping {

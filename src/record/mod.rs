@@ -234,6 +234,15 @@ impl Handed {
         }
     }
 
+    /// The layer handed it down to itself (the signer opens the attempt before it signs):
+    /// holds the attempt `extensions` now mark, so that stopping before sending records why
+    /// on it.
+    pub(crate) fn hold(&mut self, extensions: &http::Extensions) {
+        if let Some(mark) = extensions.get::<Dispatch>() {
+            self.index = Some(*mark);
+        }
+    }
+
     /// The layer sends it on ([`AttemptRecord::dispatch`]).
     pub(crate) fn sent(&mut self) {
         self.index = None;
