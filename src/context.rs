@@ -425,10 +425,10 @@ impl CallContext {
     where
         B: http_body::Body<Data = bytes::Bytes> + Clone,
     {
-        if let Some(bytes) = self.wants_description().then(|| telemetry::body_now(body)) {
-            if let Some(bytes) = bytes {
-                self.describe_bytes(&bytes);
-            }
+        if self.wants_description()
+            && let Some(bytes) = telemetry::body_now(body)
+        {
+            self.describe_bytes(&bytes);
         }
     }
 
