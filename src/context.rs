@@ -92,9 +92,14 @@ struct State {
     /// The spans of the attempts still open, by their index in the record (none when tracing
     /// is off: no allocation).
     attempt_spans: Vec<(usize, tracing::Span)>,
+    /// The attempts whose answer their span shows already (the innermost layer's, the first to
+    /// see it: the layers above see the same).
+    answered: Vec<usize>,
     /// Where the attempts' trace headers come from, and which the app set itself.
     trace: Option<TraceContext>,
     app_trace: AppTraceHeaders,
+    /// Whether the signer named the endpoint the call goes to.
+    sent_to: bool,
     /// The trace context written into the body's `params._meta`, read once per call.
     params_meta: Option<Option<telemetry::TraceHeaders>>,
     metrics: CallMetrics,
@@ -309,7 +314,7 @@ impl CallContext {
                     .attempt_answered(index, answer.map(|(status, _)| status));
             }
         }
-        if let Some(span) = self.attempt_span(index) {
+        if let Some(span) = self.unanswered_attempt_span(index) {
             telemetry::attempt_answered(&span, answer);
         }
     }
@@ -333,8 +338,12 @@ impl CallContext {
         }
         telemetry::attempt_sent_to(span, uri);
         let mut state = self.lock();
-        telemetry::call_sent_to(&state.span, uri);
-        state.metrics.sent_to(uri);
+        if !state.sent_to {
+            // Once per call: its attempts go to one endpoint.
+            state.sent_to = true;
+            telemetry::call_sent_to(&state.span, uri);
+            state.metrics.sent_to(uri);
+        }
     }
 
     /// Sends `request` as an attempt of the call ([`AttemptRecord::dispatch`]), describing the
@@ -459,14 +468,20 @@ impl CallContext {
         self.lock().span.clone()
     }
 
-    /// The span of the attempt at `index`, while it is open.
-    fn attempt_span(&self, index: usize) -> Option<tracing::Span> {
-        let state = self.lock();
-        state
+    /// The span of the attempt at `index`, while it is open, unless it shows its answer
+    /// already; from now on it does.
+    fn unanswered_attempt_span(&self, index: usize) -> Option<tracing::Span> {
+        let mut state = self.lock();
+        let span = state
             .attempt_spans
             .iter()
             .find(|(i, _)| *i == index)
-            .map(|(_, span)| span.clone())
+            .map(|(_, span)| span.clone())?;
+        if state.answered.contains(&index) {
+            return None;
+        }
+        state.answered.push(index);
+        Some(span)
     }
 
     /// Records a layer's decision on the latest attempt, and shows it on the attempt's span.
