@@ -33,8 +33,9 @@
 //!   baseline's (`none`; `busy_none` for the busy call) over 21 rounds of 4,000 calls per side,
 //!   alternating — robust to the machine's speed drifting between criterion's measurements;
 //! * the allocations per call of each (the counting allocator of `support`, mean of 1,000 calls
-//!   after 200 of warm-up). The in-memory span exporter clones each span it is handed: that
-//!   clone is counted, as a real exporter's own copies would be.
+//!   after 200 of warm-up), with two more rows splitting `otel_metrics` beyond `otel`: the
+//!   metrics alone, the trace headers alone. The in-memory span exporter clones each span it is
+//!   handed: that clone is counted, as a real exporter's own copies would be.
 //!
 //! `NO_AB=1` skips both. Nothing is asserted about time; before measuring, each set-up is
 //! checked to do what it says (the same answer; 2 spans exported per call, 3 for the busy call;
@@ -460,6 +461,15 @@ fn telemetry(c: &mut Criterion) {
         &|| timed_under(&otel, Setup::None, &paused, &busy_plain, &body),
     );
 
+    // Where `otel_metrics`' allocations beyond `otel` come from: each half alone.
+    let metrics_only = RecommendedLayers::new(signer())
+        .metrics(Metrics::new(
+            &otel.meter_provider.meter("agentcore-tower-bench"),
+        ))
+        .layer(inner(answer.clone()));
+    let headers_only = RecommendedLayers::new(signer())
+        .trace_context(TraceContext::opentelemetry())
+        .layer(inner(answer.clone()));
     let rows = [
         (
             "none",
@@ -478,6 +488,14 @@ fn telemetry(c: &mut Criterion) {
             allocations_under(&otel, Setup::OtelMetrics, &runtime, &full, &body),
         ),
         (
+            "  otel + metrics only",
+            allocations_under(&otel, Setup::Otel, &runtime, &metrics_only, &body),
+        ),
+        (
+            "  otel + trace headers only",
+            allocations_under(&otel, Setup::Otel, &runtime, &headers_only, &body),
+        ),
+        (
             "busy_none",
             allocations_under(&otel, Setup::None, &paused, &busy_plain, &body),
         ),
@@ -489,9 +507,9 @@ fn telemetry(c: &mut Criterion) {
     println!(
         "telemetry: allocations per call (mean of 1000 calls after 200 warm-up; 1 KiB tools/call, 300-byte answer)"
     );
-    println!("{:<20} {:>12} {:>12}", "set-up", "allocations", "bytes");
+    println!("{:<28} {:>12} {:>12}", "set-up", "allocations", "bytes");
     for (name, (count, bytes)) in rows {
-        println!("{name:<20} {count:>12.1} {bytes:>12.0}");
+        println!("{name:<28} {count:>12.1} {bytes:>12.0}");
     }
 }
 
