@@ -98,6 +98,8 @@ struct State {
     /// Where the attempts' trace headers come from, and which the app set itself.
     trace: Option<TraceContext>,
     app_trace: AppTraceHeaders,
+    /// The attempt whose trace headers were written last.
+    trace_written: Option<usize>,
     /// Whether the signer named the endpoint the call goes to.
     sent_to: bool,
     /// The trace context written into the body's `params._meta`, read once per call.
@@ -406,7 +408,17 @@ impl CallContext {
     ) {
         let index = self.record().dispatch(request);
         let mut state = self.lock();
-        let trace = state.trace.clone().map(|t| (t, state.app_trace));
+        // The trace headers are written once per attempt, by the first layer that hands it
+        // down: the layers below it pass the same request on.
+        let trace = if state.trace_written == Some(index) {
+            None
+        } else {
+            let trace = state.trace.clone().map(|t| (t, state.app_trace));
+            if trace.is_some() {
+                state.trace_written = Some(index);
+            }
+            trace
+        };
         state.metrics.attempt_sent(index, request);
         if state.span.is_disabled() {
             return (index, tracing::Span::none(), trace);
