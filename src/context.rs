@@ -324,12 +324,21 @@ impl CallContext {
     /// Opens the attempt of a request the signer is about to sign (`parts`): recorded as
     /// handed down — the same attempt as a layer above handed it — its span opened, and its
     /// trace headers written, so they are signed. Returns the attempt's span.
-    pub(crate) fn dispatch_head(&self, parts: &mut http::request::Parts) -> tracing::Span {
+    pub(crate) fn dispatch_head(&self, parts: &mut http::request::Parts) -> (usize, tracing::Span) {
         let (empty, ()) = http::Request::new(()).into_parts();
         let mut request = http::Request::from_parts(std::mem::replace(parts, empty), ());
-        let (_, span) = self.dispatch(&mut request);
+        let opened = self.dispatch(&mut request);
         *parts = request.into_parts().0;
-        span
+        opened
+    }
+
+    /// The attempt at `index`, opened to be signed, was not sent (no credentials, a closed
+    /// gate…): its span says so, and no request duration is recorded for it.
+    pub(crate) fn not_sent(&self, index: usize) {
+        self.lock().metrics.attempt_dropped(index);
+        if let Some(span) = self.unanswered_attempt_span(index) {
+            telemetry::attempt_answered(&span, Err("not_sent"));
+        }
     }
 
     /// The signer sends the attempt of `span` to `uri` (the endpoint it maps the request to):
@@ -830,7 +839,7 @@ impl Ownership {
                     (status.is_client_error() || status.is_server_error())
                         .then(|| CallError::Http(status.as_u16()))
                 }),
-                Err(error) => Some(CallError::Transport(error_kind(error.failure_kind()))),
+                Err(error) => Some(CallError::Transport(call_error_kind(error))),
             };
             telemetry::call_ended(&span, error);
             if metrics {
@@ -880,6 +889,22 @@ impl fmt::Debug for Ownership {
         f.debug_struct("Ownership")
             .field("layer", &self.layer)
             .finish_non_exhaustive()
+    }
+}
+
+/// A call's error as `error.type`: how the transport failed, or what of this crate's stopped it
+/// (`credentials`, `token`, `invalid_request`…).
+fn call_error_kind(error: &Error) -> &'static str {
+    use crate::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::Credentials => "credentials",
+        ErrorKind::Token => "token",
+        ErrorKind::Signing => "signing",
+        ErrorKind::InvalidRequest => "invalid_request",
+        ErrorKind::BodyTooLarge => "body_too_large",
+        ErrorKind::RequestBody => "request_body",
+        ErrorKind::SendGateClosed => "send_gate_closed",
+        _ => error_kind(error.failure_kind()),
     }
 }
 

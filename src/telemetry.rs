@@ -206,8 +206,9 @@ impl TraceContext {
     /// anyway, before they sign: into every JSON-RPC request and notification (not into an
     /// answer to the server's requests), the context read once per call inside the call's
     /// span — the same on every attempt. The app's bytes are kept as they are, the keys added
-    /// into `params._meta` (created when absent); a `_meta` that has a `traceparent` already is
-    /// left alone, and so is a body that is not one JSON-RPC message with object `params`.
+    /// into `params._meta` (created when absent); a `_meta` that has a `traceparent`,
+    /// `tracestate` or `baggage` already is left alone (the app's own context, and no key
+    /// twice), and so is a body that is not one JSON-RPC message with object `params`.
     ///
     /// ```
     /// use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
@@ -286,7 +287,7 @@ impl fmt::Debug for TraceContext {
 /// `body` (one JSON-RPC request or notification) with `trace` written into `params._meta`
 /// (SEP-414): the keys `traceparent`, `tracestate` and `baggage` inserted, every other byte as
 /// it was. `None` — the body stays as it is — when it is not one JSON-RPC message with a method,
-/// its `params` is not an object, or its `_meta` is not an object or has a `traceparent`.
+/// its `params` is not an object, or its `_meta` is not an object or has any of the three keys.
 pub(crate) fn with_params_meta(body: &[u8], trace: &TraceHeaders) -> Option<bytes::Bytes> {
     // The members of an object, each value as it is written (a `null` member is there too).
     type Members<'a> = std::collections::HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
@@ -340,7 +341,11 @@ pub(crate) fn with_params_meta(body: &[u8], trace: &TraceHeaders) -> Option<byte
                         return None;
                     }
                     let meta_fields: Members<'_> = serde_json::from_str(meta.get()).ok()?;
-                    if meta_fields.contains_key("traceparent") {
+                    // The app's own trace context (or part of it): kept, and no key twice.
+                    if ["traceparent", "tracestate", "baggage"]
+                        .iter()
+                        .any(|key| meta_fields.contains_key(*key))
+                    {
                         return None;
                     }
                     (*meta, entries)
@@ -724,13 +729,17 @@ where
     clone.is_end_stream().then_some(data)
 }
 
-/// The OpenTelemetry histograms of the calls and attempts (feature `opentelemetry`):
-/// `mcp.client.operation.duration` (one per call, recorded when the call's owner finishes it)
-/// and `http.client.request.duration` (one per attempt, when it is answered), in seconds, with
-/// the buckets and attributes of OpenTelemetry's conventions. Set on the layers with
+/// The OpenTelemetry histograms of the calls, sessions and attempts (feature `opentelemetry`):
+/// `mcp.client.operation.duration` (one per call, recorded when the call's owner finishes it),
+/// `mcp.client.session.duration` (one per MCP session
+/// [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer) saw opened and ended) and
+/// `http.client.request.duration` (one per attempt sent, when it is answered), in seconds, with
+/// the buckets and attributes of OpenTelemetry's conventions; `server.address` and
+/// `server.port` are those of the endpoint the signer sends to. Set on the layers with
 /// [`RetryLayer::metrics`](crate::retry::RetryLayer::metrics),
 /// [`RecommendedLayers::metrics`](crate::RecommendedLayers::metrics),
-/// [`McpSessionRecoveryLayer::metrics`](crate::McpSessionRecoveryLayer::metrics).
+/// [`McpSessionRecoveryLayer::metrics`](crate::McpSessionRecoveryLayer::metrics). A
+/// [`RetryBudget`](crate::RetryBudget)'s counters: [`Metrics::observe_budget`].
 ///
 /// ```
 /// use agentcore_tower::telemetry::Metrics;
@@ -755,7 +764,7 @@ const MCP_BUCKETS: [f64; 14] = [
 
 #[cfg(feature = "opentelemetry")]
 impl Metrics {
-    /// The two histograms, from `meter`.
+    /// The histograms, from `meter`.
     pub fn new(meter: &opentelemetry::metrics::Meter) -> Self {
         Self {
             meter: meter.clone(),
@@ -1013,6 +1022,16 @@ impl CallMetrics {
         let _ = uri;
     }
 
+    /// The attempt at `index` was never sent: no request duration for it.
+    pub(crate) fn attempt_dropped(&mut self, index: usize) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(on) = &mut self.on {
+            on.attempts.retain(|(i, ..)| *i != index);
+        }
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = index;
+    }
+
     /// The attempt at `index` is answered (status) or failed (a short error kind).
     pub(crate) fn attempt_answered(&mut self, index: usize, answer: Result<u16, &'static str>) {
         #[cfg(feature = "opentelemetry")]
@@ -1203,6 +1222,8 @@ mod tests {
         // a _meta that is no object, not JSON.
         for body in [
             r#"{"method":"ping","params":{"_meta":{"traceparent":"00-app"}}}"#,
+            r#"{"method":"ping","params":{"_meta":{"baggage":"app=1"}}}"#,
+            r#"{"method":"ping","params":{"_meta":{"tr\u0061cestate":"a=1"}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
             r#"{"method":"ping","params":[1,2]}"#,

@@ -799,3 +799,80 @@ async fn the_signer_alone_opens_the_attempt_span_and_signs_the_trace_headers() {
         .unwrap();
     assert!(signed.split(';').any(|h| h == "traceparent"), "{signed}");
 }
+
+/// The signer alone, authenticating with the bearer tokens `tokens` gives.
+fn bearer_signer(
+    tokens: impl agentcore_tower::auth::ProvideToken,
+) -> agentcore_tower::SigV4InvokeLayer {
+    agentcore_tower::SigV4InvokeLayer::bearer(
+        agentcore_tower::InvokeTarget::arn(
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123",
+        ),
+        tokens,
+    )
+    .build()
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_the_signer_could_not_authenticate_is_not_sent_in_its_span() {
+    let _serial = SERIAL.lock().await;
+    use agentcore_tower::auth::{BearerToken, TokenFn};
+    let capture = Capture::default();
+    let inner = Scripted::new([]);
+    let shared = inner.shared();
+    let tokens = TokenFn::new(|_refused: Option<BearerToken>| async {
+        Err::<BearerToken, _>(std::io::Error::other("the authorization server is down"))
+    });
+    let stack = bearer_signer(tokens).layer(inner);
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    let error = stack.oneshot(json_request(ADD)).await.unwrap_err();
+    assert_eq!(error.record().map(|r| r.len()), Some(1), "{error}");
+    assert_eq!(shared.calls(), 0);
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1, "{:#?}", capture.spans());
+    let (call, attempts) = &calls[0];
+    assert_eq!(call.fields["otel.name"], V::Other("tools/call add".into()));
+    assert_eq!(call.fields["error.type"], s("token"));
+    assert_eq!(call.fields["otel.status_code"], s("error"));
+    assert_eq!(attempts.len(), 1, "{:#?}", capture.spans());
+    assert_eq!(attempts[0].fields["error.type"], s("not_sent"));
+    assert!(!attempts[0].fields.contains_key("http.response.status_code"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_refused_then_refreshed_is_two_attempt_spans_of_one_call() {
+    let _serial = SERIAL.lock().await;
+    use agentcore_tower::auth::{BearerToken, TokenFn};
+    let capture = Capture::default();
+    let inner = Scripted::new([
+        Step::Respond(response(
+            401,
+            &[("www-authenticate", "Bearer error=\"invalid_token\"")],
+            b"",
+        )),
+        answered(ANSWER),
+    ]);
+    let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
+        Ok::<_, std::io::Error>(BearerToken::new(if refused.is_some() {
+            "fresh-token"
+        } else {
+            "stale-token"
+        }))
+    });
+    let stack = bearer_signer(tokens).layer(inner);
+    run(&capture, stack, json_request(ADD)).await;
+    let calls = capture.calls();
+    assert_eq!(calls.len(), 1, "{:#?}", capture.spans());
+    let (call, attempts) = &calls[0];
+    assert!(!call.fields.contains_key("error.type"), "{call:#?}");
+    assert_eq!(attempts.len(), 2, "{:#?}", capture.spans());
+    assert_eq!(attempts[0].fields["http.response.status_code"], V::I(401));
+    assert_eq!(attempts[0].fields["error.type"], s("401"));
+    assert_eq!(attempts[1].fields["http.response.status_code"], V::I(200));
+    assert_eq!(attempts[1].fields["http.request.resend_count"], V::I(1));
+    // The decision to send again is an event on the refused attempt.
+    assert_eq!(attempts[0].events.len(), 1, "{:#?}", attempts[0]);
+    assert!(attempts[1].events.is_empty(), "{:#?}", attempts[1]);
+}

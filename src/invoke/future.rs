@@ -48,6 +48,7 @@ where
     let mut call = Call {
         handed: Handed::of(context.record(), &request),
         index: 0,
+        held: None,
         layer,
         context,
         ownership,
@@ -131,6 +132,8 @@ struct Signed {
 struct Call {
     handed: Handed,
     index: usize,
+    /// The attempt this layer opened to sign, until it is sent.
+    held: Option<usize>,
     /// The layer's name in the record.
     layer: &'static str,
     context: CallContext,
@@ -141,8 +144,20 @@ impl Call {
     /// Records a failure before sending and returns the error, with the record.
     fn not_sent(&mut self, error: Error) -> Error {
         self.handed.not_sent(error.to_string());
-        self.end(false);
+        self.held_not_sent();
+        let result: Result<Response<()>, Error> = Err(error);
+        self.end(&result);
+        let Err(error) = result else {
+            unreachable!("an error")
+        };
         error.with_record(self.context.record())
+    }
+
+    /// The attempt this layer opened was not sent: its span says so.
+    fn held_not_sent(&mut self) {
+        if let Some(index) = self.held.take() {
+            self.context.not_sent(index);
+        }
     }
 
     /// A re-send after a refusal could not be made (`error`): the refused answer is delivered
@@ -160,6 +175,7 @@ impl Call {
         self.handed.not_sent(format!(
             "{error}; the refused answer is delivered as it came"
         ));
+        self.held_not_sent();
         let response = deliver(
             self,
             &pending.shared,
@@ -169,14 +185,14 @@ impl Call {
             refused.body,
             refused.secrets,
         );
-        self.end(false);
-        Ok(response)
+        let result = Ok(response);
+        self.end(&result);
+        result
     }
 
     /// Whether the call may be sent once more after `refresh`: the call's rule and budget
     /// allow it. Records the decision either way.
     fn may_send_again(&self, refresh: &Refresh) -> bool {
-        let record = self.context.record();
         let cause = refresh.cause();
         let failure = Failure::Refused(Refusal::CredentialsRejected);
         // The signer has no cap or ceiling of its own: the call's, its rule and budget decide.
@@ -187,9 +203,10 @@ impl Call {
             (u32::MAX, std::time::Duration::MAX),
             std::time::Duration::ZERO,
         );
+        // Decided on the refused attempt, and shown on its span.
         match verdict {
             Ok(permission) => {
-                record.decide(Decision::new(
+                self.context.decide(Decision::new(
                     self.layer,
                     Verdict::SentAgain {
                         cause,
@@ -201,7 +218,8 @@ impl Call {
                 true
             }
             Err((verdict, permission)) => {
-                record.decide(Decision::new(self.layer, verdict, permission));
+                self.context
+                    .decide(Decision::new(self.layer, verdict, permission));
                 false
             }
         }
@@ -210,13 +228,16 @@ impl Call {
     /// Sends `request` on as this call's attempt.
     fn dispatch<B>(&mut self, request: &mut Request<B>) {
         self.handed.sent();
+        self.held = None;
         self.index = self.context.record().dispatch(request);
     }
 
-    /// The call ends here with an answer or an error.
-    fn end(&mut self, succeeded: bool) {
+    /// The call ends here with `result` (a success: a 2xx answer; a platform error in its body
+    /// is for the layers above to read: they end the call when they own it).
+    fn end<B>(&mut self, result: &Result<Response<B>, Error>) {
         if let Some(owner) = self.ownership.take() {
-            owner.finish(succeeded);
+            let succeeded = result.as_ref().is_ok_and(|r| r.status().is_success());
+            owner.finish_with(succeeded, result, None);
         }
     }
 }
@@ -339,8 +360,9 @@ where
                     // body, when no layer above did), its trace headers (signed with the rest).
                     // This layer holds it until it is sent.
                     call.context.describe_bytes(&body);
-                    let attempt = call.context.dispatch_head(&mut pending.parts);
+                    let (index, attempt) = call.context.dispatch_head(&mut pending.parts);
                     call.handed.hold(&pending.parts.extensions);
+                    call.held = Some(index);
                     let context = &call.context;
                     // What a re-send with fresh credentials would need: the request as it came.
                     // Signing reads the head and moves the extensions to the request sent: only
@@ -503,6 +525,8 @@ where
                                 && call.may_send_again(&refresh)
                             {
                                 shared.auth.refresh(&refresh);
+                                // This attempt is over: its span ends before the next opens.
+                                call.context.end_attempts();
                                 // Held, not read: delivered as it came if the re-send cannot
                                 // be made.
                                 again.refused = Some(Refused {
@@ -529,9 +553,7 @@ where
                             Err(error.with_record(&record))
                         }
                     };
-                    // The head says whether it succeeded; a platform error in a 200 is for the
-                    // layers above to read (they end the call when they own it).
-                    call.end(result.as_ref().is_ok_and(|r| r.status().is_success()));
+                    call.end(&result);
                     return Poll::Ready(result);
                 }
                 StateProj::Local { response } => {
@@ -544,7 +566,11 @@ where
                             .extensions_mut()
                             .insert(this.call.context.record().clone());
                     }
-                    this.call.end(false);
+                    // A local 405 (a GET or DELETE not offered): no success, and no error of
+                    // the call's either — MCP clients take it as "not offered".
+                    if let Some(owner) = this.call.ownership.take() {
+                        owner.finish(false);
+                    }
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),

@@ -49,7 +49,7 @@
 //! | MCP request | `InvokeAgentRuntime` |
 //! |---|---|
 //! | POST body | payload (the body is collected; more than 100,000,000 bytes is refused) |
-//! | the URI the client passes | ignored on purpose: it names the MCP endpoint for reports; the request goes to `/runtimes/{ARN}/invocations` of the [`InvokeTarget`] |
+//! | the URI the client passes | ignored on purpose (a placeholder does): the request goes to `/runtimes/{ARN}/invocations` of the [`InvokeTarget`], which the call's spans and metrics name as its `url.full` and `server.address` |
 //! | `content-type`, `accept`, `mcp-session-id`, `mcp-protocol-version`, `mcp-method`, `mcp-name`, runtime session and user ids, `x-amzn-trace-id`, `traceparent`, `tracestate`, `baggage` | carried (lengths checked against the model; a value outside them is refused with [`ErrorKind::InvalidRequest`](crate::ErrorKind)) |
 //! | `x-amzn-bedrock-agentcore-runtime-custom-*` (any case) | carried and signed, for the container (AgentCore passes the ones the runtime's request-header allowlist names; a value over 4 KB is refused with [`ErrorKind::InvalidRequest`](crate::ErrorKind)) |
 //! | every other header | dropped before signing |

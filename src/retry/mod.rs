@@ -49,10 +49,11 @@
 //! yet", followed by [`Verdict::CallDropped`], and the `on_record`
 //! hooks are called.
 //!
-//! Request bodies are cloned for every re-send, so the layers require `ReqBody: Clone`: a body
-//! that cannot be cloned cannot be retried, and that is a compile-time fact rather than a
-//! half-sent stream at run time. MCP requests are small JSON documents: send them as
-//! `http_body_util::Full<Bytes>` or `String`.
+//! Request bodies are cloned for every re-send, so the layers require `ReqBody: Clone` (and an
+//! `http_body::Body<Data = Bytes>`, which the first of them reads at once when it is in memory,
+//! to name the call's span): a body that cannot be cloned cannot be retried, and that is a
+//! compile-time fact rather than a half-sent stream at run time. MCP requests are small JSON
+//! documents: send them as `http_body_util::Full<Bytes>` or `String`.
 
 pub(crate) mod backoff;
 pub(crate) mod retry_after;
