@@ -400,6 +400,13 @@ impl CallContext {
         telemetry::with_params_meta(body, &trace)
     }
 
+    /// The server the call's requests went to, when metrics are on: the endpoint the signer
+    /// sent to, else the request's.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn server(&self) -> Option<(String, i64)> {
+        self.lock().metrics.server()
+    }
+
     /// Records the call's and its attempts' durations in `metrics`, unless a layer above does.
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn use_metrics(&self, metrics: &telemetry::Metrics) {

@@ -533,7 +533,7 @@ pub(crate) fn describe_call(span: &Span, named: bool, body: &JsonRpcBody, bytes:
 }
 
 /// A URI's `server.address` and `server.port` (the scheme's default port when it names none).
-fn server_of(uri: &Uri) -> Option<(&str, u16)> {
+pub(crate) fn server_of(uri: &Uri) -> Option<(&str, u16)> {
     let host = uri.host()?;
     let port = uri.port_u16().or(match uri.scheme_str() {
         Some("http") => Some(80),
@@ -791,19 +791,20 @@ impl Metrics {
         }
     }
 
-    /// An MCP session at `uri` ended after `duration`, with `error` (an `error.type`) or not.
+    /// An MCP session with `server` (its `server.address` and `server.port`) ended after
+    /// `duration`, with `error` (an `error.type`) or not.
     pub(crate) fn session_ended(
         &self,
         duration: std::time::Duration,
-        uri: &Uri,
+        server: Option<(&str, i64)>,
         protocol_version: Option<&str>,
         error: Option<&'static str>,
     ) {
         use opentelemetry::KeyValue;
         let mut attributes = Vec::with_capacity(4);
-        if let Some((address, port)) = server_of(uri) {
+        if let Some((address, port)) = server {
             attributes.push(KeyValue::new("server.address", address.to_owned()));
-            attributes.push(KeyValue::new("server.port", i64::from(port)));
+            attributes.push(KeyValue::new("server.port", port));
         }
         if let Some(version) = protocol_version {
             attributes.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
@@ -1020,6 +1021,13 @@ impl CallMetrics {
         }
         #[cfg(not(feature = "opentelemetry"))]
         let _ = uri;
+    }
+
+    /// The server the call's requests went to (`server.address`, `server.port`), when metrics
+    /// are on.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn server(&self) -> Option<(String, i64)> {
+        self.on.as_ref()?.server.clone()
     }
 
     /// The attempt at `index` was never sent: no request duration for it.

@@ -1061,3 +1061,36 @@ async fn a_hostile_echo_gets_no_bearer_token_into_any_export() {
         assert!(!text.contains(secret.as_str()), "the export has {what}");
     }
 }
+
+#[tokio::test]
+async fn the_trace_in_params_meta_names_the_call_span_on_every_attempt() {
+    let _serial = SERIAL.lock().await;
+    // SEP-414: the MCP server's span is a child of the MCP client's span (the call's), whichever
+    // attempt reaches it; the HTTP headers name each attempt's own span.
+    let exported = Exported::install();
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    emulator.push_fault(Fault::Busy);
+    emulator.push_fault(Fault::Busy);
+    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
+        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
+        .trace_context(TraceContext::opentelemetry().params_meta(true))
+        .layer(http_client());
+    let (status, body) = answer(stack, add_request(7)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(emulator.audit().signature_failures, 0);
+    let spans = exported.spans();
+    let calls = named(&spans, "tools/call add");
+    assert_eq!(calls.len(), 1, "{spans:#?}");
+    let call = calls[0];
+    let attempts = children(&spans, call);
+    assert_eq!(attempts.len(), 3, "{spans:#?}");
+    let received = tool_calls(&emulator);
+    assert_eq!(received.len(), 3, "{received:#?}");
+    let trace = call.span_context.trace_id();
+    let meta = format!("00-{trace}-{}-01", call.span_context.span_id());
+    for (attempt, received) in attempts.iter().zip(&received) {
+        assert_eq!(received.meta_traceparent.as_deref(), Some(meta.as_str()));
+        let own = format!("00-{trace}-{}-01", attempt.span_context.span_id());
+        assert_eq!(received.traceparent.as_deref(), Some(own.as_str()));
+    }
+}

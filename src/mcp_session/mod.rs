@@ -262,9 +262,12 @@ impl McpSessionRecoveryLayer {
 
     /// Records the durations of the calls this layer meets and of their attempts in `metrics`
     /// (see [`Metrics`](crate::telemetry::Metrics)), and of the MCP sessions it sees opened
-    /// (`mcp.client.session.duration`: from the answer to `initialize` to the answer to the
-    /// client's DELETE; or, with `error.type = session_lost`, to the 404 of a session the server
-    /// no longer knows that reached the client, not opened again). A session the client leaves
+    /// (`mcp.client.session.duration`, with the `server.address` and `server.port` its
+    /// `initialize` went to and its `mcp.protocol.version`): from the answer to `initialize` to
+    /// the first of the answer to the client's DELETE (2xx, or 404: the server had ended it) and
+    /// — `error.type = session_lost` — a 404 of a session the server no longer knows that reached
+    /// the client (opening it again failed, or the replay rule or the retry budget refused it;
+    /// a client then opens a new session). Recorded once per session; one the client leaves
     /// without a DELETE, or that the table forgets, is not recorded. Starts an empty table.
     #[cfg(feature = "opentelemetry")]
     pub fn metrics(mut self, metrics: crate::telemetry::Metrics) -> Self {

@@ -72,7 +72,13 @@ where
             let initialize = Kept::of(&request, context);
             let answer = send(&mut service, request, context).await?;
             if let Some(id) = opened_id(&answer) {
-                sessions.open(Session::new(id, initialize));
+                #[allow(unused_mut)]
+                let mut session = Session::new(id, initialize);
+                #[cfg(feature = "opentelemetry")]
+                {
+                    session.server = context.server();
+                }
+                sessions.open(session);
             }
             return Ok(answer);
         }

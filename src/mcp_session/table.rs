@@ -79,9 +79,12 @@ impl Sessions {
                         .get(crate::contract::MCP_PROTOCOL_VERSION)
                         .cloned()
                 });
+            let from_uri = crate::telemetry::server_of(session.initialize.head.uri())
+                .map(|(host, port)| (host.to_owned(), i64::from(port)));
+            let server = session.server.clone().or(from_uri);
             metrics.session_ended(
                 session.opened.elapsed(),
-                session.initialize.head.uri(),
+                server.as_ref().map(|(host, port)| (host.as_str(), *port)),
                 version.as_ref().and_then(|v| v.to_str().ok()),
                 error,
             );
@@ -204,6 +207,9 @@ pub(super) struct Session {
     /// When its `initialize` was answered, and whether its end was recorded.
     #[cfg(feature = "opentelemetry")]
     opened: std::time::Instant,
+    /// The server its `initialize` went to (the signer's endpoint), when metrics are on.
+    #[cfg(feature = "opentelemetry")]
+    pub(super) server: Option<(String, i64)>,
     #[cfg(feature = "opentelemetry")]
     ended: std::sync::atomic::AtomicBool,
 }
@@ -219,6 +225,8 @@ impl Session {
             renewing: tokio::sync::Mutex::new(()),
             #[cfg(feature = "opentelemetry")]
             opened: std::time::Instant::now(),
+            #[cfg(feature = "opentelemetry")]
+            server: None,
             #[cfg(feature = "opentelemetry")]
             ended: std::sync::atomic::AtomicBool::new(false),
         }
