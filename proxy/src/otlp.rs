@@ -52,6 +52,9 @@ use crate::NAME;
 /// How long flushing what is left may hold up the exit.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How much longer than [`SHUTDOWN_TIMEOUT`] the exit waits for a provider that overruns it.
+const GRACE: Duration = Duration::from_secs(1);
+
 /// The instrumentation scope of the spans and metrics: the crate that records them.
 const SCOPE: &str = "agentcore-tower";
 
@@ -416,8 +419,10 @@ impl Export {
         }
     }
 
-    /// Exports what is left and shuts the providers down, waiting `limit` at most (their
-    /// requests run on the runtime, which must still run). What did not make it is said.
+    /// Exports what is left and shuts the providers down, each given `limit` (the metrics
+    /// reader takes 5 s whatever it is told); their requests run on the runtime, which must
+    /// still run. What did not make it is said. Waits `limit` and [`GRACE`] at most, in case a
+    /// provider overruns its own limit.
     pub fn shutdown(self, limit: Duration) {
         let (done, finished) = std::sync::mpsc::channel();
         let mut running = 0;
@@ -435,7 +440,7 @@ impl Export {
                 let _ = done.send(("metrics", metrics.shutdown_with_timeout(limit)));
             });
         }
-        let deadline = std::time::Instant::now() + limit;
+        let deadline = std::time::Instant::now() + limit + GRACE;
         for _ in 0..running {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match finished.recv_timeout(left) {
@@ -445,7 +450,8 @@ impl Export {
                 }
                 Err(_) => {
                     warn!(
-                        "OpenTelemetry: the last export still runs after {limit:?}: giving up on it"
+                        "OpenTelemetry: the last export still runs after {:?}: giving up on it",
+                        limit + GRACE
                     );
                     return;
                 }
