@@ -699,3 +699,105 @@ async fn a_collector_that_never_answers_holds_the_exit_5_s() {
     assert!(!stderr.contains("giving up"), "{stderr}");
     held.abort();
 }
+
+/// POSTs `message` to the proxy's `--listen` URL (in the MCP session `session`): the status,
+/// the `Mcp-Session-Id` answered, the body.
+async fn post(url: &str, session: Option<&str>, message: &Value) -> (u16, Option<String>, String) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<Bytes>>();
+    let mut request = http::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let request = request
+        .body(http_body_util::Full::new(Bytes::from(message.to_string())))
+        .unwrap();
+    let answer = client.request(request).await.unwrap();
+    let status = answer.status().as_u16();
+    let session = answer
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = answer.into_body().collect().await.unwrap().to_bytes();
+    (status, session, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listening_proxy_stopped_by_sigterm_exports_its_calls_before_it_exits() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let collector = Collector::start().await;
+    let mut proxy = Proxy::start_with_otel(
+        &emulator,
+        &["--listen", "127.0.0.1:0"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.base),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ],
+    );
+    let deadline = std::time::Instant::now() + LINE_TIMEOUT;
+    let url = loop {
+        let stderr = proxy.stderr();
+        if let Some(at) = stderr.find("listening on http://") {
+            let rest = &stderr[at + "listening on ".len()..];
+            if let Some(end) = rest.find(char::is_whitespace) {
+                break rest[..end].to_owned();
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "{stderr}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let (status, session, body) = post(&url, None, &initialize(1)).await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("an MCP session");
+    let (status, _, _) = post(&url, Some(&session), &initialized()).await;
+    assert_eq!(status, 202);
+    let (status, _, body) = post(
+        &url,
+        Some(&session),
+        &call(2, "add", json!({"a": 2, "b": 3})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""text":"5""#), "{body}");
+
+    let pid = proxy.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + EXIT_TIMEOUT;
+    let status = loop {
+        if let Some(status) = proxy.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", proxy.stderr());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+
+    let spans = spans(&collector.json_at("/v1/traces"));
+    let calls = spans
+        .iter()
+        .filter(|(_, s)| s["name"] == "tools/call add")
+        .count();
+    assert_eq!(calls, 1, "{spans:#?}");
+    for (resource, _) in &spans {
+        assert_eq!(
+            attribute(resource, "service.name"),
+            Some(json!("agentcore-mcp-proxy")),
+            "the default"
+        );
+    }
+    let metrics = metrics(&collector.json_at("/v1/metrics"));
+    assert!(
+        metrics
+            .iter()
+            .any(|(_, m)| m["name"] == "mcp.client.operation.duration"),
+        "{metrics:#?}"
+    );
+}
