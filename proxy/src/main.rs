@@ -15,6 +15,7 @@ mod answers;
 mod check;
 mod cli;
 mod listen;
+mod otlp;
 mod sse;
 mod stack;
 mod stdio;
@@ -75,7 +76,12 @@ fn main() -> ExitCode {
         },
         None => None,
     };
-    init_logging();
+    let plan = otlp::Plan::from_env();
+    let runtime = match start_runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let export = start_logging(plan, &runtime);
     // Before anything can start a process (the credential chain): see `take_stdin`.
     let input = match args.listen {
         Some(_) => None,
@@ -85,37 +91,53 @@ fn main() -> ExitCode {
             Box::new(std::io::stdin())
         })),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("{NAME}: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let code = runtime.block_on(run(args, token, input));
+    // While the runtime still runs: the exporter's requests run on it.
+    if let Some(export) = export {
+        export.shutdown(otlp::SHUTDOWN_TIMEOUT);
+    }
     // The stdin reader may still be blocked in a read: do not wait for it.
     runtime.shutdown_background();
     code
 }
 
-/// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
-fn run_check(args: Args) -> ExitCode {
-    init_logging();
-    match tokio::runtime::Builder::new_multi_thread()
+/// The async runtime, or the exit code after saying why there is none.
+fn start_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime.block_on(check::run(args)),
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("{NAME}: cannot start the async runtime: {e}");
             ExitCode::FAILURE
-        }
+        })
+}
+
+/// Logging, and the OpenTelemetry export `plan` asks for (see `otlp`): its providers, to shut
+/// down at exit.
+fn start_logging(plan: otlp::Plan, runtime: &tokio::runtime::Runtime) -> Option<otlp::Export> {
+    let export = plan.start(runtime.handle());
+    init_logging(export.as_ref().and_then(otlp::Export::tracer));
+    if let Some(export) = &export {
+        export.report();
+        stack::set_telemetry(export.for_stack());
     }
+    export
+}
+
+/// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
+fn run_check(args: Args) -> ExitCode {
+    let plan = otlp::Plan::from_env();
+    let runtime = match start_runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let export = start_logging(plan, &runtime);
+    let code = runtime.block_on(check::run(args));
+    if let Some(export) = export {
+        export.shutdown(otlp::SHUTDOWN_TIMEOUT);
+    }
+    code
 }
 
 fn usage_error(message: &str) -> ExitCode {
@@ -142,8 +164,10 @@ fn read_token(path: &std::path::Path) -> Result<String, String> {
     Ok(token)
 }
 
-/// tracing to stderr, filtered by `RUST_LOG` (a level or directives; info by default).
-fn init_logging() {
+/// tracing to stderr, filtered by `RUST_LOG` (a level or directives; info by default); and,
+/// with `tracer` (traces exported), agentcore-tower's spans and events at info and above to it,
+/// whatever `RUST_LOG` says.
+fn init_logging(tracer: Option<opentelemetry_sdk::trace::SdkTracer>) {
     use tracing_subscriber::EnvFilter;
     let given = std::env::var("RUST_LOG")
         .ok()
@@ -153,11 +177,32 @@ fn init_logging() {
         Some(Ok(filter)) => (filter, None),
         Some(Err(e)) => (EnvFilter::new("info"), Some(e)),
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(filter)
-        .init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    match tracer {
+        None => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .with_env_filter(filter)
+            .init(),
+        Some(tracer) => {
+            use tracing_subscriber::filter::Targets;
+            use tracing_subscriber::prelude::*;
+            // Each layer its own filter: RUST_LOG=warn must not turn the export off.
+            let log = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .with_filter(filter);
+            // The crate's fields alone: not tracing's file, line, thread, target and timings.
+            let export = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_tracked_inactivity(false)
+                .with_filter(Targets::new().with_target("agentcore_tower", tracing::Level::INFO));
+            tracing_subscriber::registry().with(log).with(export).init();
+        }
+    }
     if let (Some(given), Some(e)) = (given, bad) {
         warn!("RUST_LOG={given:?} is not a filter ({e}); logging at info");
     }

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use agentcore_tower::auth::CachedCredentials;
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::mcp_session::McpSessionRecovery;
+use agentcore_tower::telemetry::{Metrics, TraceContext};
 use agentcore_tower::{
     AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
     recommended_layers,
@@ -435,10 +436,22 @@ where
     RecommendedLayers<L>: Layer<C>,
     McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
 {
+    let mut recovery = McpSessionRecoveryLayer::new();
+    let mut layers = recommended_layers(guard, signer);
+    if let Some(telemetry) = TELEMETRY.get() {
+        if let Some(trace_context) = &telemetry.trace_context {
+            recovery = recovery.trace_context(trace_context.clone());
+            layers = layers.trace_context(trace_context.clone());
+        }
+        if let Some(metrics) = &telemetry.metrics {
+            recovery = recovery.metrics(metrics.clone());
+            layers = layers.metrics(metrics.clone());
+        }
+    }
     let inner = BoxCloneSyncService::new(
         ServiceBuilder::new()
-            .layer(McpSessionRecoveryLayer::new())
-            .layer(recommended_layers(guard, signer))
+            .layer(recovery)
+            .layer(layers)
             .service(client),
     );
     BoxCloneSyncService::new(Deadline {
@@ -446,6 +459,20 @@ where
         total: answers::limits().total,
         headers,
     })
+}
+
+/// What the stack records for OpenTelemetry when the proxy exports it (see `otlp`): the trace
+/// context its attempts carry, its histograms.
+pub struct Telemetry {
+    pub trace_context: Option<TraceContext>,
+    pub metrics: Option<Metrics>,
+}
+
+static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
+
+/// Sets what every stack built from now on records; once, at start.
+pub fn set_telemetry(telemetry: Telemetry) {
+    let _ = TELEMETRY.set(telemetry);
 }
 
 /// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the
@@ -527,7 +554,7 @@ impl Service<Request<Full<Bytes>>> for Deadline {
 /// rustls (ring, the webpki roots) over hyper-util's connector; `https_or_http` so an
 /// `http://` endpoint works too. The crypto provider is named: with more than one in a build,
 /// rustls cannot pick one itself.
-fn https_connector() -> Result<HttpsConnector<HttpConnector>, StartError> {
+pub fn https_connector() -> Result<HttpsConnector<HttpConnector>, StartError> {
     Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
         .map_err(|e| StartError::Failed(format!("cannot set up TLS: {e}")))?

@@ -334,6 +334,34 @@ ENVIRONMENT
         trace, off) or tracing directives (agentcore_tower=debug,info).
         Default: info. No secret is logged, nor a URL's query.
 
+    OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_EXPORTER_OTLP_METRICS_ENDPOINT
+        Export OpenTelemetry over OTLP/HTTP: each call's span (\"tools/call
+        TOOL\" and the like, as the MCP semantic conventions name them), a
+        child span per HTTP attempt with the layers' decisions as events,
+        and the histograms mcp.client.operation.duration and
+        http.client.request.duration. The first variable sends both
+        (to its URL with /v1/traces and /v1/metrics after it); a signal's
+        own sends that signal to its URL as it is (a URL with a user or
+        password in it is refused). Each attempt then carries the trace
+        (traceparent, X-Amzn-Trace-Id): AgentCore's spans join it. What is
+        left is sent at exit, for up to 5 s. With none of the three set,
+        nothing is exported and none of it runs.
+
+        OTEL_EXPORTER_OTLP_PROTOCOL (or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+        ..._METRICS_PROTOCOL): http/protobuf (the default) or http/json;
+        grpc is not supported (a warning, and nothing is sent over it).
+        Also read: OTEL_EXPORTER_OTLP_HEADERS (e.g. a collector's API key;
+        never logged), OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_SERVICE_NAME
+        (default agentcore-mcp-proxy), OTEL_RESOURCE_ATTRIBUTES,
+        OTEL_BSP_*, OTEL_METRIC_EXPORT_INTERVAL; OTEL_SDK_DISABLED=true,
+        OTEL_TRACES_EXPORTER=none and OTEL_METRICS_EXPORTER=none turn it
+        off. https:// uses rustls and the webpki roots.
+
+        Nothing secret is exported: no credentials, tokens, signatures,
+        URL users or passwords, nor query values (a URL's query values are
+        REDACTED); nor the proxy's log lines.
+
 EXAMPLES
     The command of a desktop MCP client (stdio), a runtime behind IAM:
         agentcore-mcp-proxy --runtime-arn \\

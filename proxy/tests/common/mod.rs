@@ -333,3 +333,74 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+impl Proxy {
+    /// Starts the proxy for `emulator` as [`Proxy::start`] does, with `env` set and no `OTEL_*`
+    /// variable of the tests' own environment: what turns OpenTelemetry export on is `env`'s
+    /// alone.
+    pub fn start_with_otel(emulator: &Emulator, args: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let credentials = emulator.credentials();
+        let endpoint = emulator.endpoint();
+        let mut all = vec!["--runtime-arn", emulator.runtime_arn()];
+        all.extend_from_slice(args);
+        if !args.contains(&"--endpoint") {
+            all.extend_from_slice(&["--endpoint", &endpoint]);
+        }
+        let mut command = command(&all, &[]);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("OTEL_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
+            .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
+            .env("AWS_SESSION_TOKEN", credentials.session_token().unwrap());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        Self::spawn(command)
+    }
+
+    /// Runs `command` (the proxy's, from [`command`]) as [`Proxy::start_with`] does.
+    pub fn spawn(mut command: Command) -> Proxy {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("the proxy starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Proxy {
+            child,
+            stdin,
+            lines,
+            stdout_closed: false,
+            stdout_seen: Vec::new(),
+            stderr,
+        }
+    }
+}
