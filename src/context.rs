@@ -91,10 +91,10 @@ struct State {
     described: bool,
     /// The spans of the attempts still open, by their index in the record (none when tracing
     /// is off: no allocation).
-    attempt_spans: Vec<(usize, tracing::Span)>,
-    /// The attempts whose answer their span shows already (the innermost layer's, the first to
-    /// see it: the layers above see the same).
-    answered: Vec<usize>,
+    attempt_spans: Vec<AttemptSpan>,
+    /// The URI the call span's server is recorded from, unless the signer names its endpoint
+    /// first (recorded once: an exporter keeps every value recorded).
+    call_uri: Option<http::Uri>,
     /// Where the attempts' trace headers come from, and which the app set itself.
     trace: Option<TraceContext>,
     app_trace: AppTraceHeaders,
@@ -105,6 +105,33 @@ struct State {
     /// The trace context written into the body's `params._meta`, read once per call.
     params_meta: Option<Option<telemetry::TraceHeaders>>,
     metrics: CallMetrics,
+}
+
+/// An attempt's span, while it is open.
+struct AttemptSpan {
+    index: usize,
+    span: tracing::Span,
+    /// The URI its `url.full` and server are recorded from, until they are: the request's,
+    /// unless the signer names the endpoint it sends to first.
+    uri: Option<http::Uri>,
+    /// Whether it shows its answer (the innermost layer's, the first to see it: the layers above
+    /// see the same).
+    answered: bool,
+}
+
+impl AttemptSpan {
+    /// Records its URL and server from `uri` (or the request's), once.
+    fn locate(&mut self, uri: Option<&http::Uri>) {
+        if let Some(own) = self.uri.take() {
+            telemetry::attempt_sent_to(&self.span, uri.unwrap_or(&own));
+        }
+    }
+}
+
+impl Drop for AttemptSpan {
+    fn drop(&mut self) {
+        self.locate(None);
+    }
 }
 
 /// The call's span: none until the context's creator opens it.
@@ -170,9 +197,12 @@ impl CallContext {
             Some(context) => context.clone(),
             None => {
                 let context = CallContext::new(request.extensions(), budget);
-                let (span, named) = telemetry::call_span(request.headers(), request.uri());
+                let (span, named) = telemetry::call_span(request.headers());
                 {
                     let mut state = context.lock();
+                    if !span.is_disabled() {
+                        state.call_uri = Some(request.uri().clone());
+                    }
                     state.span = CallSpan(span);
                     state.named = named;
                     state.trace = request.extensions().get::<TraceContext>().cloned();
@@ -341,18 +371,19 @@ impl CallContext {
         }
     }
 
-    /// The signer sends the attempt of `span` to `uri` (the endpoint it maps the request to):
+    /// The signer sends the attempt at `index` to `uri` (the endpoint it maps the request to):
     /// the attempt's `url.full` and server, the call's server, are that endpoint's.
-    pub(crate) fn sent_to(&self, span: &tracing::Span, uri: &http::Uri) {
-        if span.is_disabled() && !self.lock().metrics.is_on() {
-            return;
-        }
-        telemetry::attempt_sent_to(span, uri);
+    pub(crate) fn sent_to(&self, index: usize, uri: &http::Uri) {
         let mut state = self.lock();
+        if let Some(open) = state.attempt_spans.iter_mut().find(|a| a.index == index) {
+            open.locate(Some(uri));
+        }
         if !state.sent_to {
             // Once per call: its attempts go to one endpoint.
             state.sent_to = true;
-            telemetry::call_sent_to(&state.span, uri);
+            if let Some(_own) = state.call_uri.take() {
+                telemetry::call_sent_to(&state.span, uri);
+            }
             state.metrics.sent_to(uri);
         }
     }
@@ -447,12 +478,17 @@ impl CallContext {
                 state.named = true;
             }
         }
-        if let Some((_, span)) = state.attempt_spans.iter().find(|(i, _)| *i == index) {
-            return (index, span.clone(), trace);
+        if let Some(open) = state.attempt_spans.iter().find(|a| a.index == index) {
+            return (index, open.span.clone(), trace);
         }
         let resends = u32::try_from(index.saturating_sub(self.0.first)).unwrap_or(u32::MAX);
         let span = telemetry::attempt_span(&state.span, request, resends);
-        state.attempt_spans.push((index, span.clone()));
+        state.attempt_spans.push(AttemptSpan {
+            index,
+            span: span.clone(),
+            uri: Some(request.uri().clone()),
+            answered: false,
+        });
         (index, span, trace)
     }
 
@@ -497,26 +533,23 @@ impl CallContext {
     }
 
     /// The span of the attempt at `index`, while it is open, unless it shows its answer
-    /// already; from now on it does.
+    /// already; from now on it does (and its URL).
     fn unanswered_attempt_span(&self, index: usize) -> Option<tracing::Span> {
         let mut state = self.lock();
-        let span = state
-            .attempt_spans
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map(|(_, span)| span.clone())?;
-        if state.answered.contains(&index) {
+        let open = state.attempt_spans.iter_mut().find(|a| a.index == index)?;
+        if open.answered {
             return None;
         }
-        state.answered.push(index);
-        Some(span)
+        open.answered = true;
+        open.locate(None);
+        Some(open.span.clone())
     }
 
     /// Records a layer's decision on the latest attempt, and shows it on the attempt's span.
     pub(crate) fn decide(&self, decision: Decision) {
         let latest = {
             let state = self.lock();
-            state.attempt_spans.last().map(|(_, span)| span.clone())
+            state.attempt_spans.last().map(|a| a.span.clone())
         };
         if let Some(span) = latest {
             telemetry::decision_event(&span, &decision);
@@ -879,6 +912,9 @@ impl Drop for Ownership {
             let mut state = self.context.lock();
             state.owner = Owner::Finished;
             // The call's spans close once the layers' futures let go of theirs.
+            if let Some(uri) = state.call_uri.take() {
+                telemetry::call_sent_to(&state.span, &uri);
+            }
             let spans = (
                 std::mem::take(&mut state.span),
                 std::mem::take(&mut state.attempt_spans),

@@ -426,9 +426,10 @@ fn signed_headers(headers: &HeaderMap) -> Option<&str> {
     Some(list.split(',').next().unwrap_or(list).trim())
 }
 
-/// Opens a call span for a request with `headers` to `uri`, named from the `mcp-method` and
-/// `mcp-name` headers when it has them. Whether it was named.
-pub(crate) fn call_span(headers: &HeaderMap, uri: &Uri) -> (Span, bool) {
+/// Opens a call span for a request with `headers`, named from the `mcp-method` and `mcp-name`
+/// headers when it has them (its server is recorded once it is known where the call goes).
+/// Whether it was named.
+pub(crate) fn call_span(headers: &HeaderMap) -> (Span, bool) {
     let span = tracing::info_span!(
         target: "agentcore_tower",
         "mcp",
@@ -458,7 +459,6 @@ pub(crate) fn call_span(headers: &HeaderMap, uri: &Uri) -> (Span, bool) {
     if let Some(version) = text(&MCP_PROTOCOL_VERSION) {
         span.record("mcp.protocol.version", version);
     }
-    record_server(&span, uri);
     let named = match text(&MCP_METHOD) {
         Some(method) => {
             name_call(&span, method, text(&MCP_NAME));
@@ -560,7 +560,7 @@ pub(crate) fn attempt_span<B>(call: &Span, request: &http::Request<B>, resends: 
         otel.kind = "client",
         otel.status_code = Empty,
         "http.request.method" = request.method().as_str(),
-        "url.full" = %FullUrl(request.uri()),
+        "url.full" = Empty,
         "server.address" = Empty,
         "server.port" = Empty,
         "http.response.status_code" = Empty,
@@ -569,7 +569,7 @@ pub(crate) fn attempt_span<B>(call: &Span, request: &http::Request<B>, resends: 
         "error.type" = Empty,
     );
     if !span.is_disabled() {
-        record_server(&span, request.uri());
+        // `url.full` and the server: recorded once, when known where the attempt goes.
         if resends > 0 {
             span.record("http.request.resend_count", i64::from(resends));
         }

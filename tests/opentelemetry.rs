@@ -82,9 +82,19 @@ impl Exported {
     }
 
     /// Every span exported so far.
+    /// The spans exported so far; each has every attribute once (the SDK keeps every value
+    /// recorded for a key, so a field recorded twice would be exported twice).
     fn spans(&self) -> Vec<SpanData> {
         self.tracer_provider.force_flush().unwrap();
-        self.spans.get_finished_spans().unwrap()
+        let spans = self.spans.get_finished_spans().unwrap();
+        for span in &spans {
+            let mut keys: Vec<&str> = span.attributes.iter().map(|kv| kv.key.as_str()).collect();
+            keys.sort_unstable();
+            let count = keys.len();
+            keys.dedup();
+            assert_eq!(keys.len(), count, "an attribute recorded twice: {span:#?}");
+        }
+        spans
     }
 
     /// Every export of the meter provider so far, the last one just flushed (cumulative: it

@@ -39,12 +39,11 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, SdkProvidedResourceDetector, TelemetryResourceDetector,
 };
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing::{info, warn};
 
 use crate::NAME;
@@ -268,7 +267,7 @@ impl Plan {
                 Ok(exporter) => {
                     export.traces = Some(
                         SdkTracerProvider::builder()
-                            .with_batch_exporter(UniqueAttributes(exporter))
+                            .with_batch_exporter(exporter)
                             .with_resource(resource.clone())
                             .build(),
                     );
@@ -318,52 +317,6 @@ fn resource() -> Resource {
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .with_detectors(&detectors)
         .build()
-}
-
-/// The span exporter, with each span's attributes made unique, the last value of a key kept
-/// (OTLP wants keys unique): the SDK appends every `record` of a field, and the crate records an
-/// attempt's answer (`http.response.status_code`, …) in each of its layers the answer passes.
-#[derive(Debug)]
-struct UniqueAttributes<E>(E);
-
-impl<E: SpanExporter> SpanExporter for UniqueAttributes<E> {
-    fn export(&self, mut batch: Vec<SpanData>) -> impl Future<Output = OTelSdkResult> + Send {
-        for span in &mut batch {
-            unique(&mut span.attributes);
-        }
-        self.0.export(batch)
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.0.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.0.set_resource(resource);
-    }
-}
-
-/// Keeps the last of the values of each key, in the order of those last values.
-fn unique(attributes: &mut Vec<KeyValue>) {
-    let repeated = attributes
-        .iter()
-        .enumerate()
-        .any(|(i, kv)| attributes[..i].iter().any(|earlier| earlier.key == kv.key));
-    if !repeated {
-        return;
-    }
-    let mut kept: Vec<KeyValue> = Vec::with_capacity(attributes.len());
-    for kv in attributes.drain(..).rev() {
-        if !kept.iter().any(|k| k.key == kv.key) {
-            kept.push(kv);
-        }
-    }
-    kept.reverse();
-    *attributes = kept;
 }
 
 /// The providers of the signals exported, to flush and shut down at exit.
@@ -507,33 +460,5 @@ impl HttpClient for Collector {
                 Err(e) => Err(Box::new(e) as HttpError),
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_recorded_again_keeps_its_last_value_once() {
-        let mut attributes = vec![
-            KeyValue::new("http.request.method", "POST"),
-            KeyValue::new("http.response.status_code", 500),
-            KeyValue::new("aws.request_id", "a"),
-            KeyValue::new("http.response.status_code", 200),
-            KeyValue::new("aws.request_id", "b"),
-        ];
-        unique(&mut attributes);
-        assert_eq!(
-            attributes,
-            [
-                KeyValue::new("http.request.method", "POST"),
-                KeyValue::new("http.response.status_code", 200),
-                KeyValue::new("aws.request_id", "b"),
-            ]
-        );
-        let mut once = vec![KeyValue::new("a", 1), KeyValue::new("b", 2)];
-        unique(&mut once);
-        assert_eq!(once, [KeyValue::new("a", 1), KeyValue::new("b", 2)]);
     }
 }

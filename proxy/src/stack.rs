@@ -446,6 +446,10 @@ where
         if let Some(metrics) = &telemetry.metrics {
             recovery = recovery.metrics(metrics.clone());
             layers = layers.metrics(metrics.clone());
+            // The retry budget the stack's layers share, as instruments.
+            if let Some(budget) = layers.budget() {
+                metrics.observe_budget(budget, &[]);
+            }
         }
     }
     let inner = BoxCloneSyncService::new(

@@ -413,7 +413,7 @@ where
                         ..
                     } = pending;
                     this.call.dispatch(&mut request);
-                    this.call.context.sent_to(&attempt, request.uri());
+                    this.call.context.sent_to(this.call.index, request.uri());
                     let future = attempt.in_scope(|| service.call(request));
                     let again = copy.map(|(extensions, body)| Prepared {
                         refused: None,
