@@ -117,11 +117,13 @@ fn call_tool(id: &Value, params: &Value, state: &State) -> Result<Value, (i64, S
             let b = args.get("b").and_then(Value::as_f64);
             match (a, b) {
                 (Some(a), Some(b)) => format!("{}", a + b),
+                // Invalid input is a tool execution error, which the model can read and correct
+                // (SEP-1303, MCP 2025-11-25), not a protocol error: the tool did not run.
                 _ => {
-                    return Err((
-                        -32602,
-                        "Invalid params: add takes numbers a and b".to_owned(),
-                    ));
+                    return Ok(json!({
+                        "content": [{"type": "text", "text": "add takes numbers a and b"}],
+                        "isError": true
+                    }));
                 }
             }
         }
