@@ -6,7 +6,8 @@
 //!
 //! What goes out: agentcore-tower's spans (target `agentcore_tower`: each call's span, its
 //! attempts' spans and their decision events) through `tracing-opentelemetry`, and its
-//! histograms (`mcp.client.operation.duration`, `http.client.request.duration`) through a
+//! metrics (`mcp.client.operation.duration`, `mcp.client.session.duration`,
+//! `http.client.request.duration`, the retry budget's `agentcore_tower.retry_budget.*`) through a
 //! periodic reader — what the crate records, which holds no credential, token or signature, and
 //! URLs without user info and with every query value redacted. The proxy's own log lines are not
 //! exported. The resource: `service.name` (`OTEL_SERVICE_NAME`, else `OTEL_RESOURCE_ATTRIBUTES`'s,

@@ -339,8 +339,10 @@ ENVIRONMENT
         Export OpenTelemetry over OTLP/HTTP: each call's span (\"tools/call
         TOOL\" and the like, as the MCP semantic conventions name them), a
         child span per HTTP attempt with the layers' decisions as events,
-        and the histograms mcp.client.operation.duration and
-        http.client.request.duration. The first variable sends both
+        the histograms mcp.client.operation.duration,
+        mcp.client.session.duration and http.client.request.duration, and
+        the retry budget's counters (agentcore_tower.retry_budget.*). The
+        first variable sends both
         (to its URL with /v1/traces and /v1/metrics after it); a signal's
         own sends that signal to its URL as it is (a URL with a user or
         password in it is refused). Each attempt then carries the trace
