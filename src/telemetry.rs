@@ -834,6 +834,8 @@ impl Metrics {
     /// | `agentcore_tower.retry_budget.tokens` | gauge | `{token}` | tokens in the bucket |
     ///
     /// The meter provider keeps the budget (a clone: the same bucket) for as long as it lives.
+    /// Call it once per budget: each call registers callbacks of its own, so a budget observed
+    /// twice with the same attributes is reported twice.
     ///
     /// ```
     /// use agentcore_tower::RecommendedLayers;
