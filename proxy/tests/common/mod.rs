@@ -58,45 +58,7 @@ impl Proxy {
     /// Starts the proxy with exactly these arguments and, of the AWS variables, only the
     /// region, `env` and what keeps real configuration out.
     pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> Proxy {
-        let mut command = command(args, env);
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("the proxy starts");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Proxy {
-            child,
-            stdin,
-            lines,
-            stdout_closed: false,
-            stdout_seen: Vec::new(),
-            stderr,
-        }
+        Self::spawn(command(args, env))
     }
 
     pub fn stderr(&self) -> String {
@@ -362,7 +324,8 @@ impl Proxy {
         Self::spawn(command)
     }
 
-    /// Runs `command` (the proxy's, from [`command`]) as [`Proxy::start_with`] does.
+    /// Runs `command` (the proxy's, from [`command`]): its stdin kept to write to, its stdout
+    /// read line by line, its stderr collected.
     pub fn spawn(mut command: Command) -> Proxy {
         command
             .stdin(Stdio::piped())
