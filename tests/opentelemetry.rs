@@ -218,6 +218,16 @@ where
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The recommended layers over the emulator's signer, traced as an app traces them: the trace
+/// context of OpenTelemetry's current context, the histograms into `exported`; session busy
+/// re-sent after 5 ms.
+fn traced_layers(emulator: &Emulator, exported: &Exported) -> RecommendedLayers {
+    RecommendedLayers::new(emulator.signer().build().unwrap())
+        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
+        .trace_context(TraceContext::opentelemetry())
+        .metrics(exported.metrics())
+}
+
 /// The `tools/call` requests the emulator received, in order.
 fn tool_calls(emulator: &Emulator) -> Vec<Received> {
     emulator
@@ -281,11 +291,7 @@ async fn busy_twice_then_answered(form: BusyForm, statuses: [i64; 3]) {
         .unwrap();
     emulator.push_fault(Fault::Busy);
     emulator.push_fault(Fault::Busy);
-    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
-        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
+    let stack = traced_layers(&emulator, &exported).layer(http_client());
     let (status, body) = answer(stack, add_request(7)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(r#""text":"3""#), "{body}");
@@ -455,10 +461,7 @@ async fn a_call_in_the_apps_span_joins_the_apps_trace() {
     let exported = Exported::install();
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     emulator.push_fault(Fault::Busy);
-    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
-        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
-        .trace_context(TraceContext::opentelemetry())
-        .layer(http_client());
+    let stack = traced_layers(&emulator, &exported).layer(http_client());
     // The app serves a request that came with a trace (a remote parent), in a span of its own.
     let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
     let remote = SpanId::from_hex("00f067aa0ba902b7").unwrap();
@@ -502,10 +505,7 @@ async fn a_tool_error_result_is_the_call_spans_error_and_the_operations() {
     let exported = Exported::install();
     // The emulator answers invalid input as a tool execution error (SEP-1303).
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
+    let stack = traced_layers(&emulator, &exported).layer(http_client());
     let mut request = tool_call(7, "add", json!({"a": "one", "b": 2}));
     request
         .headers_mut()
@@ -561,10 +561,7 @@ async fn a_json_rpc_error_is_the_call_spans_error_type_and_status_code() {
     let _serial = SERIAL.lock().await;
     let exported = Exported::install();
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
+    let stack = traced_layers(&emulator, &exported).layer(http_client());
     // An unknown tool (-32602), an unknown method (-32601), as the emulator answers them.
     let (status, body) = answer(stack.clone(), tool_call(8, "nope", json!({}))).await;
     assert_eq!(status, 200);
@@ -731,13 +728,7 @@ macro_rules! one_call_span_in_every_order {
             let stack = builder.service(Loopback(http_client()));
             let before = tool_calls(&$emulator).len();
             $emulator.push_fault(Fault::Throttle { retry_after: Some(RetryAfter::Seconds(0)) });
-            let mut request = add_request(7);
-            request
-                .headers_mut()
-                .insert("mcp-method", "tools/call".parse().unwrap());
-            request
-                .headers_mut()
-                .insert("mcp-name", "add".parse().unwrap());
+            let request = with_mcp_headers(add_request(7));
             let (status, body) = answer(stack, request).await;
             assert_eq!(status, 200, "{order:?}: {body}");
             assert!(body.contains(r#""text":"3""#), "{order:?}: {body}");
@@ -1069,8 +1060,7 @@ async fn the_trace_in_params_meta_names_the_call_span_on_every_attempt() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     emulator.push_fault(Fault::Busy);
     emulator.push_fault(Fault::Busy);
-    let stack = RecommendedLayers::new(emulator.signer().build().unwrap())
-        .session_busy(SessionBusyRetryLayer::new().base_delay(Duration::from_millis(5)))
+    let stack = traced_layers(&emulator, &exported)
         .trace_context(TraceContext::opentelemetry().params_meta(true))
         .layer(http_client());
     let (status, body) = answer(stack, add_request(7)).await;

@@ -251,13 +251,7 @@ async fn another_order_still_one_call_span() {
         .layer(ThrottleRetryLayer::new())
         .layer(ReplayGuardLayer::new())
         .service(inner);
-    let mut request = json_request(ADD);
-    request
-        .headers_mut()
-        .insert("mcp-method", "tools/call".parse().unwrap());
-    request
-        .headers_mut()
-        .insert("mcp-name", "add".parse().unwrap());
+    let request = with_mcp_headers(json_request(ADD));
     run(&capture, stack, request).await;
     assert_throttled_then_answered(&capture);
 }
@@ -694,13 +688,7 @@ macro_rules! one_call_span_in_every_order {
             $(let builder = builder.layer(one_call_span_in_every_order!(@layer $layer));)+
             let inner = Scripted::new([throttled(), answered(ANSWER)]);
             let stack = builder.service($bottom(inner));
-            let mut request = json_request(ADD);
-            request
-                .headers_mut()
-                .insert("mcp-method", "tools/call".parse().unwrap());
-            request
-                .headers_mut()
-                .insert("mcp-name", "add".parse().unwrap());
+            let request = with_mcp_headers(json_request(ADD));
             run(&capture, stack, request).await;
             assert_one_call_span(&capture, &order);
             orders.push(order);

@@ -141,6 +141,14 @@ where
     }
 }
 
+/// `request` with the MCP headers of a `tools/call` of `add` (`mcp-method`, `mcp-name`).
+pub fn with_mcp_headers<B>(mut request: Request<B>) -> Request<B> {
+    let headers = request.headers_mut();
+    headers.insert("mcp-method", http::HeaderValue::from_static("tools/call"));
+    headers.insert("mcp-name", http::HeaderValue::from_static("add"));
+    request
+}
+
 /// A `Full` JSON request body.
 pub fn json_request(body: &'static str) -> Request<Full<Bytes>> {
     Request::post("https://runtime.example/mcp?secret=query")
