@@ -58,8 +58,13 @@ pub(crate) struct Message {
     pub(crate) kind: MessageKind,
     /// The method (requests and notifications): one of MCP's own without a copy.
     pub(crate) method: Option<Cow<'static, str>>,
-    /// `params.name` of `tools/call` and `prompts/get`, `params.uri` of `resources/read`.
+    /// What the method's `Mcp-Name` is taken from ([`protocol::name_of`](crate::protocol::name_of)):
+    /// `params.name` of `tools/call` and `prompts/get`, `params.uri` of `resources/read`
+    /// (and of the subscriptions), `params.taskId` of the tasks' polls.
     pub(crate) name: Option<String>,
+    /// `params._meta["io.modelcontextprotocol/protocolVersion"]`: the version a 2026-07-28
+    /// request names for itself.
+    pub(crate) protocol_version: Option<String>,
     /// `params.arguments` of `tools/call`, parsed only when asked for.
     pub(crate) arguments: Option<serde_json::Value>,
 }
@@ -161,6 +166,9 @@ impl<'a> From<RawWireMessage<'a>> for WireMessage<'a> {
 struct WireParams<'a> {
     name: Option<Cow<'a, str>>,
     uri: Option<Cow<'a, str>>,
+    task_id: Option<Cow<'a, str>>,
+    /// Read whatever else `params` holds: a `_meta` that is no object names no version.
+    protocol_version: Option<Cow<'a, str>>,
     arguments: Option<&'a RawValue>,
     usable: bool,
 }
@@ -177,7 +185,9 @@ struct ParamsVisitor<'a>(std::marker::PhantomData<&'a ()>);
 enum ParamsKey {
     Name,
     Uri,
+    TaskId,
     Arguments,
+    Meta,
     Other,
 }
 
@@ -193,7 +203,9 @@ impl<'de> Deserialize<'de> for ParamsKey {
                 Ok(match key {
                     "name" => ParamsKey::Name,
                     "uri" => ParamsKey::Uri,
+                    "taskId" => ParamsKey::TaskId,
                     "arguments" => ParamsKey::Arguments,
+                    "_meta" => ParamsKey::Meta,
                     _ => ParamsKey::Other,
                 })
             }
@@ -281,7 +293,7 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
             usable: true,
             ..WireParams::default()
         };
-        let (mut name, mut uri, mut arguments) = (false, false, false);
+        let (mut name, mut uri, mut task_id, mut arguments) = (false, false, false, false);
         let text = |seen: &mut bool, value: Text<'a>, usable: &mut bool| {
             let repeated = std::mem::replace(seen, true);
             match value {
@@ -306,6 +318,13 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
                 ParamsKey::Uri => {
                     let value = map.next_value::<Text<'a>>()?;
                     params.uri = text(&mut uri, value, &mut params.usable);
+                }
+                ParamsKey::TaskId => {
+                    let value = map.next_value::<Text<'a>>()?;
+                    params.task_id = text(&mut task_id, value, &mut params.usable);
+                }
+                ParamsKey::Meta => {
+                    params.protocol_version = map.next_value::<MetaVersion<'a>>()?.0;
                 }
                 ParamsKey::Arguments => {
                     let value = map.next_value::<Option<&'a RawValue>>()?;
@@ -357,6 +376,65 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
 
     fn visit_unit<E>(self) -> Result<WireParams<'a>, E> {
         Ok(WireParams::default())
+    }
+}
+
+/// `_meta`'s protocol version: the string under
+/// [`PROTOCOL_VERSION_META`](crate::protocol::PROTOCOL_VERSION_META) when `_meta` is an object
+/// that has one, else nothing (anything else is consumed).
+struct MetaVersion<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for MetaVersion<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MetaVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for MetaVisitor<'a> {
+            type Value = MetaVersion<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<MetaVersion<'a>, A::Error> {
+                let mut version = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == crate::protocol::PROTOCOL_VERSION_META {
+                        if let Text::Str(text) = map.next_value::<Text<'a>>()? {
+                            version = Some(text);
+                        }
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(MetaVersion(version))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<MetaVersion<'a>, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(MetaVersion(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+            fn visit_unit<E>(self) -> Result<MetaVersion<'a>, E> {
+                Ok(MetaVersion(None))
+            }
+        }
+        d.deserialize_any(MetaVisitor(std::marker::PhantomData))
     }
 }
 
@@ -444,18 +522,19 @@ impl Message {
             Some(known) => Cow::Borrowed(known),
             None => Cow::Owned(method.into_owned()),
         });
-        let params = match method.as_deref() {
-            Some("tools/call" | "prompts/get" | "resources/read") => {
-                wire.params.filter(|p| p.usable)
-            }
-            _ => None,
-        };
+        let mut params = wire.params;
+        let protocol_version = params
+            .as_mut()
+            .and_then(|p| p.protocol_version.take())
+            .map(Cow::into_owned);
+        let key = method.as_deref().and_then(crate::protocol::name_key);
+        let params = params.filter(|p| key.is_some() && p.usable);
         let (name, arguments) = match params {
             Some(p) => {
-                let name = if method.as_deref() == Some("resources/read") {
-                    p.uri
-                } else {
-                    p.name
+                let name = match key {
+                    Some("uri") => p.uri,
+                    Some("taskId") => p.task_id,
+                    _ => p.name,
                 };
                 let arguments = if with_arguments {
                     p.arguments
@@ -472,6 +551,7 @@ impl Message {
             method,
             name,
             arguments,
+            protocol_version,
         })
     }
 }
@@ -552,6 +632,33 @@ mod tests {
             method: method.map(|m| Cow::Owned(m.to_owned())),
             name: name.map(str::to_owned),
             arguments: None,
+            protocol_version: None,
+        }
+    }
+
+    #[test]
+    fn the_2026_era_names_its_version_in_meta_and_tasks_by_id() {
+        let parse = |text: &str| match Body::parse(text.as_bytes(), false) {
+            Body::Single(message) => message,
+            other => panic!("{other:?}"),
+        };
+        let listen = parse(
+            r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        );
+        assert_eq!(listen.protocol_version.as_deref(), Some("2026-07-28"));
+        assert_eq!(listen.name, None);
+        let poll = parse(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-9","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        );
+        assert_eq!((poll.name.as_deref(), poll.protocol_version.as_deref()), (Some("t-9"), Some("2026-07-28")));
+        for odd in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":["2026-07-28"]}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":null}}"#,
+        ] {
+            let message = parse(odd);
+            assert_eq!(message.protocol_version, None, "{odd}");
+            assert_eq!(message.method.as_deref(), Some("ping"), "{odd}");
         }
     }
 
@@ -688,6 +795,8 @@ mod tests {
         name: Option<Cow<'a, str>>,
         #[serde(borrow, default)]
         uri: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "taskId")]
+        task_id: Option<Cow<'a, str>>,
         #[serde(borrow, default)]
         arguments: Option<&'a RawValue>,
     }
@@ -723,18 +832,26 @@ mod tests {
                 _ => return None,
             };
             let method = wire.method.map(|m| Cow::Owned(m.into_owned()));
-            let params = match method.as_deref() {
-                Some("tools/call" | "prompts/get" | "resources/read") => wire
-                    .params
-                    .and_then(|raw| serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok()),
-                _ => None,
-            };
+            let protocol_version = wire
+                .params
+                .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+                .and_then(|params| {
+                    params
+                        .get("_meta")?
+                        .get(crate::protocol::PROTOCOL_VERSION_META)?
+                        .as_str()
+                        .map(str::to_owned)
+                });
+            let key = method.as_deref().and_then(crate::protocol::name_key);
+            let params = key.and(wire.params).and_then(|raw| {
+                serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok()
+            });
             let (name, arguments) = match params {
                 Some(p) => {
-                    let name = if method.as_deref() == Some("resources/read") {
-                        p.uri
-                    } else {
-                        p.name
+                    let name = match key {
+                        Some("uri") => p.uri,
+                        Some("taskId") => p.task_id,
+                        _ => p.name,
                     };
                     let arguments = if with_arguments {
                         p.arguments
@@ -751,6 +868,7 @@ mod tests {
                 method,
                 name,
                 arguments,
+                protocol_version,
             })
         }
     }

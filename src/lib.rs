@@ -133,6 +133,7 @@ pub mod mcp_session;
 mod peek;
 pub mod record;
 pub mod redact;
+pub mod protocol;
 pub mod replay;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

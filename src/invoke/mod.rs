@@ -56,11 +56,16 @@
 //! | GET (the server-message stream), DELETE | answered here with **405** and `Allow: POST`: the MCP spec reads 405 as "not offered", and clients carry on. With [`stop_session_on_delete`](SigV4InvokeLayerBuilder::stop_session_on_delete), a DELETE becomes `StopRuntimeSession` |
 //! | any other method | 405 |
 //!
-//! `mcp-method` and `mcp-name` are filled from the JSON-RPC body for `tools/call`,
-//! `resources/read` and `prompts/get` when the client did not set them — `mcp-name` only when
-//! the tool, prompt or resource name can be one within the model's limits (visible ASCII, 1 to
-//! 1,024 characters): the header is optional, so an empty, non-ASCII or longer name is left out
-//! and the call goes on. `Host` is set here
+//! `mcp-method` and `mcp-name` are filled from the JSON-RPC body when the client did not set
+//! them: for `tools/call`, `resources/read` and `prompts/get`, and — for MCP 2026-07-28 and
+//! later, which asks for `Mcp-Method` on every request — for every method, `mcp-name` where the
+//! revision names one (a task's polls by its `taskId`). Values are written in the revision's
+//! encoding ([`protocol::encode_header_value`](crate::protocol::encode_header_value)); one that
+//! is empty or, encoded, over the model's 1,024 characters is left out (the headers are
+//! optional to the runtime) and the call goes on. A request whose
+//! `params._meta["io.modelcontextprotocol/protocolVersion"]` names its version and that carries
+//! no `mcp-protocol-version` gets that version as the header, the one value the revision allows
+//! there. `Host` is set here
 //! (hyper-util adds it only after the layers ran, and it is signed), then `content-length`,
 //! then the request is signed: signing name `bedrock-agentcore`, `aws-sigv4`'s default
 //! settings — as the official SDK signs the same operation.

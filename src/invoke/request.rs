@@ -11,6 +11,7 @@ use crate::context::CallContext;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
+use crate::protocol;
 use crate::redact::HOP_BY_HOP;
 
 /// The runtime session header.
@@ -67,41 +68,23 @@ fn invalid(detail: String) -> Error {
 /// The largest `mcp-method` and `mcp-name` the model accepts.
 const MCP_ROUTING_MAX: usize = 1024;
 
-/// A value the crate adds of its own accord (`mcp-method`, `mcp-name`), as the MCP specification
-/// (2026-07-28, "Value Encoding") writes it: as it is when it is a safe plain ASCII header value
-/// (visible ASCII and spaces, no whitespace at either end, not itself looking like the
-/// sentinel), else Base64 of its UTF-8 in the sentinel form `=?base64?…?=`. None when it is
-/// empty or, either way, longer than the model's 1,024 characters: these headers are optional
-/// to the runtime, so the call goes on without.
+/// A value the crate adds of its own accord (`mcp-method`, `mcp-name`), in the MCP
+/// specification's value encoding ([`protocol::encode_header_value`]). None when it is empty
+/// or, encoded, longer than the model's 1,024 characters: these headers are optional to the
+/// runtime, so the call goes on without.
 fn routing_value(text: &str) -> Option<HeaderValue> {
-    let plain = !text.is_empty()
-        && text.bytes().all(|b| (0x20..=0x7e).contains(&b))
-        && !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !text.starts_with("=?base64?");
-    let value = if plain {
-        std::borrow::Cow::Borrowed(text)
-    } else if text.is_empty() {
-        return None;
-    } else {
-        use base64::Engine as _;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
-        std::borrow::Cow::Owned(format!("=?base64?{encoded}?="))
-    };
-    (value.len() <= MCP_ROUTING_MAX)
-        .then(|| HeaderValue::from_str(&value).ok())
-        .flatten()
+    protocol::encode_header_value(text).filter(|value| value.len() <= MCP_ROUTING_MAX)
 }
 
-/// The first MCP protocol version that asks for `Mcp-Method` on every request.
-const STATELESS_MCP: &str = "2026-07-28";
-
-/// The methods that get `mcp-method` (and `mcp-name`): the three AgentCore routes on, and —
-/// for MCP 2026-07-28 and later, which requires it on every request — every method.
+/// The methods that get `mcp-method` (and whether `mcp-name`): the three AgentCore routes on,
+/// and — for MCP 2026-07-28 and later, which requires it on every request — every method,
+/// named where the revision names it.
 fn routed_method(method: Option<&str>, every: bool) -> Option<(&str, bool)> {
     let method = method?;
-    let named = matches!(method, "tools/call" | "resources/read" | "prompts/get");
-    (named || every).then_some((method, named))
+    if every {
+        return Some((method, protocol::name_key(method).is_some()));
+    }
+    matches!(method, "tools/call" | "resources/read" | "prompts/get").then_some((method, true))
 }
 
 /// Builds the headers of an `InvokeAgentRuntime` request from the MCP request's, in the order the
@@ -163,11 +146,23 @@ pub(crate) fn invoke_headers(
             context.set_parsed(parsed);
             read
         });
-        // Dates compare as text: 2026-07-28 and later.
+        let message = match &*parsed {
+            JsonRpcBody::Single(message) => Some(message),
+            _ => None,
+        };
+        // The version the request's `_meta` names, when the client wrote no header: the one
+        // value the revision allows there.
+        let meta_version = message.and_then(|m| m.protocol_version.as_deref());
+        if given(&MCP_PROTOCOL_VERSION).is_none()
+            && let Some(value) = meta_version.and_then(|v| HeaderValue::from_str(v).ok())
+        {
+            headers.insert(MCP_PROTOCOL_VERSION, value);
+        }
         let every = given(&MCP_PROTOCOL_VERSION)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v >= STATELESS_MCP);
-        if let JsonRpcBody::Single(message) = &*parsed
+            .or(meta_version)
+            .is_some_and(protocol::is_stateless);
+        if let Some(message) = message
             && let Some((method, named)) = routed_method(message.method.as_deref(), every)
             && let Some(value) = routing_value(method)
         {
@@ -626,6 +621,23 @@ mod tests {
         let h = headers_for(&stateless, &ping).unwrap();
         assert_eq!(h["mcp-method"], "ping");
         assert!(h.get("mcp-name").is_none());
+    }
+
+    #[test]
+    fn a_version_named_in_meta_is_the_headers_version_when_none_is_given() {
+        let poll = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-1","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+        );
+        let h = headers_for(&HeaderMap::new(), &poll).unwrap();
+        assert_eq!(h["mcp-protocol-version"], "2026-07-28");
+        assert_eq!(h["mcp-method"], "tasks/get");
+        assert_eq!(h["mcp-name"], "t-1", "a task's polls name the task");
+        // The client's own header is never overwritten.
+        let mut given = HeaderMap::new();
+        given.insert("mcp-protocol-version", "2025-11-25".parse().unwrap());
+        let h = headers_for(&given, &poll).unwrap();
+        assert_eq!(h["mcp-protocol-version"], "2025-11-25");
+        assert!(h.get("mcp-method").is_none(), "not a method AgentCore routes on before 2026");
     }
 
     #[test]
