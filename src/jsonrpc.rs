@@ -650,7 +650,10 @@ mod tests {
         let poll = parse(
             r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-9","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
         );
-        assert_eq!((poll.name.as_deref(), poll.protocol_version.as_deref()), (Some("t-9"), Some("2026-07-28")));
+        assert_eq!(
+            (poll.name.as_deref(), poll.protocol_version.as_deref()),
+            (Some("t-9"), Some("2026-07-28"))
+        );
         for odd in [
             r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":["2026-07-28"]}}"#,
             r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":20260728}}}"#,
@@ -843,9 +846,9 @@ mod tests {
                         .map(str::to_owned)
                 });
             let key = method.as_deref().and_then(crate::protocol::name_key);
-            let params = key.and(wire.params).and_then(|raw| {
-                serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok()
-            });
+            let params = key
+                .and(wire.params)
+                .and_then(|raw| serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok());
             let (name, arguments) = match params {
                 Some(p) => {
                     let name = match key {

@@ -131,9 +131,9 @@ pub mod invoke;
 mod jsonrpc;
 pub mod mcp_session;
 mod peek;
+pub mod protocol;
 pub mod record;
 pub mod redact;
-pub mod protocol;
 pub mod replay;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

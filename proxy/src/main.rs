@@ -250,7 +250,7 @@ async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>
             let Some(input) = input else {
                 unreachable!("stdio mode takes stdin at start")
             };
-            stdio::run(input, built.stack, built.uri, tools, at_exit).await
+            stdio::run(input, built.stack, built.uri, built.kind, tools, at_exit).await
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
+use agentcore_tower::protocol;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, Uri};
@@ -21,7 +22,7 @@ use crate::answers::{
     upstream,
 };
 use crate::sse::{Event, SseParser};
-use crate::stack::{ResBody, Stack};
+use crate::stack::{Kind, ResBody, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 
@@ -81,6 +82,7 @@ pub async fn run(
     input: MessagesIn,
     stack: Stack,
     uri: Uri,
+    kind: Kind,
     tools: Tools,
     at_exit: AtExit,
 ) -> ExitCode {
@@ -107,6 +109,7 @@ pub async fn run(
     let proxy = Arc::new(Proxy {
         stack,
         uri,
+        kind,
         tools,
         session: RwLock::new(Session::default()),
         sent: AtomicBool::new(false),
@@ -151,13 +154,15 @@ pub async fn run(
                 continue;
             }
         };
-        if !(message.is_object() || message.is_array()) {
-            let _ = out.send(line_of(&error_response(
-                &Value::Null,
-                -32600,
-                "Invalid Request: not a JSON-RPC message",
-                None,
-            )));
+        // What is not a message of the client's era is answered here, and nothing is sent.
+        let version = protocol::version_in_meta(&message)
+            .map(str::to_owned)
+            .or_else(|| proxy.session_version());
+        if let Err(invalid) = protocol::check_client_message(&message, version.as_deref()) {
+            for invalid in invalid {
+                warn!("stdin: not sent: {}", invalid.reason());
+                let _ = out.send(line_of(&invalid.response()));
+            }
             continue;
         }
         let serial = in_order(&message);
@@ -309,6 +314,9 @@ struct Session {
 struct Proxy {
     stack: Stack,
     uri: Uri,
+    /// A runtime (the signer writes the standard headers it carries) or an MCP URL (the proxy
+    /// writes them, as the client's SDK would over HTTP).
+    kind: Kind,
     /// The tools the client may see and call.
     tools: Tools,
     session: RwLock<Session>,
@@ -317,7 +325,22 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn request(&self, method: Method, body: Bytes, initialize: bool) -> Request<Full<Bytes>> {
+    /// The HTTP request that carries `body` (the client's `message`, for a POST) as an HTTP
+    /// client of the message's era writes it: the session's id and negotiated version after
+    /// `initialize`; for a message that names its version in `_meta` (2026-07-28), that
+    /// version, and — to an MCP URL — `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers
+    /// the tool's listing asks for (a runtime's signer writes the ones `InvokeAgentRuntime`
+    /// carries).
+    fn request(
+        &self,
+        method: Method,
+        body: Bytes,
+        message: Option<&Value>,
+    ) -> Request<Full<Bytes>> {
+        let initialize = message
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str)
+            == Some("initialize");
         let post = method == Method::POST;
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method.clone();
@@ -344,7 +367,26 @@ impl Proxy {
                 headers.insert("mcp-protocol-version", version.clone());
             }
         }
+        if let Some(message) = message
+            && let Some(version) = protocol::version_in_meta(message)
+            && let Ok(value) = HeaderValue::from_str(version)
+        {
+            headers.insert("mcp-protocol-version", value);
+            if protocol::is_stateless(version) && self.kind == Kind::Endpoint {
+                headers.extend(self.tools.standard_headers(message));
+            }
+        }
         request
+    }
+
+    /// The version `initialize` negotiated, if any.
+    fn session_version(&self) -> Option<String> {
+        let session = self.session.read().unwrap_or_else(|p| p.into_inner());
+        session
+            .protocol_version
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 
     /// Sends one stdin message and relays what comes back: whether it was answered with a 2xx.
@@ -369,17 +411,38 @@ impl Proxy {
             lists: screen.lists,
             out: self.out.clone(),
         };
-        let request = self.request(Method::POST, body, initialize);
-        let started = Instant::now();
-        self.sent.store(true, Ordering::SeqCst);
-        let result = self.stack.clone().oneshot(request).await;
-        match result {
-            Ok(response) => {
-                debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
-                let accepted = response.status().is_success();
-                self.relay(response, &mut answers, initialize).await;
-                accepted
+        // A 2026-07-28 call to an MCP URL whose `Mcp-Param-*` headers came from a listing the
+        // server has since changed is refused with HeaderMismatch (nothing ran): listed again
+        // and sent once more.
+        let mut watch_mismatch = self.kind == Kind::Endpoint
+            && method == Some("tools/call")
+            && protocol::version_in_meta(&message).is_some_and(protocol::is_stateless);
+        let result = loop {
+            let request = self.request(Method::POST, body.clone(), Some(&message));
+            let started = Instant::now();
+            self.sent.store(true, Ordering::SeqCst);
+            let response = match self.stack.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(error) => break Err(error),
+            };
+            debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
+            let accepted = response.status().is_success();
+            match self
+                .relay(response, &mut answers, initialize, watch_mismatch)
+                .await
+            {
+                Relayed::Done => break Ok(accepted),
+                Relayed::HeaderMismatch => {
+                    info!(
+                        "the server refused the call's Mcp-Param-* headers (HeaderMismatch): listing the tools again, then sending it once more"
+                    );
+                    watch_mismatch = false;
+                    self.list_again(&message).await;
+                }
             }
+        };
+        match result {
+            Ok(accepted) => accepted,
             Err(error) => {
                 let (message, data) = describe_failure(error.as_ref());
                 warn!(method = %label, "{message}");
@@ -427,7 +490,7 @@ impl Proxy {
     /// One GET of the server's stream, resumed after `last_id` when given: its body, `None`
     /// when no stream is offered, or why it failed.
     async fn get_stream(&self, last_id: Option<&str>) -> Result<Option<ResBody>, String> {
-        let mut request = self.request(Method::GET, Bytes::new(), false);
+        let mut request = self.request(Method::GET, Bytes::new(), None);
         if let Some(value) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             request.headers_mut().insert("last-event-id", value);
         }
@@ -499,7 +562,85 @@ impl Proxy {
         }
     }
 
-    async fn relay(&self, response: Response<ResBody>, answers: &mut Answers, initialize: bool) {
+    /// Lists the tools again, for the proxy alone (nothing reaches the client), to learn the
+    /// `x-mcp-header` annotations as they are now: every page, with the `_meta` of the
+    /// client's `message` (its version and capabilities).
+    async fn list_again(&self, message: &Value) {
+        let meta = message.pointer("/params/_meta").cloned();
+        let mut cursor: Option<Value> = None;
+        for page in 1..=MAX_LIST_PAGES {
+            let mut params = serde_json::json!({});
+            if let Some(meta) = &meta {
+                params["_meta"] = meta.clone();
+            }
+            if let Some(cursor) = cursor.take() {
+                params["cursor"] = cursor;
+            }
+            let id = Value::from(format!("agentcore-mcp-proxy:tools/list:{page}"));
+            let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+            let Some(answer) = self.own_call(&request).await else {
+                return;
+            };
+            let Some(result) = answer.get("result") else {
+                return;
+            };
+            self.tools.learn_params(result);
+            match result.get("nextCursor") {
+                Some(next) if !next.is_null() => cursor = Some(next.clone()),
+                _ => return,
+            }
+        }
+    }
+
+    /// Sends a request of the proxy's own and reads its answer (JSON, or the event of an
+    /// event stream that answers it): `None` when none came.
+    async fn own_call(&self, request: &Value) -> Option<Value> {
+        let body = Bytes::from(request.to_string());
+        let response = match self
+            .stack
+            .clone()
+            .oneshot(self.request(Method::POST, body, Some(request)))
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                warn!("{}", describe_failure(error.as_ref()).0);
+                return None;
+            }
+        };
+        let (parts, mut body) = response.into_parts();
+        let call = Call::of(&parts.extensions);
+        let id = request.get("id");
+        let mut answer = None;
+        let mut events = SseParser::default();
+        let mut whole = Vec::new();
+        while let Ok(Some(frame)) = next_frame(&mut body, &call).await {
+            if let Some(data) = frame.data_ref() {
+                whole.extend_from_slice(data);
+                events.feed(data, |event| {
+                    if let Some(message) = event.message().and_then(parse_server_message)
+                        && message.get("id") == id
+                    {
+                        answer = Some(message);
+                    }
+                });
+                if answer.is_some() {
+                    return answer;
+                }
+            }
+        }
+        parse_server_message(whole.trim_ascii()).filter(|m| m.get("id") == id)
+    }
+
+    /// Relays an answer to the client. With `watch_mismatch`, a 400 that is the revision's
+    /// HeaderMismatch (-32020) is not relayed but said.
+    async fn relay(
+        &self,
+        response: Response<ResBody>,
+        answers: &mut Answers,
+        initialize: bool,
+        watch_mismatch: bool,
+    ) -> Relayed {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
         let call = Call::of(&parts.extensions);
@@ -598,7 +739,7 @@ impl Proxy {
                 warn!("{message}");
                 answers.fail_all(&message, data.as_ref());
             }
-            return;
+            return Relayed::Done;
         }
         let mut whole = Vec::new();
         loop {
@@ -608,7 +749,7 @@ impl Proxy {
                 Err(why) => {
                     warn!("{}", why.message);
                     answers.fail_all(&why.message, Some(&why.data));
-                    return;
+                    return Relayed::Done;
                 }
             };
             if let Some(data) = frame.data_ref() {
@@ -616,6 +757,9 @@ impl Proxy {
             }
         }
         let text = whole.trim_ascii();
+        if watch_mismatch && status == http::StatusCode::BAD_REQUEST && is_header_mismatch(text) {
+            return Relayed::HeaderMismatch;
+        }
         if status.is_success() {
             if !text.is_empty() && !on_message(answers, text) {
                 answers.fail_all(
@@ -637,6 +781,7 @@ impl Proxy {
         if !answers.open.is_empty() {
             answers.fail_all(&unanswered(status), None);
         }
+        Relayed::Done
     }
 
     fn has_session(&self) -> bool {
@@ -647,7 +792,7 @@ impl Proxy {
     /// Ends the MCP session with a plain MCP DELETE (an MCP endpoint). A server may refuse to
     /// let clients end sessions (405), or have ended it already (404): nothing to warn about.
     async fn end_session(&self) {
-        let request = self.request(Method::DELETE, Bytes::new(), false);
+        let request = self.request(Method::DELETE, Bytes::new(), None);
         let ending = Ending {
             done: "MCP session ended",
             doing: "ending the MCP session",
@@ -662,7 +807,7 @@ impl Proxy {
     /// Ends the MCP session with a DELETE, which the signing layer turns into
     /// `StopRuntimeSession`.
     async fn stop_session(&self) {
-        let request = self.request(Method::DELETE, Bytes::new(), false);
+        let request = self.request(Method::DELETE, Bytes::new(), None);
         let ending = Ending {
             done: "runtime session stopped",
             doing: "stopping the runtime session",
@@ -673,6 +818,28 @@ impl Proxy {
             Err(_) => warn!("stopping the runtime session took longer than {STOP_TIMEOUT:?}"),
         }
     }
+}
+
+/// How a relayed answer ended.
+enum Relayed {
+    /// It was relayed (or its requests failed).
+    Done,
+    /// It was the revision's HeaderMismatch, not relayed: the call may be sent again.
+    HeaderMismatch,
+}
+
+/// How many pages the proxy's own listing reads, at most.
+const MAX_LIST_PAGES: usize = 100;
+
+/// MCP 2026-07-28's HeaderMismatch: the headers disagreed with the body; nothing ran.
+const HEADER_MISMATCH: i64 = -32020;
+
+/// Whether a body is one JSON-RPC error with the code HeaderMismatch.
+fn is_header_mismatch(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|m| m.pointer("/error/code").and_then(Value::as_i64))
+        == Some(HEADER_MISMATCH)
 }
 
 /// The requests of one stdin line still waiting for their answer. Whatever is still open when

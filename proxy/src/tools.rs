@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use agentcore_tower::protocol::{self, ParamHeaders};
 use serde_json::{Value, json};
 
 use crate::cli::Args;
@@ -80,6 +81,9 @@ pub struct Tools {
     read_only: bool,
     /// The annotations of every tool listed so far.
     listed: RwLock<HashMap<String, Hints>>,
+    /// The arguments each listed tool marks with `x-mcp-header`: the `Mcp-Param-*` headers a
+    /// 2026-07-28 client writes for its calls.
+    params: RwLock<ParamHeaders>,
 }
 
 /// What the proxy does with one client message.
@@ -99,6 +103,7 @@ impl Tools {
             deny: args.deny_tools.clone(),
             read_only: args.read_only,
             listed: RwLock::default(),
+            params: RwLock::default(),
         }
     }
 
@@ -138,20 +143,29 @@ impl Tools {
     /// noting the `tools/list` answers to filter.
     pub fn screen(&self, message: &Value) -> Screen {
         let mut screen = Screen::default();
-        if !self.filters() {
-            return screen;
-        }
         let members: Vec<&Value> = match message {
             Value::Array(batch) => batch.iter().collect(),
             one => vec![one],
         };
+        // Every listing is read: the `x-mcp-header` annotations are learned whether or not
+        // anything is hidden.
+        for member in &members {
+            if let (Some("tools/list"), Some(id)) = (
+                member.get("method").and_then(Value::as_str),
+                member.get("id"),
+            ) {
+                screen.lists.push(id.clone());
+            }
+        }
+        if !self.filters() {
+            return screen;
+        }
         let mut refusals = Vec::new();
         for member in &members {
             let method = member.get("method").and_then(Value::as_str);
             let id = member.get("id");
             match (method, id) {
-                (Some("tools/list"), Some(id)) => screen.lists.push(id.clone()),
-                (Some("tools/call"), _) if self.filters() => {
+                (Some("tools/call"), _) => {
                     let Some(name) = member.pointer("/params/name").and_then(Value::as_str) else {
                         continue;
                     };
@@ -228,6 +242,21 @@ impl Tools {
         error
     }
 
+    /// Learns the `x-mcp-header` annotations of one `tools/list` result (one page).
+    pub fn learn_params(&self, result: &Value) {
+        self.params
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .learn(result);
+    }
+
+    /// The `Mcp-Param-*` (with `Mcp-Method` and `Mcp-Name`) headers a 2026-07-28 client
+    /// writes for `message`, from what the listings said.
+    pub fn standard_headers(&self, message: &Value) -> http::HeaderMap {
+        let params = self.params.read().unwrap_or_else(|p| p.into_inner());
+        protocol::request_headers(message, Some(&params))
+    }
+
     /// Takes the hidden tools out of the answers to the `tools/list` requests `lists`, in a
     /// server message (or batch), learning the annotations of every tool listed. Whether the
     /// message changed.
@@ -248,6 +277,9 @@ impl Tools {
             || !message.get("id").is_some_and(|id| lists.contains(id))
         {
             return false;
+        }
+        if let Some(result) = message.get("result") {
+            self.learn_params(result);
         }
         let Some(tools) = message
             .pointer_mut("/result/tools")

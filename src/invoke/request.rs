@@ -637,7 +637,10 @@ mod tests {
         given.insert("mcp-protocol-version", "2025-11-25".parse().unwrap());
         let h = headers_for(&given, &poll).unwrap();
         assert_eq!(h["mcp-protocol-version"], "2025-11-25");
-        assert!(h.get("mcp-method").is_none(), "not a method AgentCore routes on before 2026");
+        assert!(
+            h.get("mcp-method").is_none(),
+            "not a method AgentCore routes on before 2026"
+        );
     }
 
     #[test]

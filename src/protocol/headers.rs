@@ -289,7 +289,10 @@ mod tests {
         assert_eq!(encoded(" a").as_deref(), Some("=?base64?IGE=?="));
         assert_eq!(encoded("a\t").as_deref(), Some("=?base64?YQk=?="));
         assert_eq!(encoded("ü").as_deref(), Some("=?base64?w7w=?="));
-        assert_eq!(encoded("=?base64?x?=").as_deref(), Some("=?base64?PT9iYXNlNjQ/eD89?="));
+        assert_eq!(
+            encoded("=?base64?x?=").as_deref(),
+            Some("=?base64?PT9iYXNlNjQ/eD89?=")
+        );
         assert_eq!(encoded(""), None);
         for text in [" a", "ü", "line\nbreak", "=?base64?x?=", "plain"] {
             let value = encode_header_value(text).unwrap();
@@ -343,7 +346,8 @@ mod tests {
         let ping = headers(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
         assert_eq!(ping["mcp-method"], "ping");
         assert!(ping.get("mcp-name").is_none());
-        let read = headers(json!({"id": 1, "method": "resources/read", "params": {"uri": "file:///a b"}}));
+        let read =
+            headers(json!({"id": 1, "method": "resources/read", "params": {"uri": "file:///a b"}}));
         assert_eq!(read["mcp-name"], "file:///a b");
         let poll = headers(json!({"id": 1, "method": "tasks/get", "params": {"taskId": "t-1"}}));
         assert_eq!(poll["mcp-name"], "t-1");
@@ -359,20 +363,41 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "region": {"type": "string", "x-mcp-header": "Region"}}});
         let mut headers = request_headers(&call, Some(&listing()));
-        headers.insert("mcp-protocol-version", HeaderValue::from_static("2026-07-28"));
-        assert_eq!(check_request_headers(&headers, &call, Some(&schema)), Ok(()));
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        assert_eq!(
+            check_request_headers(&headers, &call, Some(&schema)),
+            Ok(())
+        );
 
         let mut wrong = headers.clone();
         wrong.insert("mcp-name", HeaderValue::from_static("other"));
-        assert!(check_request_headers(&wrong, &call, Some(&schema)).unwrap_err().contains("mcp-name"));
+        assert!(
+            check_request_headers(&wrong, &call, Some(&schema))
+                .unwrap_err()
+                .contains("mcp-name")
+        );
         let mut missing = headers.clone();
         missing.remove("mcp-param-region");
-        assert!(check_request_headers(&missing, &call, Some(&schema)).unwrap_err().contains("missing"));
+        assert!(
+            check_request_headers(&missing, &call, Some(&schema))
+                .unwrap_err()
+                .contains("missing")
+        );
         let mut version = headers.clone();
-        version.insert("mcp-protocol-version", HeaderValue::from_static("2025-11-25"));
+        version.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
         assert!(check_request_headers(&version, &call, Some(&schema)).is_err());
         let mut twice = headers.clone();
         twice.append("mcp-method", HeaderValue::from_static("tools/call"));
-        assert!(check_request_headers(&twice, &call, Some(&schema)).unwrap_err().contains("twice"));
+        assert!(
+            check_request_headers(&twice, &call, Some(&schema))
+                .unwrap_err()
+                .contains("twice")
+        );
     }
 }

@@ -89,7 +89,10 @@ fn check_one(message: &Value) -> Result<(), InvalidMessage> {
 /// one for each request in it with a valid id (so no request waits for an answer), or one
 /// with a null id when it holds none; for an allowed batch with an invalid member, the same
 /// (nothing of it is sent).
-pub fn check_client_message(message: &Value, version: Option<&str>) -> Result<(), Vec<InvalidMessage>> {
+pub fn check_client_message(
+    message: &Value,
+    version: Option<&str>,
+) -> Result<(), Vec<InvalidMessage>> {
     let Value::Array(batch) = message else {
         return check_one(message).map_err(|e| vec![e]);
     };
@@ -142,21 +145,46 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 3, "result": {}}),
             json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -1, "message": "no"}}),
         ] {
-            assert_eq!(check_client_message(&ok, Some("2026-07-28")), Ok(()), "{ok}");
+            assert_eq!(
+                check_client_message(&ok, Some("2026-07-28")),
+                Ok(()),
+                "{ok}"
+            );
         }
     }
 
     #[test]
     fn what_is_not_is_answered_with_its_id_where_valid() {
         let one = |m: Value| answers(m, Some("2025-06-18"));
-        assert_eq!(one(json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}))[0].0, json!(1));
-        assert_eq!(one(json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}))[0].0, Value::Null);
-        assert_eq!(one(json!({"jsonrpc": "2.0", "id": null, "method": "ping"}))[0].0, Value::Null);
-        assert_eq!(one(json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}))[0].0, Value::Null);
+        assert_eq!(
+            one(json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}))[0].0,
+            json!(1)
+        );
+        assert_eq!(
+            one(json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}))[0].0,
+            Value::Null
+        );
+        assert_eq!(
+            one(json!({"jsonrpc": "2.0", "id": null, "method": "ping"}))[0].0,
+            Value::Null
+        );
+        assert_eq!(
+            one(json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}))[0].0,
+            Value::Null
+        );
         let no_method = one(json!({"jsonrpc": "2.0", "id": 7}));
-        assert_eq!(no_method, vec![(json!(7), "no method, and not a response".to_owned())]);
-        assert_eq!(one(json!({"jsonrpc": "2.0", "id": 2, "method": 5}))[0].0, json!(2));
-        assert_eq!(one(json!({"jsonrpc": "2.0", "id": 2, "method": "x", "params": [1]}))[0].0, json!(2));
+        assert_eq!(
+            no_method,
+            vec![(json!(7), "no method, and not a response".to_owned())]
+        );
+        assert_eq!(
+            one(json!({"jsonrpc": "2.0", "id": 2, "method": 5}))[0].0,
+            json!(2)
+        );
+        assert_eq!(
+            one(json!({"jsonrpc": "2.0", "id": 2, "method": "x", "params": [1]}))[0].0,
+            json!(2)
+        );
         assert_eq!(one(json!("text"))[0].0, Value::Null);
     }
 
@@ -168,15 +196,30 @@ mod tests {
             {"jsonrpc": "2.0", "id": "b", "method": "tools/list"}
         ]);
         assert_eq!(check_client_message(&batch, Some("2025-03-26")), Ok(()));
-        for version in [None, Some("2024-11-05"), Some("2025-06-18"), Some("2026-07-28")] {
-            let ids: Vec<Value> = answers(batch.clone(), version).into_iter().map(|a| a.0).collect();
+        for version in [
+            None,
+            Some("2024-11-05"),
+            Some("2025-06-18"),
+            Some("2026-07-28"),
+        ] {
+            let ids: Vec<Value> = answers(batch.clone(), version)
+                .into_iter()
+                .map(|a| a.0)
+                .collect();
             assert_eq!(ids, vec![json!(1), json!("b")], "{version:?}");
         }
         assert_eq!(answers(json!([]), Some("2025-11-25")).len(), 1);
-        assert_eq!(answers(json!([]), Some("2025-03-26"))[0].1, "an empty batch");
+        assert_eq!(
+            answers(json!([]), Some("2025-03-26"))[0].1,
+            "an empty batch"
+        );
         let bad = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "1.0", "id": 2, "method": "ping"}]);
         let got = answers(bad, Some("2025-03-26"));
-        assert_eq!(got.len(), 2, "nothing of it is sent, every request answered");
+        assert_eq!(
+            got.len(),
+            2,
+            "nothing of it is sent, every request answered"
+        );
         assert!(got[0].1.contains("\"jsonrpc\" must be"));
     }
 }

@@ -33,11 +33,11 @@
 mod headers;
 mod message;
 
+pub(crate) use headers::name_key;
 pub use headers::{
     ParamHeaders, check_request_headers, decode_header_value, encode_header_value, name_of,
     request_headers,
 };
-pub(crate) use headers::name_key;
 pub use message::{InvalidMessage, check_client_message};
 
 /// The newest MCP protocol version the crate knows.
@@ -121,7 +121,10 @@ mod tests {
             version_in_meta(&with(json!({PROTOCOL_VERSION_META: "2026-07-28"}))),
             Some("2026-07-28")
         );
-        assert_eq!(version_in_meta(&with(json!({PROTOCOL_VERSION_META: 1}))), None);
+        assert_eq!(
+            version_in_meta(&with(json!({PROTOCOL_VERSION_META: 1}))),
+            None
+        );
         assert_eq!(version_in_meta(&json!({"method": "ping"})), None);
         assert_eq!(version_in_meta(&json!([1])), None);
     }
