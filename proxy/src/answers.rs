@@ -192,6 +192,20 @@ pub fn attempts(record: &AttemptRecord) -> Value {
 pub struct Call {
     deadline: Option<Instant>,
     record: Option<AttemptRecord>,
+    /// A stream the client holds open for as long as it wants (`subscriptions/listen`): no
+    /// limit cuts it.
+    held: bool,
+}
+
+/// How long a held stream's next frame may take: for ever, in practice (some 136 years; a
+/// finite wait that tokio's timer can hold).
+const HELD: Duration = Duration::from_secs(u32::MAX as u64);
+
+/// Whether a request is one whose answer the client holds open for as long as it wants:
+/// MCP 2026-07-28's `subscriptions/listen`, whose stream carries the server's notifications
+/// until the client cancels it (neither `--timeout` nor `--idle-timeout` cut it).
+pub fn is_held(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some("subscriptions/listen")
 }
 
 impl Call {
@@ -200,6 +214,7 @@ impl Call {
         Call {
             deadline: extensions.get::<CallDeadline>().map(|d| d.0),
             record: AttemptRecord::of_extensions(extensions).cloned(),
+            held: false,
         }
     }
 
@@ -209,9 +224,26 @@ impl Call {
         Call::default()
     }
 
+    /// The call an answer belongs to, held open by the client ([`is_held`]) when `held`.
+    pub fn of_held(extensions: &http::Extensions, held: bool) -> Call {
+        let call = Call::of(extensions);
+        if held {
+            Call {
+                deadline: None,
+                held: true,
+                ..call
+            }
+        } else {
+            call
+        }
+    }
+
     /// How long the next frame may take, and whether the deadline (not the idle limit) is what
     /// ends that wait.
     pub fn next_wait(&self) -> (Duration, bool) {
+        if self.held {
+            return (HELD, false);
+        }
         let idle = limits().idle;
         match self.deadline {
             Some(deadline) => {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::BoxError;
+use agentcore_tower::protocol;
 use bytes::Bytes;
 use http::header::{
     ACCEPT, CACHE_CONTROL, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName,
@@ -36,7 +37,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::answers::{
     Broke, Call, OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response,
-    is_jsonrpc, next_frame, preview, unanswered, upstream,
+    is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
 use crate::stack::{Kind, ResBody, Stack};
 use crate::tools::Tools;
@@ -53,6 +54,8 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_TRACKED: usize = 10_000;
 /// The header that names a request's runtime session.
 const RUNTIME_SESSION: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+/// The prefix of MCP 2026-07-28's headers mirrored from a tool's arguments.
+const MCP_PARAM_PREFIX: &str = "mcp-param-";
 /// The request headers a client's request carries on to the server.
 const FORWARDED: [&str; 10] = [
     "content-type",
@@ -264,6 +267,22 @@ impl Endpoint {
                 );
             }
         };
+        // What is not a message of the client's era is answered here, and nothing is sent.
+        let version = protocol::version_in_meta(&message).or_else(|| {
+            parts
+                .headers
+                .get("mcp-protocol-version")
+                .and_then(|v| v.to_str().ok())
+        });
+        if let Err(mut invalid) = protocol::check_client_message(&message, version) {
+            warn!("not sent: {}", invalid[0].reason());
+            let answer = match (message.is_array(), invalid.len()) {
+                (false, _) | (true, 1) => invalid.swap_remove(0).response(),
+                (true, _) => Value::Array(invalid.iter().map(|i| i.response()).collect()),
+            };
+            return json_response(StatusCode::BAD_REQUEST, &answer);
+        }
+        let held = is_held(&message);
         let session = parts.headers.get("mcp-session-id").cloned();
         // An answer to the server's request goes at once; anything else waits for the
         // session's stream, so the server finds it open.
@@ -312,7 +331,7 @@ impl Endpoint {
                 {
                     self.expect_stream(session);
                 }
-                self.relay(response, open, batch, screen.lists).await
+                self.relay(response, open, batch, screen.lists, held).await
             }
             Err(error) => {
                 let (message, data) = describe_failure(error.as_ref());
@@ -329,10 +348,11 @@ impl Endpoint {
         open: OpenRequests,
         batch: bool,
         lists: Vec<Value>,
+        held: bool,
     ) -> Response<HttpBody> {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
-        let call = Call::of(&parts.extensions);
+        let call = Call::of_held(&parts.extensions, held);
         let sse = parts
             .headers
             .get(CONTENT_TYPE)
@@ -452,6 +472,13 @@ impl Endpoint {
         for name in FORWARDED {
             for value in from.get_all(name) {
                 headers.append(HeaderName::from_static(name), value.clone());
+            }
+        }
+        // MCP 2026-07-28's `Mcp-Param-*`, mirrored from a tool's arguments: an MCP URL checks
+        // them (a runtime's signer does not carry them).
+        for (name, value) in from {
+            if name.as_str().starts_with(MCP_PARAM_PREFIX) {
+                headers.append(name.clone(), value.clone());
             }
         }
         if !headers.contains_key(ACCEPT) {

@@ -1,5 +1,6 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin, one line per message on stdout.
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,7 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Broke, Call, Ending, OpenRequests, describe_failure, describe_status, error_response,
+    Broke, Call, Ending, OpenRequests, describe_failure, describe_status, error_response, is_held,
     is_jsonrpc, log_ending, next_frame, one_line, parse_server_message, preview, unanswered,
     upstream,
 };
@@ -112,6 +113,7 @@ pub async fn run(
         kind,
         tools,
         session: RwLock::new(Session::default()),
+        in_flight: std::sync::Mutex::default(),
         sent: AtomicBool::new(false),
         out: out.clone(),
     });
@@ -165,10 +167,20 @@ pub async fn run(
             }
             continue;
         }
+        // A 2026-07-28 request is cancelled by closing its HTTP stream (the revision posts no
+        // notification over HTTP): the one in flight is dropped, and nothing is sent.
+        if let Some(cancelled) = proxy.cancelled_request(&message) {
+            debug!(request = %cancelled, "cancelled by the client: its stream is closed");
+            continue;
+        }
         let serial = in_order(&message);
         let initialized =
             message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
-        let forward = proxy.clone().forward(Bytes::copy_from_slice(line), message);
+        let cancellable = Cancellable::of(&message);
+        let cancel = Cancel::default();
+        let forward = proxy
+            .clone()
+            .forward(Bytes::copy_from_slice(line), message, cancel.clone());
         if serial {
             // Nothing the client sent after it goes upstream before it is answered — nor, once
             // the session is initialized, before the server's own stream is open, so nothing
@@ -194,13 +206,36 @@ pub async fn run(
                 }
             }
         } else {
-            tasks.spawn(async move {
+            let done = proxy.clone();
+            let key = cancellable.as_ref().map(|c| c.key.clone());
+            let abort = tasks.spawn(async move {
                 forward.await;
+                if let Some(key) = key {
+                    done.in_flight().remove(&key);
+                }
             });
+            if let Some(Cancellable { key, held }) = cancellable {
+                proxy.in_flight().insert(
+                    key,
+                    InFlight {
+                        abort,
+                        cancel,
+                        held,
+                    },
+                );
+            }
         }
     }
 
     debug!(in_flight = tasks.len(), "stdin closed");
+    // The streams the client held open end with it: nothing is waited for on them.
+    proxy.in_flight().retain(|_, request| {
+        if request.held {
+            request.cancel.set();
+            request.abort.abort();
+        }
+        !request.held
+    });
     // Requests given up on are answered by their trackers as they are dropped.
     crate::drain(&mut tasks, "requests").await;
     // The server's stream ends with the session.
@@ -320,6 +355,8 @@ struct Proxy {
     /// The tools the client may see and call.
     tools: Tools,
     session: RwLock<Session>,
+    /// The 2026-07-28 requests in flight, by id: what a `notifications/cancelled` closes.
+    in_flight: std::sync::Mutex<HashMap<String, InFlight>>,
     sent: AtomicBool,
     out: mpsc::UnboundedSender<Vec<u8>>,
 }
@@ -379,6 +416,23 @@ impl Proxy {
         request
     }
 
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, InFlight>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// When `message` is a `notifications/cancelled` of a 2026-07-28 request in flight: that
+    /// request's id, its stream closed (its task aborted, and no answer written for it).
+    fn cancelled_request(&self, message: &Value) -> Option<String> {
+        if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+            return None;
+        }
+        let key = message.pointer("/params/requestId")?.to_string();
+        let request = self.in_flight().remove(&key)?;
+        request.cancel.set();
+        request.abort.abort();
+        Some(key)
+    }
+
     /// The version `initialize` negotiated, if any.
     fn session_version(&self) -> Option<String> {
         let session = self.session.read().unwrap_or_else(|p| p.into_inner());
@@ -390,7 +444,7 @@ impl Proxy {
     }
 
     /// Sends one stdin message and relays what comes back: whether it was answered with a 2xx.
-    async fn forward(self: Arc<Self>, body: Bytes, message: Value) -> bool {
+    async fn forward(self: Arc<Self>, body: Bytes, message: Value, cancel: Cancel) -> bool {
         let method = match &message {
             Value::Object(m) => m.get("method").and_then(Value::as_str),
             _ => None,
@@ -410,7 +464,11 @@ impl Proxy {
             open: OpenRequests::of(&message),
             lists: screen.lists,
             out: self.out.clone(),
+            cancel,
         };
+        let held = is_held(&message);
+        // Re-issues in a row of a held stream that ended before it carried anything.
+        let mut empty_ends = 0;
         // A 2026-07-28 call to an MCP URL whose `Mcp-Param-*` headers came from a listing the
         // server has since changed is refused with HeaderMismatch (nothing ran): listed again
         // and sent once more.
@@ -428,10 +486,26 @@ impl Proxy {
             debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
             let accepted = response.status().is_success();
             match self
-                .relay(response, &mut answers, initialize, watch_mismatch)
+                .relay(response, &mut answers, initialize, watch_mismatch, held)
                 .await
             {
                 Relayed::Done => break Ok(accepted),
+                Relayed::Ended { events, retry } => {
+                    // The revision has no resumption; listening is safe to repeat.
+                    empty_ends = if events == 0 { empty_ends + 1 } else { 0 };
+                    if empty_ends > STREAM_FAILURES {
+                        let message = format!(
+                            "{} ended the stream of `{label}` {STREAM_FAILURES} times in a row \
+                             without sending anything; it is not issued again",
+                            upstream()
+                        );
+                        warn!("{message}");
+                        answers.fail_all(&message, None);
+                        break Ok(false);
+                    }
+                    debug!(method = %label, "{} ended a held stream: issued again", upstream());
+                    tokio::time::sleep(retry.unwrap_or(STREAM_RETRY)).await;
+                }
                 Relayed::HeaderMismatch => {
                     info!(
                         "the server refused the call's Mcp-Param-* headers (HeaderMismatch): listing the tools again, then sending it once more"
@@ -640,10 +714,11 @@ impl Proxy {
         answers: &mut Answers,
         initialize: bool,
         watch_mismatch: bool,
+        held: bool,
     ) -> Relayed {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
-        let call = Call::of(&parts.extensions);
+        let call = Call::of_held(&parts.extensions, held);
         let sse = parts
             .headers
             .get(CONTENT_TYPE)
@@ -675,13 +750,23 @@ impl Proxy {
         // before its answers); a JSON body is read whole.
         if status.is_success() && sse {
             let mut events = SseParser::default();
+            let mut delivered = 0;
             let mut ended = read_events(&mut body, &call, &mut events, |event| {
                 if let Some(data) = event.message() {
-                    on_message(answers, data);
+                    delivered += usize::from(on_message(answers, data));
                 }
                 !answers.open.is_empty()
             })
             .await;
+            if held && !answers.open.is_empty() {
+                if let Err(why) = &ended {
+                    debug!("a held stream ended: {}", why.message);
+                }
+                return Relayed::Ended {
+                    events: delivered,
+                    retry: events.retry(),
+                };
+            }
             let mut resumes = 0;
             while !answers.open.is_empty() {
                 // Resuming is not sending again: the same request is not run again, the
@@ -824,6 +909,12 @@ impl Proxy {
 enum Relayed {
     /// It was relayed (or its requests failed).
     Done,
+    /// A held stream ([`is_held`]) ended before its answer, after `events` messages: issued
+    /// again after `retry` (what the server asked for, if it did).
+    Ended {
+        events: usize,
+        retry: Option<std::time::Duration>,
+    },
     /// It was the revision's HeaderMismatch, not relayed: the call may be sent again.
     HeaderMismatch,
 }
@@ -850,6 +941,8 @@ struct Answers {
     /// The ids of the message's `tools/list` requests, whose answers are filtered.
     lists: Vec<Value>,
     out: mpsc::UnboundedSender<Vec<u8>>,
+    /// Set when the client cancelled the request: it waits for no answer.
+    cancel: Cancel,
 }
 
 impl Answers {
@@ -862,6 +955,9 @@ impl Answers {
 
 impl Drop for Answers {
     fn drop(&mut self) {
+        if self.cancel.is_set() {
+            return;
+        }
         self.fail_all(
             &format!(
                 "the proxy stopped before {} answered (stdin closed, or an internal error)",
@@ -869,5 +965,46 @@ impl Drop for Answers {
             ),
             None,
         );
+    }
+}
+
+/// A request the client may cancel by closing its stream: a 2026-07-28 request with an id.
+struct Cancellable {
+    /// Its id, as JSON text.
+    key: String,
+    /// Whether its stream is held open by the client ([`is_held`]).
+    held: bool,
+}
+
+impl Cancellable {
+    fn of(message: &Value) -> Option<Cancellable> {
+        let id = message.get("id")?;
+        (message.get("method").is_some()
+            && protocol::version_in_meta(message).is_some_and(protocol::is_stateless))
+        .then(|| Cancellable {
+            key: id.to_string(),
+            held: is_held(message),
+        })
+    }
+}
+
+/// A request in flight that the client may cancel.
+struct InFlight {
+    abort: tokio::task::AbortHandle,
+    cancel: Cancel,
+    held: bool,
+}
+
+/// Whether the client cancelled a request, shared by its task and the stdin loop.
+#[derive(Clone, Default)]
+struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }
