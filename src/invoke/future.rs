@@ -661,13 +661,15 @@ fn sign_attempt<S>(
             let mcp_session = mcp_session_of(headers);
             // An `initialize` that re-opens an expired MCP session: on that session's microVM.
             let renewed_from = extensions.get::<RenewedFrom>();
+            // Read before the context is locked for the choice (the read keeps the parse in it).
+            let opens = request::opens_session(context, &body);
             let mut picked = None;
             let id = context.runtime_session(|| {
                 let chosen = match pending.operation {
                     Operation::StopSession => invoke.sessions.to_stop(headers),
                     Operation::Invoke | Operation::Forward => None,
                 }
-                .unwrap_or_else(|| invoke.sessions.choose(mcp_session, renewed_from));
+                .unwrap_or_else(|| invoke.sessions.choose(mcp_session, renewed_from, opens));
                 let id = chosen.id.clone();
                 picked = Some(chosen);
                 id

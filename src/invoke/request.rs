@@ -87,6 +87,23 @@ fn routed_method(method: Option<&str>, every: bool) -> Option<(&str, bool)> {
     matches!(method, "tools/call" | "resources/read" | "prompts/get").then_some((method, true))
 }
 
+/// The body as JSON-RPC: as a layer above (the guard), or an earlier attempt, read these very
+/// bytes, else read now and kept for the layers below and the attempts after.
+fn parsed_body(context: &CallContext, body: &Bytes) -> std::sync::Arc<JsonRpcBody> {
+    context.parsed(body).unwrap_or_else(|| {
+        let parsed = ParsedBody::new(body.clone(), JsonRpcBody::parse(body, false));
+        let read = parsed.body();
+        context.set_parsed(parsed);
+        read
+    })
+}
+
+/// Whether the body is an `initialize`: the request opens an MCP session.
+pub(crate) fn opens_session(context: &CallContext, body: &Bytes) -> bool {
+    matches!(&*parsed_body(context, body), JsonRpcBody::Single(message)
+        if message.method.as_deref() == Some("initialize"))
+}
+
 /// Builds the headers of an `InvokeAgentRuntime` request from the MCP request's, in the order the
 /// SDK writes them: the carried ones, `mcp-method`/`mcp-name` filled from the JSON-RPC body
 /// when absent (and when they can be headers), the runtime session (`session_id`, when the
@@ -140,12 +157,7 @@ pub(crate) fn invoke_headers(
     if given(&MCP_METHOD).is_none() {
         // Filled for the methods AgentCore routes on, from the one message of the body.
         // A layer above (the guard), or an earlier attempt, may have read these very bytes.
-        let parsed = context.parsed(body).unwrap_or_else(|| {
-            let parsed = ParsedBody::new(body.clone(), JsonRpcBody::parse(body, false));
-            let read = parsed.body();
-            context.set_parsed(parsed);
-            read
-        });
+        let parsed = parsed_body(context, body);
         let message = match &*parsed {
             JsonRpcBody::Single(message) => Some(message),
             _ => None,

@@ -40,11 +40,13 @@ pub enum RuntimeSessions {
     /// runs in the background — an idle binding is dropped when it is next looked up, or when a
     /// new one is bound.
     ///
-    /// A server that never hands out an `Mcp-Session-Id` — a stateless one, as AgentCore's
-    /// guide sets MCP servers up, and every server on MCP's stateless protocol versions
-    /// (2026-07-28 and later) — gets a new runtime session for every request this way: name
-    /// the runtime session per request in the header instead, or use one
-    /// [`PerLayer`](Self::PerLayer) layer per MCP client.
+    /// A request in no MCP session that opens none — every request of MCP's stateless
+    /// protocol versions (2026-07-28 and later, which have no `initialize` and no
+    /// `Mcp-Session-Id`), and of a server that never hands out an id — goes to the layer's own
+    /// runtime session, as with [`PerLayer`](Self::PerLayer): one microVM for them, never a
+    /// cold start per request, and a task's polls reach the microVM that holds the task. The
+    /// layer cannot tell such clients apart: an app that serves several of them and wants each
+    /// in a microVM of its own names the runtime session per request in the header.
     PerMcpSession,
 }
 
@@ -343,15 +345,22 @@ impl Sessions {
     }
 
     /// The runtime session for a request that names none, in the MCP session `mcp_session`
-    /// or, for an `initialize`, renewing the MCP session `renewed_from`.
+    /// or, for an `initialize` (`opens_session`), renewing the MCP session `renewed_from`. A
+    /// request in no MCP session that opens none (MCP 2026-07-28 has no sessions; a stateless
+    /// server hands out no id) goes to the layer's own runtime session, as with
+    /// [`RuntimeSessions::PerLayer`].
     pub(crate) fn choose(
         &self,
         mcp_session: Option<&str>,
         renewed_from: Option<&RenewedFrom>,
+        opens_session: bool,
     ) -> Chosen {
         let renewed_from = self.renewal_of(mcp_session, renewed_from);
         let id = match (self.mode, mcp_session) {
             (RuntimeSessions::PerLayer, _) => self.default_id(),
+            (RuntimeSessions::PerMcpSession, None) if renewed_from.is_none() && !opens_session => {
+                self.default_id()
+            }
             (RuntimeSessions::PerMcpSession, None) => renewed_from
                 .as_deref()
                 .and_then(|old| self.lock_bound().get(old, Instant::now()))
@@ -562,6 +571,25 @@ mod tests {
     }
 
     #[test]
+    fn requests_in_no_mcp_session_that_open_none_share_the_layers_runtime_session() {
+        let s = Sessions::new(
+            RuntimeSessions::PerMcpSession,
+            "d".repeat(36),
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_BOUND,
+        );
+        let first = s.choose(None, None, false);
+        let second = s.choose(None, None, false);
+        assert_eq!(&*first.id, "d".repeat(36).as_str(), "the layer's own");
+        assert_eq!(second.id, first.id, "one microVM for sessionless requests");
+        let initialize = s.choose(None, None, true);
+        assert_ne!(
+            initialize.id, first.id,
+            "an initialize opens a session of its own"
+        );
+    }
+
+    #[test]
     fn per_layer_adopts_only_over_what_the_request_used() {
         let s = Sessions::new(
             RuntimeSessions::PerLayer,
@@ -569,7 +597,7 @@ mod tests {
             DEFAULT_IDLE_TIMEOUT,
             DEFAULT_MAX_BOUND,
         );
-        let first = s.choose(None, None);
+        let first = s.choose(None, None, true);
         let b = "b".repeat(36);
         s.adopt(&first, &answer(&b, None));
         assert_eq!(&*s.default_id(), b.as_str());
@@ -577,7 +605,7 @@ mod tests {
         s.adopt(&first, &answer(&"c".repeat(36), None));
         assert_eq!(&*s.default_id(), b.as_str());
         // Invalid or redacted ids are never adopted.
-        let now = s.choose(None, None);
+        let now = s.choose(None, None, true);
         s.adopt(&now, &answer("[redacted]", None));
         assert_eq!(&*s.default_id(), b.as_str());
     }
@@ -585,23 +613,30 @@ mod tests {
     #[test]
     fn per_mcp_session_binds_and_separates() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let init_a = s.choose(None, None);
-        let init_b = s.choose(None, None);
+        let init_a = s.choose(None, None, true);
+        let init_b = s.choose(None, None, true);
         assert_ne!(init_a.id, init_b.id, "each initialize gets its own");
         s.adopt(&init_a, &answer(&init_a.id, Some("mcp-a")));
         s.adopt(&init_b, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id);
-        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
+        assert_eq!(s.choose(Some("mcp-a"), None, true).id, init_a.id);
+        assert_eq!(s.choose(Some("mcp-b"), None, true).id, init_b.id);
         // An answer to A's request never changes B's session, nor puts A in B's.
-        let a = s.choose(Some("mcp-a"), None);
+        let a = s.choose(Some("mcp-a"), None, true);
         s.adopt(&a, &answer(&init_b.id, Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-a"), None).id, init_a.id, "B's id is B's");
+        assert_eq!(
+            s.choose(Some("mcp-a"), None, true).id,
+            init_a.id,
+            "B's id is B's"
+        );
         s.adopt(&a, &answer(&"e".repeat(36), Some("mcp-b")));
-        assert_eq!(s.choose(Some("mcp-b"), None).id, init_b.id);
-        assert_eq!(&*s.choose(Some("mcp-a"), None).id, "e".repeat(36).as_str());
-        s.forget(&s.choose(Some("mcp-b"), None));
+        assert_eq!(s.choose(Some("mcp-b"), None, true).id, init_b.id);
+        assert_eq!(
+            &*s.choose(Some("mcp-a"), None, true).id,
+            "e".repeat(36).as_str()
+        );
+        s.forget(&s.choose(Some("mcp-b"), None, true));
         assert_ne!(
-            s.choose(Some("mcp-b"), None).id,
+            s.choose(Some("mcp-b"), None, true).id,
             init_b.id,
             "stopped: a new one"
         );
@@ -611,21 +646,21 @@ mod tests {
     #[test]
     fn the_cap_forgets_the_least_recently_used() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 3);
-        let a = s.choose(Some("a"), None).id;
-        let b = s.choose(Some("b"), None).id;
-        let c = s.choose(Some("c"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
+        let b = s.choose(Some("b"), None, true).id;
+        let c = s.choose(Some("c"), None, true).id;
         // A is used again: B is now the least recently used, and goes for D.
-        assert_eq!(s.choose(Some("a"), None).id, a);
-        let d = s.choose(Some("d"), None).id;
+        assert_eq!(s.choose(Some("a"), None, true).id, a);
+        let d = s.choose(Some("d"), None, true).id;
         assert_eq!(s.by_use(), ["c", "a", "d"]);
         assert_eq!(s.bound_to("b"), None);
         assert_eq!(s.bound_to("a"), Some(a));
         assert_eq!(s.bound_to("c"), Some(c));
         assert_eq!(s.bound_to("d"), Some(d.clone()));
         // An answer confirming D's session is a use too: C goes next.
-        let chosen = s.choose(Some("d"), None);
+        let chosen = s.choose(Some("d"), None, true);
         s.adopt(&chosen, &answer(&d, None));
-        let b_again = s.choose(Some("b"), None).id;
+        let b_again = s.choose(Some("b"), None, true).id;
         assert_ne!(b_again, b, "forgotten: a new microVM");
         assert_eq!(s.by_use(), ["a", "d", "b"]);
         assert_eq!(s.bound(), 3);
@@ -635,7 +670,7 @@ mod tests {
     fn the_cap_holds_at_scale_and_forgets_in_order() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 1_000);
         let ids: Vec<_> = (0..1_010)
-            .map(|i| s.choose(Some(&format!("mcp-{i}")), None).id)
+            .map(|i| s.choose(Some(&format!("mcp-{i}")), None, true).id)
             .collect();
         assert_eq!(s.bound(), 1_000);
         for (i, id) in ids.iter().enumerate() {
@@ -650,9 +685,9 @@ mod tests {
     #[test]
     fn a_zero_cap_keeps_one() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, 0);
-        let a = s.choose(Some("a"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
         assert_eq!(s.bound_to("a"), Some(a));
-        let b = s.choose(Some("b"), None).id;
+        let b = s.choose(Some("b"), None, true).id;
         assert_eq!(s.by_use(), ["b"]);
         assert_eq!(s.bound_to("b"), Some(b));
     }
@@ -660,13 +695,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_binding_idle_longer_than_the_timeout_is_forgotten() {
         let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
         tokio::time::advance(Duration::from_secs(900)).await;
         assert_eq!(s.bound_to("a"), Some(a.clone()), "idle 900 s: not longer");
         tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(s.bound_to("a"), None, "idle longer: forgotten");
         assert_eq!(s.bound(), 0, "dropped when looked up");
-        let again = s.choose(Some("a"), None).id;
+        let again = s.choose(Some("a"), None, true).id;
         assert_ne!(again, a, "a new microVM");
         assert_eq!(s.bound_to("a"), Some(again));
     }
@@ -674,31 +709,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_use_keeps_a_binding() {
         let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"), None).id;
-        let b = s.choose(Some("b"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
+        let b = s.choose(Some("b"), None, true).id;
         tokio::time::advance(Duration::from_secs(600)).await;
-        assert_eq!(s.choose(Some("a"), None).id, a, "a request uses it");
+        assert_eq!(s.choose(Some("a"), None, true).id, a, "a request uses it");
         tokio::time::advance(Duration::from_secs(600)).await;
         // An answer is a use too.
-        let chosen = s.choose(Some("a"), None);
+        let chosen = s.choose(Some("a"), None, true);
         tokio::time::advance(Duration::from_secs(600)).await;
         s.adopt(&chosen, &answer(&a, None));
         tokio::time::advance(Duration::from_secs(600)).await;
         assert_eq!(s.bound_to("a"), Some(a), "idle 600 s");
         assert_eq!(s.bound_to("b"), None, "idle 2,400 s");
-        assert_ne!(s.choose(Some("b"), None).id, b);
+        assert_ne!(s.choose(Some("b"), None, true).id, b);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_bind_drops_the_expired_at_the_least_recent_end() {
         let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
-        s.choose(Some("a"), None);
-        s.choose(Some("b"), None);
+        s.choose(Some("a"), None, true);
+        s.choose(Some("b"), None, true);
         tokio::time::advance(Duration::from_secs(30)).await;
-        let c = s.choose(Some("c"), None).id;
+        let c = s.choose(Some("c"), None, true).id;
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(s.bound(), 3, "nothing dropped before it is touched");
-        let d = s.choose(Some("d"), None).id;
+        let d = s.choose(Some("d"), None, true).id;
         assert_eq!(s.by_use(), ["c", "d"], "A and B dropped, C is idle 31 s");
         assert_eq!(s.bound_to("c"), Some(c));
         assert_eq!(s.bound_to("d"), Some(d));
@@ -707,7 +742,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_time_below_agentcores_least_is_taken_as_60_seconds() {
         let s = per_mcp_session(Duration::ZERO, DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
         tokio::time::advance(Duration::from_secs(60)).await;
         assert_eq!(s.bound_to("a"), Some(a));
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -718,7 +753,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_expired_binding_has_nothing_to_stop() {
         let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"), None).id;
+        let a = s.choose(Some("a"), None, true).id;
         let mut delete = HeaderMap::new();
         delete.insert("mcp-session-id", "a".parse().unwrap());
         assert_eq!(s.to_stop(&delete).map(|c| c.id), Some(a));
@@ -729,13 +764,13 @@ mod tests {
     #[test]
     fn forget_unbinds_only_what_was_stopped() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let a = s.choose(Some("a"), None);
-        let b = s.choose(Some("b"), None);
+        let a = s.choose(Some("a"), None, true);
+        let b = s.choose(Some("b"), None, true);
         // A stop of a session the MCP session no longer has changes nothing.
         s.adopt(&a, &answer(&"f".repeat(36), None));
         s.forget(&a);
         assert_eq!(&*s.bound_to("a").unwrap(), "f".repeat(36).as_str());
-        s.forget(&s.choose(Some("a"), None));
+        s.forget(&s.choose(Some("a"), None, true));
         assert_eq!(s.bound_to("a"), None);
         assert_eq!(s.bound_to("b"), Some(b.id));
         assert_eq!(s.by_use(), ["b"]);
@@ -744,24 +779,24 @@ mod tests {
     #[test]
     fn a_renewal_goes_to_the_expired_sessions_microvm_and_takes_it_over() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
-        let other = s.choose(Some("other"), None).id;
-        let init = s.choose(None, Some(&renewing("old")));
+        let old = s.choose(Some("old"), None, true).id;
+        let other = s.choose(Some("other"), None, true).id;
+        let init = s.choose(None, Some(&renewing("old")), true);
         assert_eq!(init.id, old, "the microVM the old session provisioned");
         s.adopt(&init, &answer(&old, Some("new")));
         assert_eq!(s.bound_to("new"), Some(old.clone()));
         assert_eq!(s.bound_to("old"), None, "the old id is dead");
         assert_eq!(s.bound_to("other"), Some(other));
         assert_eq!(s.by_use(), ["other", "new"]);
-        assert_eq!(s.choose(Some("new"), None).id, old);
-        assert_ne!(s.choose(Some("old"), None).id, old, "never shared");
+        assert_eq!(s.choose(Some("new"), None, true).id, old);
+        assert_ne!(s.choose(Some("old"), None, true).id, old, "never shared");
     }
 
     #[test]
     fn a_renewal_holds_for_every_attempt_and_an_answer_without_the_header() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
-        let first = s.choose(None, Some(&renewing("old")));
+        let old = s.choose(Some("old"), None, true).id;
+        let first = s.choose(None, Some(&renewing("old")), true);
         // A later attempt of the call: the id its first attempt had, the same hint.
         let again = s.pinned(first.id.clone(), None, Some(&renewing("old")));
         let mut headers = HeaderMap::new();
@@ -774,8 +809,8 @@ mod tests {
     #[test]
     fn a_renewal_of_a_session_bound_to_none_gets_a_new_microvm() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let other = s.choose(Some("other"), None).id;
-        let init = s.choose(None, Some(&renewing("unknown")));
+        let other = s.choose(Some("other"), None, true).id;
+        let init = s.choose(None, Some(&renewing("unknown")), true);
         assert_ne!(init.id, other);
         s.adopt(&init, &answer(&init.id, Some("new")));
         assert_eq!(s.bound_to("new"), Some(init.id));
@@ -786,9 +821,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_renewal_of_an_idle_binding_gets_a_new_microvm() {
         let s = per_mcp_session(Duration::from_secs(900), DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
+        let old = s.choose(Some("old"), None, true).id;
         tokio::time::advance(Duration::from_secs(901)).await;
-        let init = s.choose(None, Some(&renewing("old")));
+        let init = s.choose(None, Some(&renewing("old")), true);
         assert_ne!(init.id, old, "that microVM is gone");
         s.adopt(&init, &answer(&init.id, Some("new")));
         assert_eq!(s.by_use(), ["new"]);
@@ -797,9 +832,9 @@ mod tests {
     #[test]
     fn two_renewals_of_one_session_never_share_its_microvm() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
-        let first = s.choose(None, Some(&renewing("old")));
-        let second = s.choose(None, Some(&renewing("old")));
+        let old = s.choose(Some("old"), None, true).id;
+        let first = s.choose(None, Some(&renewing("old")), true);
+        let second = s.choose(None, Some(&renewing("old")), true);
         assert_eq!((&first.id, &second.id), (&old, &old));
         s.adopt(&first, &answer(&old, Some("new-1")));
         s.adopt(&second, &answer(&old, Some("new-2")));
@@ -811,9 +846,9 @@ mod tests {
     #[test]
     fn a_renewal_never_takes_a_third_sessions_microvm() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
-        let other = s.choose(Some("other"), None).id;
-        let init = s.choose(None, Some(&renewing("old")));
+        let old = s.choose(Some("old"), None, true).id;
+        let other = s.choose(Some("other"), None, true).id;
+        let init = s.choose(None, Some(&renewing("old")), true);
         s.adopt(&init, &answer(&other, Some("new")));
         assert_eq!(s.bound_to("new"), None);
         assert_eq!(
@@ -827,8 +862,8 @@ mod tests {
     #[test]
     fn the_hint_changes_nothing_in_an_mcp_session_nor_per_layer() {
         let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None).id;
-        let a = s.choose(Some("a"), Some(&renewing("old")));
+        let old = s.choose(Some("old"), None, true).id;
+        let a = s.choose(Some("a"), Some(&renewing("old")), true);
         assert_ne!(a.id, old, "a request of an MCP session goes to its own");
         s.adopt(&a, &answer(&a.id, None));
         assert_eq!(s.bound_to("old"), Some(old));
@@ -839,7 +874,7 @@ mod tests {
             DEFAULT_IDLE_TIMEOUT,
             DEFAULT_MAX_BOUND,
         );
-        let chosen = layer.choose(None, Some(&renewing("old")));
+        let chosen = layer.choose(None, Some(&renewing("old")), true);
         assert_eq!(&*chosen.id, "a".repeat(36).as_str());
         layer.adopt(&chosen, &answer(&chosen.id, Some("new")));
         assert_eq!(layer.bound(), 0);
@@ -862,7 +897,7 @@ mod tests {
             let at = model.iter().position(|(k, _, _)| *k == key);
             match rng.u8(..10) {
                 0..=5 => {
-                    let id = s.choose(Some(&key), None).id;
+                    let id = s.choose(Some(&key), None, true).id;
                     match at {
                         Some(at) => {
                             let (k, kept, _) = model.remove(at);
