@@ -14,6 +14,8 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use agentcore_tower::protocol;
+
 use crate::answers::{describe_failure, describe_status};
 use crate::cli::{Args, Door, TokenSource, shown};
 use crate::stack::{self, Mode, StartError};
@@ -51,35 +53,55 @@ pub async fn run(args: Args) -> ExitCode {
         id: None,
         version: None,
     };
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
-    }});
-    let Some(result) = session.call("initialize", &initialize).await else {
-        return ExitCode::FAILURE;
+    // The current revision first (`server/discover`), as a 2026-07-28 client probes; an
+    // older server is met with `initialize`.
+    let modern = match session.discover().await {
+        Discovery::Modern(result) => {
+            let info = result
+                .pointer("/_meta/io.modelcontextprotocol~1serverInfo")
+                .or_else(|| result.get("serverInfo"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            print_server(&info);
+            println!(
+                "protocol:    {} (server/discover; no initialize)",
+                protocol::LATEST
+            );
+            session.version = Some(HeaderValue::from_static(protocol::LATEST));
+            true
+        }
+        Discovery::Legacy => false,
+        Discovery::Failed => return ExitCode::FAILURE,
     };
-    let info = &result["serverInfo"];
-    println!(
-        "server:      {} {}",
-        info["name"].as_str().unwrap_or("(unnamed)"),
-        info["version"].as_str().unwrap_or("")
-    );
-    println!(
-        "protocol:    {}",
-        result["protocolVersion"].as_str().unwrap_or("(none)")
-    );
-    session.version = result["protocolVersion"]
-        .as_str()
-        .and_then(|v| HeaderValue::from_str(v).ok());
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    session.notify(&initialized).await;
+    if !modern {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
+        }});
+        let Some(result) = session.call("initialize", &initialize).await else {
+            return ExitCode::FAILURE;
+        };
+        print_server(&result["serverInfo"]);
+        println!(
+            "protocol:    {} (initialize)",
+            result["protocolVersion"].as_str().unwrap_or("(none)")
+        );
+        session.version = result["protocolVersion"]
+            .as_str()
+            .and_then(|v| HeaderValue::from_str(v).ok());
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        session.notify(&initialized).await;
+    }
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for page in 2..102 {
         let mut params = json!({});
         if let Some(cursor) = &cursor {
             params["cursor"] = json!(cursor);
+        }
+        if modern {
+            params["_meta"] = client_meta();
         }
         let list = json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
         let Some(result) = session.call("tools/list", &list).await else {
@@ -101,6 +123,33 @@ pub async fn run(args: Args) -> ExitCode {
     }
     println!("ok");
     ExitCode::SUCCESS
+}
+
+/// What `server/discover` found.
+enum Discovery {
+    /// The server speaks 2026-07-28: its result.
+    Modern(Value),
+    /// The server does not know it (an older one): `initialize` is next.
+    Legacy,
+    /// The request failed for a reason `initialize` would meet too (said already).
+    Failed,
+}
+
+/// The `_meta` of each request of a 2026-07-28 client: its version and who it is.
+fn client_meta() -> Value {
+    json!({
+        protocol::PROTOCOL_VERSION_META: protocol::LATEST,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+fn print_server(info: &Value) {
+    println!(
+        "server:      {} {}",
+        info["name"].as_str().unwrap_or("(unnamed)"),
+        info["version"].as_str().unwrap_or("")
+    );
 }
 
 /// Says where the credentials come from, resolving them for SigV4: whether they resolved.
@@ -205,7 +254,72 @@ impl Session {
         if let Some(version) = &self.version {
             headers.insert("mcp-protocol-version", version.clone());
         }
+        if let Some(version) = protocol::version_in_meta(message)
+            && let Ok(value) = HeaderValue::from_str(version)
+        {
+            headers.insert("mcp-protocol-version", value);
+            headers.extend(protocol::request_headers(message, None));
+        }
         request
+    }
+
+    /// Probes with `server/discover` at the current revision. Met as an older server meets it
+    /// — HTTP 400, 404 or 405 that is no AWS error, or a JSON-RPC error — it is
+    /// [`Discovery::Legacy`]; a failure `initialize` would meet too (credentials, access,
+    /// throttling, the network) is said as `initialize`'s would be.
+    async fn discover(&mut self) -> Discovery {
+        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover",
+            "params": {"_meta": client_meta()}});
+        let response = match self.stack.clone().oneshot(self.request(&message)).await {
+            Ok(response) => response,
+            Err(error) => {
+                let (text, data) = describe_failure(error.as_ref());
+                println!("server/discover: failed");
+                println!("error:       {text}");
+                print_record(data.get("attempts"));
+                return Discovery::Failed;
+            }
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let older =
+            matches!(status.as_u16(), 400 | 404 | 405) && !headers.contains_key("x-amzn-errortype");
+        let answer = status
+            .is_success()
+            .then(|| answer_of_quietly(&body))
+            .flatten();
+        match answer {
+            Some(answer) if answer.get("result").is_some() => {
+                println!("server/discover: HTTP {}", status.as_u16());
+                Discovery::Modern(answer["result"].clone())
+            }
+            Some(_) => {
+                println!("server/discover: not known (a JSON-RPC error): an older server");
+                Discovery::Legacy
+            }
+            None if older => {
+                println!(
+                    "server/discover: not known (HTTP {}): an older server",
+                    status.as_u16()
+                );
+                Discovery::Legacy
+            }
+            None => {
+                println!("server/discover: HTTP {}", status.as_u16());
+                let (text, data) = describe_status(status, &headers, &body);
+                println!("error:       {text}");
+                if let Some(kind) = data["kind"].as_str() {
+                    println!("kind:        {kind}");
+                }
+                Discovery::Failed
+            }
+        }
     }
 
     /// Sends a notification; a failure is only shown.
@@ -280,6 +394,15 @@ fn print_record(attempts: Option<&Value>) {
 
 /// The JSON-RPC response in a body: JSON, or the first `data:` of an SSE stream that is one.
 fn answer_of(body: &[u8]) -> Option<Value> {
+    let found = answer_of_quietly(body);
+    if found.is_none() {
+        println!("error:       the answer carries no JSON-RPC response");
+    }
+    found
+}
+
+/// [`answer_of`], saying nothing when there is none.
+fn answer_of_quietly(body: &[u8]) -> Option<Value> {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         return Some(value);
     }
@@ -289,8 +412,5 @@ fn answer_of(body: &[u8]) -> Option<Value> {
         .filter_map(|line| line.strip_prefix("data:"))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
         .find(|value| value.get("id").is_some());
-    if found.is_none() {
-        println!("error:       the answer carries no JSON-RPC response");
-    }
     found
 }
