@@ -407,10 +407,8 @@ fn answer_of_quietly(body: &[u8]) -> Option<Value> {
         return Some(value);
     }
     let text = String::from_utf8_lossy(body);
-    let found = text
-        .lines()
+    text.lines()
         .filter_map(|line| line.strip_prefix("data:"))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|value| value.get("id").is_some());
-    found
+        .find(|value| value.get("id").is_some())
 }

@@ -162,18 +162,14 @@ impl Tools {
         }
         let mut refusals = Vec::new();
         for member in &members {
-            let method = member.get("method").and_then(Value::as_str);
-            let id = member.get("id");
-            match (method, id) {
-                (Some("tools/call"), _) => {
-                    let Some(name) = member.pointer("/params/name").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    if let Some(hidden) = self.hidden(name, self.hints_of(name)) {
-                        refusals.push((id.cloned(), name.to_owned(), hidden));
-                    }
-                }
-                _ => {}
+            if member.get("method").and_then(Value::as_str) != Some("tools/call") {
+                continue;
+            }
+            let Some(name) = member.pointer("/params/name").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(hidden) = self.hidden(name, self.hints_of(name)) {
+                refusals.push((member.get("id").cloned(), name.to_owned(), hidden));
             }
         }
         if !refusals.is_empty() {

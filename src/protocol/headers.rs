@@ -41,10 +41,9 @@ pub fn encode_header_value(text: &str) -> Option<HeaderValue> {
     }
     let edge = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
     let bytes = text.as_bytes();
-    let plain = !edge(bytes.first())
-        && !edge(bytes.last())
-        && bytes.iter().all(|b| (0x20..=0x7e).contains(b))
-        && !(text.starts_with(BASE64_PREFIX) && text.ends_with(BASE64_SUFFIX));
+    let sentinel = text.starts_with(BASE64_PREFIX) && text.ends_with(BASE64_SUFFIX);
+    let visible = bytes.iter().all(|b| (0x20..=0x7e).contains(b));
+    let plain = visible && !edge(bytes.first()) && !edge(bytes.last()) && !sentinel;
     if plain {
         HeaderValue::from_str(text).ok()
     } else {
