@@ -88,6 +88,8 @@ struct State {
     /// known, and whether the body described it.
     span: CallSpan,
     named: bool,
+    /// Whether the headers named the protocol version (else the body's `_meta` may).
+    versioned: bool,
     described: bool,
     /// The spans of the attempts still open, by their index in the record (none when tracing
     /// is off: no allocation).
@@ -198,6 +200,7 @@ impl CallContext {
             None => {
                 let context = CallContext::new(request.extensions(), budget);
                 let (span, named) = telemetry::call_span(request.headers());
+                let versioned = request.headers().contains_key("mcp-protocol-version");
                 {
                     let mut state = context.lock();
                     if !span.is_disabled() {
@@ -205,6 +208,7 @@ impl CallContext {
                     }
                     state.span = CallSpan(span);
                     state.named = named;
+                    state.versioned = versioned;
                     state.trace = request.extensions().get::<TraceContext>().cloned();
                     state.app_trace = AppTraceHeaders::of(request.headers());
                 }
@@ -474,7 +478,12 @@ impl CallContext {
             state.described = true;
             if let Some(parsed) = &state.parsed {
                 let body = parsed.body();
-                telemetry::describe_call(&state.span, state.named, &body, Some(parsed.bytes()));
+                telemetry::describe_call(
+                    &state.span,
+                    (state.named, state.versioned),
+                    &body,
+                    Some(parsed.bytes()),
+                );
                 state.named = true;
             }
         }
@@ -519,7 +528,12 @@ impl CallContext {
             return;
         }
         let parsed = JsonRpcBody::parse(bytes, false);
-        telemetry::describe_call(&state.span, state.named, &parsed, Some(bytes));
+        telemetry::describe_call(
+            &state.span,
+            (state.named, state.versioned),
+            &parsed,
+            Some(bytes),
+        );
         state.named = true;
         state.described = true;
         if state.parsed.is_none() {

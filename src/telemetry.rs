@@ -498,14 +498,21 @@ fn name_call(span: &Span, method: &str, target: Option<&str>) {
 }
 
 /// Describes the call span from the request body (`bytes`, parsed as `body`): its method and
-/// target unless the headers named them (`named`), and its JSON-RPC request id.
-pub(crate) fn describe_call(span: &Span, named: bool, body: &JsonRpcBody, bytes: Option<&[u8]>) {
+/// target unless the headers named them, its protocol version from `_meta` (MCP 2026-07-28)
+/// unless the headers named it (`(named, versioned)`), and its JSON-RPC request id.
+pub(crate) fn describe_call(
+    span: &Span,
+    (named, versioned): (bool, bool),
+    body: &JsonRpcBody,
+    bytes: Option<&[u8]>,
+) {
     if span.is_disabled() {
         return;
     }
     let JsonRpcBody::Single(Message {
         method: Some(method),
         name,
+        protocol_version,
         ..
     }) = body
     else {
@@ -513,6 +520,9 @@ pub(crate) fn describe_call(span: &Span, named: bool, body: &JsonRpcBody, bytes:
     };
     if !named {
         name_call(span, method, name.as_deref());
+    }
+    if let (false, Some(version)) = (versioned, protocol_version) {
+        span.record("mcp.protocol.version", version.as_str());
     }
     #[derive(Deserialize)]
     struct Id<'a> {

@@ -272,6 +272,31 @@ async fn a_retry_layer_outermost_names_the_call_from_the_body_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_protocol_version_of_a_2026_request_is_read_from_its_meta() {
+    let _serial = SERIAL.lock().await;
+    // MCP 2026-07-28 names the version in `_meta` on every request; without the header, the
+    // call span takes it from there, and a header, when given, is what counts.
+    let body = r#"{"jsonrpc":"2.0","id":"d-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+    for (header, expected) in [(None, "2026-07-28"), (Some("2025-11-25"), "2025-11-25")] {
+        let capture = Capture::default();
+        let inner = Scripted::new([answered(ANSWER)]);
+        let stack = ThrottleRetryLayer::new().layer(inner);
+        let mut request = json_request(body);
+        if let Some(header) = header {
+            request
+                .headers_mut()
+                .insert("mcp-protocol-version", header.parse().unwrap());
+        }
+        run(&capture, stack, request).await;
+        let calls = capture.calls();
+        assert_eq!(calls.len(), 1);
+        let f = &calls[0].0.fields;
+        assert_eq!(f["mcp.protocol.version"], s(expected), "{f:?}");
+        assert_eq!(f["mcp.method.name"], s("server/discover"));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn nothing_known_names_the_call_mcp() {
     let _serial = SERIAL.lock().await;
     // A body that is no JSON-RPC message, and no MCP headers: the span keeps its name.
