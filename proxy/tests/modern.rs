@@ -399,3 +399,43 @@ async fn a_listen_stream_outlives_the_timeouts_and_a_cancel_closes_it() {
         proxy.stdout_seen
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_the_server_ends_is_issued_again() {
+    let server = Server::start().await;
+    let mut proxy = start_proxy(&server, &[]);
+    proxy.send(&request(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    ));
+    let ack = proxy.next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // The server ends the stream without a final result (a restart): no resumption in the
+    // revision, so the proxy issues the same request again, and the client keeps listening.
+    server.state.lock().unwrap().listeners.clear();
+    let again = proxy.next_within(Duration::from_secs(10)).await;
+    assert_eq!(
+        again["method"], "notifications/subscriptions/acknowledged",
+        "{again}"
+    );
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    assert_eq!(server.notify(&changed), 1, "the new stream is open");
+    assert_eq!(proxy.next().await, changed);
+    let proxy = proxy.closed_cleanly("nothing more").await;
+    let listens = server
+        .seen()
+        .into_iter()
+        .filter(|s| s.method.as_deref() == Some("subscriptions/listen"))
+        .count();
+    assert_eq!(listens, 2, "stderr:\n{}", proxy.stderr());
+    assert_eq!(
+        proxy.stdout_seen.len(),
+        3,
+        "no error for the held request: {:?}",
+        proxy.stdout_seen
+    );
+}
