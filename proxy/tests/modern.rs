@@ -62,30 +62,17 @@ fn weather_schema(header: &str) -> Value {
 
 impl Server {
     async fn start() -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
             city_header: "City".into(),
             ..State::default()
         }));
         let shared = state.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let state = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(serve(&state, request).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let (base, task) = common::serve_loopback(move |request| {
+            let state = shared.clone();
+            async move { serve(&state, request).await }
+        })
+        .await;
+        let url = format!("{base}/mcp");
         Server { url, state, task }
     }
 

@@ -40,27 +40,13 @@ struct Collector {
 
 impl Collector {
     async fn start() -> Collector {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
         let sink = received.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let sink = sink.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let sink = sink.clone();
-                        async move { Ok::<_, std::convert::Infallible>(collect(&sink, request).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let (base, task) = common::serve_loopback(move |request| {
+            let sink = sink.clone();
+            async move { collect(&sink, request).await }
+        })
+        .await;
         Collector {
             base,
             received,

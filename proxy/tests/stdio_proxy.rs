@@ -1208,33 +1208,18 @@ struct McpServer {
 
 impl McpServer {
     async fn start(auth: ServerAuth) -> McpServer {
-        use hyper_util::rt::TokioIo;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let shared = Arc::new((auth, base.clone(), seen.clone()));
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let shared = shared.clone();
-                        async move {
-                            let (auth, base, seen) = &*shared;
-                            Ok::<_, std::convert::Infallible>(
-                                serve(auth, base, seen, request).await,
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+        let shared = Arc::new((auth, seen.clone()));
+        let (base, task) = common::serve_loopback(move |request| {
+            let shared = shared.clone();
+            async move {
+                let (auth, seen) = &*shared;
+                // The base is the request's own authority: the server knows where it listens.
+                let base = format!("http://{}", request.headers()["host"].to_str().unwrap());
+                serve(auth, &base, seen, request).await
             }
-        });
+        })
+        .await;
         McpServer { base, seen, task }
     }
 

@@ -367,3 +367,36 @@ impl Proxy {
         }
     }
 }
+
+/// Serves HTTP/1 on 127.0.0.1 (a free port), each request answered by `handle`, until the
+/// task is aborted: the base URL (`http://127.0.0.1:PORT`) and the task. The in-test servers
+/// (an MCP server, a collector) share it.
+pub async fn serve_loopback<H, F, B>(handle: H) -> (String, tokio::task::JoinHandle<()>)
+where
+    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let answer = handle(request);
+                    async move { Ok::<_, std::convert::Infallible>(answer.await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (base, task)
+}
