@@ -1,4 +1,10 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin, one line per message on stdout.
+//!
+//! The 2026-07-28 requests a client may cancel are in [`in_flight`]; the proxy's own requests
+//! (the listing it makes again after a HeaderMismatch) in [`own_calls`].
+
+mod in_flight;
+mod own_calls;
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -26,6 +32,8 @@ use crate::sse::{Event, SseParser};
 use crate::stack::{Kind, ResBody, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
+use in_flight::{Cancel, Cancellable, InFlight};
+use own_calls::is_header_mismatch;
 
 /// How long the server's stream waits before it is opened again, unless the server said
 /// (`retry:`).
@@ -636,76 +644,6 @@ impl Proxy {
         }
     }
 
-    /// Lists the tools again, for the proxy alone (nothing reaches the client), to learn the
-    /// `x-mcp-header` annotations as they are now: every page, with the `_meta` of the
-    /// client's `message` (its version and capabilities).
-    async fn list_again(&self, message: &Value) {
-        let meta = message.pointer("/params/_meta").cloned();
-        let mut cursor: Option<Value> = None;
-        for page in 1..=MAX_LIST_PAGES {
-            let mut params = serde_json::json!({});
-            if let Some(meta) = &meta {
-                params["_meta"] = meta.clone();
-            }
-            if let Some(cursor) = cursor.take() {
-                params["cursor"] = cursor;
-            }
-            let id = Value::from(format!("agentcore-mcp-proxy:tools/list:{page}"));
-            let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
-            let Some(answer) = self.own_call(&request).await else {
-                return;
-            };
-            let Some(result) = answer.get("result") else {
-                return;
-            };
-            self.tools.learn_params(result);
-            match result.get("nextCursor") {
-                Some(next) if !next.is_null() => cursor = Some(next.clone()),
-                _ => return,
-            }
-        }
-    }
-
-    /// Sends a request of the proxy's own and reads its answer (JSON, or the event of an
-    /// event stream that answers it): `None` when none came.
-    async fn own_call(&self, request: &Value) -> Option<Value> {
-        let body = Bytes::from(request.to_string());
-        let response = match self
-            .stack
-            .clone()
-            .oneshot(self.request(Method::POST, body, Some(request)))
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                warn!("{}", describe_failure(error.as_ref()).0);
-                return None;
-            }
-        };
-        let (parts, mut body) = response.into_parts();
-        let call = Call::of(&parts.extensions);
-        let id = request.get("id");
-        let mut answer = None;
-        let mut events = SseParser::default();
-        let mut whole = Vec::new();
-        while let Ok(Some(frame)) = next_frame(&mut body, &call).await {
-            if let Some(data) = frame.data_ref() {
-                whole.extend_from_slice(data);
-                events.feed(data, |event| {
-                    if let Some(message) = event.message().and_then(parse_server_message)
-                        && message.get("id") == id
-                    {
-                        answer = Some(message);
-                    }
-                });
-                if answer.is_some() {
-                    return answer;
-                }
-            }
-        }
-        parse_server_message(whole.trim_ascii()).filter(|m| m.get("id") == id)
-    }
-
     /// Relays an answer to the client. With `watch_mismatch`, a 400 that is the revision's
     /// HeaderMismatch (-32020) is not relayed but said.
     async fn relay(
@@ -919,20 +857,6 @@ enum Relayed {
     HeaderMismatch,
 }
 
-/// How many pages the proxy's own listing reads, at most.
-const MAX_LIST_PAGES: usize = 100;
-
-/// MCP 2026-07-28's HeaderMismatch: the headers disagreed with the body; nothing ran.
-const HEADER_MISMATCH: i64 = -32020;
-
-/// Whether a body is one JSON-RPC error with the code HeaderMismatch.
-fn is_header_mismatch(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|m| m.pointer("/error/code").and_then(Value::as_i64))
-        == Some(HEADER_MISMATCH)
-}
-
 /// The requests of one stdin line still waiting for their answer. Whatever is still open when
 /// it is dropped (the task was aborted at exit, or panicked) is answered with an error: a
 /// client is never left waiting.
@@ -965,46 +889,5 @@ impl Drop for Answers {
             ),
             None,
         );
-    }
-}
-
-/// A request the client may cancel by closing its stream: a 2026-07-28 request with an id.
-struct Cancellable {
-    /// Its id, as JSON text.
-    key: String,
-    /// Whether its stream is held open by the client ([`is_held`]).
-    held: bool,
-}
-
-impl Cancellable {
-    fn of(message: &Value) -> Option<Cancellable> {
-        let id = message.get("id")?;
-        (message.get("method").is_some()
-            && protocol::version_in_meta(message).is_some_and(protocol::is_stateless))
-        .then(|| Cancellable {
-            key: id.to_string(),
-            held: is_held(message),
-        })
-    }
-}
-
-/// A request in flight that the client may cancel.
-struct InFlight {
-    abort: tokio::task::AbortHandle,
-    cancel: Cancel,
-    held: bool,
-}
-
-/// Whether the client cancelled a request, shared by its task and the stdin loop.
-#[derive(Clone, Default)]
-struct Cancel(Arc<AtomicBool>);
-
-impl Cancel {
-    fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
     }
 }
