@@ -1,4 +1,7 @@
 //! The little JSON-RPC and JSON-over-HTTP inspection the layers share.
+//!
+//! One concept, long for its tests: about half the file is the tests, with the plain two-pass
+//! reference parser the one-pass reading is checked against on random bodies.
 
 use std::borrow::Cow;
 
