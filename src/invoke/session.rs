@@ -1,6 +1,6 @@
 //! Which runtime session a request goes to: the MCP session's, never the last caller's.
 //!
-//! One concept, long for its tests: some 370 of its lines are the tests of the bindings (idle
+//! One concept, long for its tests: some 420 of its lines are the tests of the bindings (idle
 //! time, the least recently used, renewals, concurrent adoption).
 
 use std::collections::HashMap;
