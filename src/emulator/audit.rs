@@ -1,4 +1,5 @@
-//! What the emulator saw, for tests to read: [`Audit`] and every [`Received`] request.
+//! What the emulator saw, for tests to read: [`Audit`], every [`Received`] request and every
+//! [`TaskRequest`].
 
 use std::collections::HashMap;
 
@@ -51,8 +52,38 @@ pub struct Audit {
     /// Of those, the 404s: an MCP session unknown to the server (never issued, lost with its
     /// microVM, expired, or another principal's at a gateway). Nothing ran.
     pub mcp_sessions_not_found: u64,
+    /// MCP 2026-07-28 requests refused with HTTP 400 and -32020 `HeaderMismatch`: a standard
+    /// header that disagrees with the body, or is missing. Nothing ran.
+    pub header_mismatches: u64,
+    /// `InputRequiredResult`s answered (MCP 2026-07-28 multi round-trip requests): the first
+    /// leg of a `confirm` call, which runs nothing.
+    pub inputs_required: u64,
+    /// `subscriptions/listen` requests answered with a stream.
+    pub listens: u64,
+    /// Tasks created (the `io.modelcontextprotocol/tasks` extension): `slow_job` calls answered
+    /// with a task handle. Each is one execution of `slow_job`, counted when it starts.
+    pub tasks_created: u64,
+    /// Every `tasks/get`, `tasks/update` and `tasks/cancel`, in the order received, with the
+    /// runtime session it arrived on.
+    pub task_requests: Vec<TaskRequest>,
     /// Every request, in the order received.
     pub received: Vec<Received>,
+}
+
+/// One `tasks/get` (a poll), `tasks/update` or `tasks/cancel` as the emulator's MCP server met
+/// it: where it arrived, and whether that server held the task.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskRequest {
+    /// `tasks/get`, `tasks/update` or `tasks/cancel`.
+    pub method: String,
+    /// The `taskId` it named.
+    pub task_id: String,
+    /// The runtime session it arrived on (`None` at a gateway).
+    pub runtime_session_id: Option<String>,
+    /// Whether the MCP server it reached holds the task: a task lives in the microVM of the
+    /// runtime session that created it, and is unknown anywhere else.
+    pub found: bool,
 }
 
 /// One request as the emulator received it: the headers that route it, and what it asked for.

@@ -118,6 +118,8 @@ pub struct EmulatorConfig {
     pub(super) stateful: bool,
     pub(super) gateway_session_timeout: Duration,
     pub(super) header_allowlist: Option<Vec<String>>,
+    pub(super) newest_protocol_version: String,
+    pub(super) slow_job_duration: Duration,
 }
 
 /// A runtime session's idle timeout, unless configured: AgentCore's default
@@ -137,6 +139,9 @@ pub const DEFAULT_ISSUER: &str = "https://issuer.example/emulator";
 
 /// The SigV4 service name signatures are checked for, unless configured.
 pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
+
+/// How long the `slow_job` tool takes, unless configured: 200 ms (on tokio's clock).
+pub const DEFAULT_SLOW_JOB_DURATION: Duration = Duration::from_millis(200);
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
@@ -163,6 +168,8 @@ impl Default for EmulatorConfig {
             stateful: false,
             gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
             header_allowlist: None,
+            newest_protocol_version: crate::protocol::LATEST.to_owned(),
+            slow_job_duration: DEFAULT_SLOW_JOB_DURATION,
         }
     }
 }
@@ -194,6 +201,8 @@ impl fmt::Debug for EmulatorConfig {
             .field("stateful", &self.stateful)
             .field("gateway_session_timeout", &self.gateway_session_timeout)
             .field("header_allowlist", &self.header_allowlist)
+            .field("newest_protocol_version", &self.newest_protocol_version)
+            .field("slow_job_duration", &self.slow_job_duration)
             .finish()
     }
 }
@@ -318,6 +327,31 @@ impl EmulatorConfig {
     /// in either mode: `execute-api` plays an API Gateway in front of an MCP server.
     pub fn signing_name(mut self, name: impl Into<String>) -> Self {
         self.signing_name = name.into();
+        self
+    }
+
+    /// The newest MCP protocol version the emulator's MCP server speaks (default
+    /// [`protocol::LATEST`](crate::protocol::LATEST), 2026-07-28): it speaks every
+    /// [known version](crate::protocol::KNOWN_VERSIONS) up to this one.
+    ///
+    /// `"2025-11-25"` plays a server of the `initialize` era, for tests of clients that must
+    /// meet both: it reads no request as MCP 2026-07-28 (no header checks, `_meta` versions
+    /// ignored, `server/discover` is an unknown method, -32601), `initialize` negotiates down
+    /// to this version, and a request whose `MCP-Protocol-Version` names a newer version than
+    /// this one gets the HTTP 400 a 2025 SDK server answers an unsupported header version
+    /// with: `{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request:
+    /// Unsupported protocol version: 2026-07-28 (supported versions: 2025-11-25, …)"}}`, as the
+    /// MCP TypeScript SDK's 2025 transport words it. Versions compare as the dates they are.
+    pub fn newest_protocol_version(mut self, version: impl Into<String>) -> Self {
+        self.newest_protocol_version = version.into();
+        self
+    }
+
+    /// How long the `slow_job` tool takes (default [`DEFAULT_SLOW_JOB_DURATION`], 200 ms), on
+    /// tokio's clock: a test on a paused clock moves through it with `tokio::time::advance`.
+    /// See the module docs for the tasks extension it answers with.
+    pub fn slow_job_duration(mut self, time: Duration) -> Self {
+        self.slow_job_duration = time;
         self
     }
 }

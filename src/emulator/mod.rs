@@ -17,13 +17,18 @@
 //!   [`max_lifetime`](EmulatorConfig::max_lifetime); the next request then cold-starts a new
 //!   one. `StopRuntimeSession` ends a session. See [the session
 //!   lifecycle](#the-session-lifecycle).
-//! * **MCP** itself: `initialize` (answered with a new `Mcp-Session-Id`, which the microVM
-//!   remembers), notifications (202), `ping`,
-//!   `tools/list`, `tools/call` with `add` (idempotent), `echo` (read-only) and `counter`
-//!   (NOT idempotent: every execution increments it, and a test can read how many ran); and,
-//!   unlisted, `blob` (`{"bytes": N}`), whose answer text is N bytes streamed in 64 KiB chunks
-//!   from one static buffer — for memory tests of large answers.
-//!   JSON answers, or SSE with [`sse`](EmulatorConfig::sse).
+//! * **MCP** itself, every version from 2024-11-05 to 2026-07-28, each request read in its own
+//!   era (see [MCP 2026-07-28](#mcp-2026-07-28)). Of the `initialize` era (2024-11-05,
+//!   2025-03-26, 2025-06-18, 2025-11-25): `initialize` (answered with a new `Mcp-Session-Id`,
+//!   which the microVM remembers; a client asking for 2026-07-28 is answered 2025-11-25),
+//!   notifications (202), `ping`, `tools/list`, `tools/call` with `add` (idempotent), `echo`
+//!   (read-only) and `counter` (NOT idempotent: every execution increments it, and a test can
+//!   read how many ran); and, unlisted, `blob` (`{"bytes": N}`), whose answer text is N bytes
+//!   streamed in 64 KiB chunks from one static buffer — for memory tests of large answers. Of
+//!   2026-07-28: `server/discover`, `tools/list` and `tools/call` with three more tools
+//!   (`confirm`, `weather`, `slow_job`), `subscriptions/listen`, and the tasks extension's
+//!   `tasks/get`, `tasks/update`, `tasks/cancel`. JSON answers, or SSE with
+//!   [`sse`](EmulatorConfig::sse).
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
 //! * **Audit** counters a test reads, and every request's routing headers ([`Received`]):
@@ -143,6 +148,95 @@
 //! # }
 //! ```
 //!
+//! # MCP 2026-07-28
+//!
+//! A request is of MCP 2026-07-28 when its `MCP-Protocol-Version` header or its
+//! `params._meta["io.modelcontextprotocol/protocolVersion"]` names a stateless version
+//! ([`protocol::is_stateless`](crate::protocol::is_stateless)), and it is not `initialize`
+//! (which negotiates down, whatever it names). Such a request is in no MCP session, at either
+//! door: no `Mcp-Session-Id` is issued, none is required (not even by a
+//! [`stateful`](EmulatorConfig::stateful) runtime or a gateway), one it carries is ignored.
+//! Where a shape comes from follows it: *rmcp*, the official Rust SDK 3.11 (its model and its
+//! Streamable HTTP server); *Python*, the official Python SDK 2.3.0.
+//!
+//! * **Checks, before anything runs**, first failure wins: no version in `_meta` → HTTP 400,
+//!   -32602 "Invalid params: request _meta is missing or has malformed required fields: …"
+//!   *(rmcp; Python: the same code)*; a standard header that disagrees with the body or is
+//!   missing — `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and for `tools/call` the
+//!   `Mcp-Param-*` the tool's `x-mcp-header` annotations ask for
+//!   ([`protocol::check_request_headers`](crate::protocol::check_request_headers)) → HTTP 400,
+//!   -32020 `HeaderMismatch` naming what disagrees ([`Audit::header_mismatches`]); a version not
+//!   spoken → HTTP 400, -32022 "Unsupported protocol version" with `data: {"requested": …,
+//!   "supported": […]}` *(rmcp)*; no `clientCapabilities` in `_meta` → HTTP 400, -32602
+//!   *(rmcp)*. A method the revision does not have (`ping` among them) → HTTP 404, -32601
+//!   *(rmcp; the specification)*. A batch or a posted response → HTTP 400, -32600; a
+//!   notification → 202, dropped *(Python)*. Other errors are JSON-RPC errors in an HTTP 200
+//!   *(rmcp's status mapping)*.
+//! * **Results** carry `resultType: "complete"` (or their own) *(SEP-2322)*; `tools/list`
+//!   adds `ttlMs: 0` and `cacheScope: "private"` *(rmcp's caching hints for a list that sets
+//!   none)*, and lists all six tools (a client of an earlier version is shown the first three
+//!   only; the others still answer it by name).
+//! * **`server/discover`** answers rmcp's `DiscoverResult`: `supportedVersions` (every version
+//!   spoken, 2026-07-28 included), `capabilities` (`tools.listChanged` and the extension
+//!   `io.modelcontextprotocol/tasks`), `ttlMs: 0`, `cacheScope: "private"`, and the server in
+//!   `_meta["io.modelcontextprotocol/serverInfo"]`. Sent without a 2026-07-28 version, it is an
+//!   unknown method (-32601 in an HTTP 200), as to a 2025 server, and a client in auto mode
+//!   falls back to `initialize`.
+//! * **`confirm`** (`{"action": "…"}`; "asks the user to confirm, then runs; NOT
+//!   idempotent"): a multi round-trip request *(SEP-2322, rmcp's `InputRequiredResult`)*. A
+//!   call without `inputResponses` answers `resultType: "input_required"` with one
+//!   `elicitation/create` form request (`inputRequests.confirm`) and an opaque `requestState`,
+//!   and runs nothing ([`Audit::inputs_required`]); the call sent again with
+//!   `inputResponses.confirm = {"action": "accept", "content": {"confirmed": true}}` and that
+//!   state (for the same arguments) runs once, counted in [`Audit::executions`]; another answer
+//!   runs nothing. A state not issued for these arguments, or none: -32602 "Invalid or expired
+//!   requestState" *(Python's wire error)*. A state may be used again, as at a stateless
+//!   server: a second leg sent twice runs twice. Of an earlier version, a tool error saying it
+//!   needs 2026-07-28.
+//! * **`weather`** (`{"city": "…"}`, the city annotated `x-mcp-header: City`): its calls must
+//!   carry `Mcp-Param-City`, in the revision's encoding.
+//! * **`subscriptions/listen`**: a `text/event-stream` answer whose first event is
+//!   `notifications/subscriptions/acknowledged`, naming the notifications it will carry (of
+//!   those asked, `toolsListChanged` alone) *(rmcp: what its server sends first)*; then each
+//!   notification [`Emulator::notify_listeners`] pushes, its `_meta` naming the subscription
+//!   (the listen request's id), until [`Emulator::end_listens`] ends the stream with the listen
+//!   request's final result *(rmcp's `SubscriptionsListenResult`)*, or the client goes away
+//!   (the stream is a channel the answer's body reads: no task is left behind).
+//!   [`Audit::listens`] counts them.
+//! * **Tasks** (`io.modelcontextprotocol/tasks`, *rmcp's model*): a client that declares the
+//!   extension in its capabilities (`{"extensions": {"io.modelcontextprotocol/tasks": {}}}`)
+//!   and calls `slow_job` gets a task handle at once (`resultType: "task"`, `taskId`, `status:
+//!   "working"`, `createdAt`, `lastUpdatedAt`, `ttlMs: null`, `pollIntervalMs: 100`); the job
+//!   is done after [`slow_job_duration`](EmulatorConfig::slow_job_duration) (200 ms by
+//!   default, on tokio's clock), and `tasks/get` answers its status, with the tool's `result`
+//!   once `completed`. `tasks/cancel` cancels one not yet done; `tasks/update` is acknowledged.
+//!   A task lives in the microVM of the runtime session that created it, as in a real server's
+//!   own memory: a poll that reaches another runtime session, or a later microVM, answers
+//!   -32602 "unknown task: …" *(rmcp's task manager)*. [`Audit::task_requests`] records
+//!   where each poll arrived. Without the extension declared, `slow_job` runs within the call
+//!   and `tasks/*` answers HTTP 400, -32021 "Missing required client capability" *(rmcp)*.
+//!
+//! [`newest_protocol_version`](EmulatorConfig::newest_protocol_version) plays a server of an
+//! earlier era, for tests of clients that must meet both.
+//!
+//! ```
+//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! // A server of the `initialize` era: `server/discover` is unknown to it.
+//! let old = Emulator::start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await?;
+//! // A server of 2026-07-28: a test pushes a notification on every open listen stream.
+//! let emulator = Emulator::start(EmulatorConfig::default()).await?;
+//! let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+//! assert_eq!(emulator.notify_listeners(changed), 0, "no client listens yet");
+//! assert_eq!(emulator.end_listens(), 0);
+//! # drop(old);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # The session lifecycle
 //!
 //! The emulator keeps time on tokio's clock ([`tokio::time::Instant`]): on a paused clock
@@ -249,11 +343,11 @@ use std::sync::{Arc, Mutex};
 
 use aws_credential_types::Credentials;
 
-pub use audit::{Audit, Received};
+pub use audit::{Audit, Received, TaskRequest};
 pub use config::{
     BusyForm, DEFAULT_GATEWAY_SESSION_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_ISSUER,
-    DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME, EmulatorConfig, Fault,
-    FaultRates, PlatformForm, RetryAfter,
+    DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME, DEFAULT_SLOW_JOB_DURATION,
+    EmulatorConfig, Fault, FaultRates, PlatformForm, RetryAfter,
 };
 pub(crate) use state::{McpSession, Principal, State};
 pub use verify::{SignatureError, SignatureVerifier};
@@ -306,6 +400,7 @@ impl Emulator {
             audit: Mutex::new(Audit::default()),
             counter: AtomicU64::new(0),
             busy_toggle: AtomicU64::new(0),
+            mcp: Mutex::new(mcp::Memory::default()),
         });
         let task = tokio::spawn(server::accept_loop(listener, state.clone()));
         Ok(Emulator { addr, state, task })
@@ -460,6 +555,23 @@ impl Emulator {
         self.state
             .runtime()
             .end_microvm(runtime_session_id, tokio::time::Instant::now(), &limits)
+    }
+
+    /// Sends `notification` (a JSON-RPC notification, e.g.
+    /// `{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}`) on every open
+    /// `subscriptions/listen` stream, its `params._meta` naming the stream's subscription (the
+    /// listen request's id) as rmcp 3.11's server stamps it. Sent as it is otherwise, whatever
+    /// the stream acknowledged. How many open streams it reached (one whose client has gone is
+    /// forgotten here).
+    pub fn notify_listeners(&self, notification: serde_json::Value) -> usize {
+        self.state.mcp().listeners.notify(&notification)
+    }
+
+    /// Ends every open `subscriptions/listen` stream, as a server shutting down (or restarting)
+    /// does: each gets the final result of its listen request, then its end. How many were
+    /// open. A client that listens again opens a new stream.
+    pub fn end_listens(&self) -> usize {
+        self.state.mcp().listeners.end()
     }
 
     /// Ends every runtime session's microVM now, as [`end_microvm`](Self::end_microvm) does

@@ -5,7 +5,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Audit, BusyForm, EmulatorConfig, Fault, RetryAfter, SignatureVerifier, lifecycle};
+use super::{
+    Audit, BusyForm, EmulatorConfig, Fault, RetryAfter, SignatureVerifier, lifecycle, mcp,
+};
 
 /// The emulator's shared state.
 pub(crate) struct State {
@@ -28,6 +30,9 @@ pub(crate) struct State {
     pub(super) audit: Mutex<Audit>,
     pub(super) counter: AtomicU64,
     pub(super) busy_toggle: AtomicU64,
+    /// What the MCP servers keep between MCP 2026-07-28 requests: tasks, listen streams,
+    /// issued `requestState`s.
+    pub(super) mcp: Mutex<mcp::Memory>,
 }
 
 /// Who made a request, as far as session scoping goes.
@@ -66,6 +71,10 @@ impl State {
 
     pub(super) fn runtime(&self) -> std::sync::MutexGuard<'_, lifecycle::Runtime> {
         self.runtime.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn mcp(&self) -> std::sync::MutexGuard<'_, mcp::Memory> {
+        self.mcp.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn record(&self, f: impl FnOnce(&mut Audit)) {

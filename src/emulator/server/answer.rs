@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::emulator::State;
 
@@ -146,7 +147,24 @@ pub(super) fn blob(state: &State, id: &Value, size: u64) -> Response<AnswerBody>
     response
 }
 
-/// The emulator's answer bodies: whole, or streamed from a static buffer.
+/// A `subscriptions/listen` answer: an SSE stream whose events come from `events`, open until
+/// the emulator closes it (the body ends) or the client goes (hyper drops the body, and with
+/// it the channel).
+pub(super) fn listen_stream(events: UnboundedReceiver<Bytes>) -> Response<AnswerBody> {
+    let mut response = Response::new(AnswerBody::Events(events));
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    response
+}
+
+/// The emulator's answer bodies: whole, streamed from a static buffer, or events as they come.
 pub(crate) enum AnswerBody {
     Full(Option<Bytes>),
     Stream {
@@ -154,6 +172,7 @@ pub(crate) enum AnswerBody {
         remaining: u64,
         tail: Option<Bytes>,
     },
+    Events(UnboundedReceiver<Bytes>),
 }
 
 impl AnswerBody {
@@ -168,9 +187,14 @@ impl http_body::Body for AnswerBody {
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
+        cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
         let next = match self.get_mut() {
+            AnswerBody::Events(events) => {
+                return events
+                    .poll_recv(cx)
+                    .map(|event| event.map(|b| Ok(http_body::Frame::data(b))));
+            }
             AnswerBody::Full(bytes) => bytes.take(),
             AnswerBody::Stream {
                 head,
@@ -197,6 +221,7 @@ impl http_body::Body for AnswerBody {
                 remaining,
                 tail,
             } => head.is_none() && *remaining == 0 && tail.is_none(),
+            AnswerBody::Events(_) => false,
         }
     }
 
@@ -206,7 +231,7 @@ impl http_body::Body for AnswerBody {
                 http_body::SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             // Unknown up front, as a streamed answer is: sent chunked.
-            AnswerBody::Stream { .. } => http_body::SizeHint::new(),
+            AnswerBody::Stream { .. } | AnswerBody::Events(_) => http_body::SizeHint::new(),
         }
     }
 }

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::answer::{AnswerBody, aws_error, blob, json_answer, respond, with_session};
+use super::answer::{
+    AnswerBody, aws_error, blob, json_answer, listen_stream, respond, with_session,
+};
 use super::{Answer, DropConnection};
 use crate::emulator::mcp;
 use crate::emulator::{BusyForm, Fault, PlatformForm, RetryAfter, State};
@@ -17,21 +19,28 @@ fn busy_reply(id: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": SESSION_BUSY_CODE, "message": SESSION_BUSY_MESSAGE}}).to_string()
 }
 
-/// Answers one MCP POST: faults for `tools/call`, then the emulator's MCP server. The runtime
-/// adds its session header (`session_header`); the gateway has none.
+/// Answers one MCP POST: faults for `tools/call`, then the emulator's MCP server, which reads
+/// the request in its era (`call`). The runtime adds its session header (`session_header`);
+/// the gateway has none.
 pub(super) async fn serve_mcp(
     inspected: mcp::Inspected,
+    call: mcp::Call<'_>,
     state: &State,
     session_header: Option<(&str, &str)>,
 ) -> Answer {
     let Some(value) = inspected.value.as_ref() else {
-        return Ok(with_session(
-            json_answer(
-                state,
-                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
-            ),
-            session_header,
-        ));
+        let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}});
+        let response = if *call.era == mcp::Era::Modern {
+            // MCP 2026-07-28: a parse error is a 400 (the Python SDK's modern entry).
+            respond(
+                StatusCode::BAD_REQUEST,
+                &[("content-type", "application/json")],
+                reply.to_string(),
+            )
+        } else {
+            json_answer(state, &reply)
+        };
+        return Ok(with_session(response, session_header));
     };
     let is_tool_call = inspected.method.as_deref() == Some("tools/call");
     let fault = match state.next_request_fault() {
@@ -102,7 +111,11 @@ pub(super) async fn serve_mcp(
         }
         _ => {}
     }
-    if is_tool_call && value.pointer("/params/name").and_then(Value::as_str) == Some("blob") {
+    // `blob` answers of the `initialize` era only: its streamed answer has no 2026-07-28 form.
+    if is_tool_call
+        && *call.era == mcp::Era::Legacy
+        && value.pointer("/params/name").and_then(Value::as_str) == Some("blob")
+    {
         let size = value
             .pointer("/params/arguments/bytes")
             .and_then(Value::as_u64)
@@ -112,7 +125,7 @@ pub(super) async fn serve_mcp(
             session_header,
         ));
     }
-    let answer = mcp::answer(value, state);
+    let answer = mcp::answer(value, &call, state).await;
     // Faults after the call ran.
     match fault {
         Some(Fault::DropAfterRun) => {
@@ -149,8 +162,16 @@ pub(super) async fn serve_mcp(
         _ => {}
     }
     let response = match answer {
-        None => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
-        Some(answer) => json_answer(state, &answer),
+        mcp::Reply::Accepted => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
+        mcp::Reply::Answer(StatusCode::OK, answer) => json_answer(state, &answer),
+        // An error with a status of its own is plain JSON, as rmcp's and the Python SDK's
+        // 2026-07-28 servers send it.
+        mcp::Reply::Answer(status, answer) => respond(
+            status,
+            &[("content-type", "application/json")],
+            answer.to_string(),
+        ),
+        mcp::Reply::Listen(events) => listen_stream(events),
     };
     Ok(with_session(response, session_header))
 }

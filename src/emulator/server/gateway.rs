@@ -77,7 +77,8 @@ pub(super) async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &
     }
 }
 
-/// A gateway `POST /mcp`: `initialize` opens an MCP session, everything else needs a live one.
+/// A gateway `POST /mcp`: `initialize` opens an MCP session; a request of MCP 2026-07-28 needs
+/// none (and gets none); everything else needs a live one.
 async fn gateway_post(
     parts: &http::request::Parts,
     body: &Bytes,
@@ -85,6 +86,12 @@ async fn gateway_post(
     state: &State,
 ) -> Answer {
     let inspected = mcp::inspect(body);
+    let era = mcp::era(state, &parts.headers, &inspected);
+    let call = mcp::Call {
+        headers: &parts.headers,
+        era: &era,
+        holder: mcp::Holder::default(),
+    };
     if inspected.method.as_deref() == Some("initialize") {
         let id = uuid::Uuid::new_v4().to_string();
         state
@@ -99,16 +106,18 @@ async fn gateway_post(
                 },
             );
         state.record(|a| a.mcp_sessions_started += 1);
-        let mut answer = serve_mcp(inspected, state, None).await;
+        let mut answer = serve_mcp(inspected, call, state, None).await;
         if let (Ok(response), Ok(value)) = (&mut answer, HeaderValue::from_str(&id)) {
             response.headers_mut().insert("mcp-session-id", value);
         }
         return answer;
     }
-    if let Err(refused) = live_session(parts, principal, &inspected.id, state) {
+    if !era.sessionless()
+        && let Err(refused) = live_session(parts, principal, &inspected.id, state)
+    {
         return Ok(*refused);
     }
-    serve_mcp(inspected, state, None).await
+    serve_mcp(inspected, call, state, None).await
 }
 
 /// A gateway `DELETE /mcp`: ends the live session it names.

@@ -141,6 +141,7 @@ async fn invoke(
     let session = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let inspected = mcp::inspect(body);
     let initialize = inspected.method.as_deref() == Some("initialize");
+    let era = mcp::era(state, &parts.headers, &inspected);
     // A header that is not text names no session the server issued.
     let mcp_session = parts
         .headers
@@ -150,7 +151,9 @@ async fn invoke(
         let (now, limits) = (Instant::now(), state.limits());
         let mut runtime = state.runtime();
         let arrival = runtime.arrive(&session, now, &limits);
-        let check = if arrival.provisioning || initialize {
+        // A request of MCP 2026-07-28 is in no MCP session: the server neither requires nor
+        // checks one (rmcp 3.11 serves it statelessly whatever `Mcp-Session-Id` it carries).
+        let check = if arrival.provisioning || initialize || era.sessionless() {
             McpCheck::Accepted
         } else {
             runtime.check(
@@ -190,7 +193,15 @@ async fn invoke(
         let response = mcp_session_refusal(state, &inspected.id, status, code, message);
         return Ok(with_session(response, Some(session_header)));
     }
-    let mut answer = serve_mcp(inspected, state, Some(session_header)).await;
+    let call = mcp::Call {
+        headers: &parts.headers,
+        era: &era,
+        holder: mcp::Holder {
+            runtime_session: Some(session.clone()),
+            microvm: arrival.microvm,
+        },
+    };
+    let mut answer = serve_mcp(inspected, call, state, Some(session_header)).await;
     // `initialize` always opens a new MCP session, whatever it carried.
     if initialize
         && let Ok(response) = &mut answer

@@ -1,0 +1,231 @@
+//! The emulator's own MCP server: a few tools, one of them not idempotent, in every protocol
+//! version from 2024-11-05 to 2026-07-28 — each request read in its own era ([`Era`]).
+
+mod listen;
+mod modern;
+mod tasks;
+mod tools;
+
+use std::collections::HashMap;
+
+use http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use super::State;
+use crate::protocol;
+
+pub(crate) use tasks::Holder;
+
+/// What the emulator's MCP servers keep between requests of MCP 2026-07-28.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// The tasks, each held by the microVM that created it.
+    pub(crate) tasks: tasks::Tasks,
+    /// The open `subscriptions/listen` streams.
+    pub(crate) listeners: listen::Listeners,
+    /// The `requestState`s `confirm` issued, with the arguments of the call each is for.
+    pub(crate) request_states: HashMap<String, Value>,
+}
+
+/// What a POST's JSON-RPC body asks for, as far as faults and routing care.
+pub(crate) struct Inspected {
+    /// The parsed body (a message or a batch), `None` when it is not JSON.
+    pub(crate) value: Option<Value>,
+    /// The one message's method.
+    pub(crate) method: Option<String>,
+    /// The one message's id.
+    pub(crate) id: Value,
+}
+
+pub(crate) fn inspect(body: &[u8]) -> Inspected {
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let (method, id) = match &value {
+        Some(Value::Object(m)) => (
+            m.get("method").and_then(Value::as_str).map(str::to_owned),
+            m.get("id").cloned().unwrap_or(Value::Null),
+        ),
+        _ => (None, Value::Null),
+    };
+    Inspected { value, method, id }
+}
+
+/// The era a request is of, as the emulator's MCP server reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// The `initialize` era (2024-11-05 … 2025-11-25): MCP sessions, no standard headers.
+    Legacy,
+    /// MCP 2026-07-28 or later: its `MCP-Protocol-Version` header or its `_meta` names a
+    /// stateless version. No MCP session, the standard headers checked against the body.
+    Modern,
+    /// An emulator of the `initialize` era met a header naming a newer version than it speaks:
+    /// the 400 a 2025 SDK server answers.
+    TooNew(String),
+}
+
+impl Era {
+    /// Whether the request is in no MCP session: none is issued, none required.
+    pub(crate) fn sessionless(&self) -> bool {
+        matches!(self, Era::Modern)
+    }
+}
+
+/// Reads the era of a request. `initialize` is always of the `initialize` era, whatever it
+/// names (as rmcp 3.11's server routes it: "An `initialize` request selects legacy semantics
+/// whatever version it names"); it negotiates down.
+pub(crate) fn era(state: &State, headers: &HeaderMap, inspected: &Inspected) -> Era {
+    if inspected.method.as_deref() == Some("initialize") {
+        return Era::Legacy;
+    }
+    let header = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    let newest = state.config.newest_protocol_version.as_str();
+    if protocol::is_stateless(newest) {
+        let meta = inspected.value.as_ref().and_then(protocol::version_in_meta);
+        if header.is_some_and(protocol::is_stateless) || meta.is_some_and(protocol::is_stateless) {
+            return Era::Modern;
+        }
+        return Era::Legacy;
+    }
+    match header {
+        Some(version)
+            if version > newest
+                && (protocol::KNOWN_VERSIONS.contains(&version)
+                    || protocol::is_stateless(version)) =>
+        {
+            Era::TooNew(version.to_owned())
+        }
+        _ => Era::Legacy,
+    }
+}
+
+/// The versions the emulator speaks, oldest first: every known one up to the configured newest.
+pub(crate) fn supported_versions(state: &State) -> Vec<&'static str> {
+    let newest = state.config.newest_protocol_version.as_str();
+    protocol::KNOWN_VERSIONS
+        .iter()
+        .copied()
+        .filter(|v| *v <= newest)
+        .collect()
+}
+
+/// One request as the MCP server meets it: its headers (checked against the body in MCP
+/// 2026-07-28), its era, and where it arrived (the microVM that holds the tasks it creates).
+pub(crate) struct Call<'a> {
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) era: &'a Era,
+    pub(crate) holder: Holder,
+}
+
+/// What the MCP server answers a POST.
+pub(crate) enum Reply {
+    /// Nothing to answer (notifications and responses): 202.
+    Accepted,
+    /// A JSON-RPC answer (a message or a batch) with its HTTP status.
+    Answer(StatusCode, Value),
+    /// A `subscriptions/listen` stream: its events, the acknowledgement already in it.
+    Listen(tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>),
+}
+
+/// Answers a JSON-RPC message or batch.
+pub(crate) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Reply {
+    match call.era {
+        Era::Modern => modern::answer(value, call, state).await,
+        Era::TooNew(version) => {
+            // The MCP TypeScript SDK's 2025 transport (`validateProtocolVersion`): HTTP 400,
+            // -32000, a null id, the versions it speaks newest first.
+            let mut supported = supported_versions(state);
+            supported.reverse();
+            let message = format!(
+                "Bad Request: Unsupported protocol version: {version} (supported versions: {})",
+                supported.join(", ")
+            );
+            Reply::Answer(
+                StatusCode::BAD_REQUEST,
+                error(Value::Null, -32000, &message),
+            )
+        }
+        Era::Legacy => {
+            let answer = match value {
+                Value::Array(batch) if !batch.is_empty() => {
+                    let mut answers = Vec::new();
+                    for message in batch {
+                        answers.extend(answer_one(message, state).await);
+                    }
+                    (!answers.is_empty()).then_some(Value::Array(answers))
+                }
+                Value::Array(_) => Some(error(Value::Null, -32600, "Invalid Request: empty batch")),
+                message => answer_one(message, state).await,
+            };
+            match answer {
+                Some(answer) => Reply::Answer(StatusCode::OK, answer),
+                None => Reply::Accepted,
+            }
+        }
+    }
+}
+
+/// One message of the `initialize` era: `None` when nothing is to be answered.
+async fn answer_one(message: &Value, state: &State) -> Option<Value> {
+    let Some(object) = message.as_object() else {
+        return Some(error(Value::Null, -32600, "Invalid Request"));
+    };
+    let id = object.get("id").cloned();
+    let Some(method) = object.get("method").and_then(Value::as_str) else {
+        // A response from the client (to a server request): nothing to answer.
+        return None;
+    };
+    let id = id?; // A notification: nothing to answer.
+    let params = object.get("params").cloned().unwrap_or(Value::Null);
+    let result = match method {
+        "initialize" => initialize(&params, state),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": tools::listed(false)})),
+        "tools/call" => tools::call(&id, &params, false, state).await,
+        // `server/discover` included: a server of this era does not know it, and a client of
+        // 2026-07-28 in auto mode falls back to `initialize` on this answer.
+        other => Err((-32601, format!("Method not found: {other}"))),
+    };
+    Some(response(id, result))
+}
+
+/// `initialize`: the version asked for when spoken here and one with `initialize`, else the
+/// newest spoken here that has it (rmcp 3.11's `negotiate_protocol_version`: a 2026-07-28
+/// client is answered 2025-11-25, its `LATEST_WITH_INITIALIZE`; the client decides whether it
+/// can go on with that one).
+fn initialize(params: &Value, state: &State) -> Result<Value, (i64, String)> {
+    let supported = supported_versions(state);
+    let with_initialize = |v: &&str| !protocol::is_stateless(v);
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = asked
+        .filter(|v| supported.contains(v) && with_initialize(v))
+        .or_else(|| supported.iter().copied().rfind(with_initialize))
+        .ok_or_else(|| {
+            (
+                -32022,
+                "Unsupported protocol version: none with initialize is spoken here".to_owned(),
+            )
+        })?;
+    Ok(json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": server_info(),
+    }))
+}
+
+/// Who the server is.
+fn server_info() -> Value {
+    json!({"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// A JSON-RPC response of a result or an error.
+fn response(id: Value, result: Result<Value, (i64, String)>) -> Value {
+    match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => error(id, code, &message),
+    }
+}
+
+fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}

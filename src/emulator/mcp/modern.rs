@@ -1,0 +1,354 @@
+//! MCP 2026-07-28 requests: each one self-contained (its version and the client's
+//! capabilities in `_meta`, no `initialize`, no MCP session), checked as rmcp 3.11's server
+//! checks it before anything runs, and answered with the results the revision asks for.
+//!
+//! The checks, first failure wins, with the HTTP status rmcp's `jsonrpc_http_status` gives
+//! each code:
+//!
+//! 1. `_meta` names no version (a 2026-07-28 header alone): 400, -32602 "Invalid params:
+//!    request _meta is missing or has malformed required fields: …" (rmcp's
+//!    `validate_request_protocol_version_meta`; the Python SDK's ladder answers the same code).
+//! 2. A standard header disagrees with the body, or is missing
+//!    ([`protocol::check_request_headers`], the called tool's `x-mcp-header` annotations
+//!    included): 400, -32020 `HeaderMismatch`, its message naming what disagrees.
+//! 3. A version the emulator does not speak: 400, -32022 "Unsupported protocol version",
+//!    `data: {"requested": …, "supported": [every version spoken]}` (rmcp's
+//!    `ErrorData::unsupported_protocol_version`).
+//! 4. No `clientCapabilities` in `_meta`: 400, -32602 as in 1 (rmcp requires both keys of
+//!    `RequestMetaObject::DRAFT_REQUIRED_KEYS`).
+//!
+//! Then a method the revision does not have (`ping` among them, as rmcp answers it): 404,
+//! -32601. Errors of a method (an unknown tool or task, a forged `requestState`) are
+//! JSON-RPC errors in an HTTP 200.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::{Call, Reply, error, server_info, supported_versions, tasks, tools};
+use crate::emulator::{State, TaskRequest};
+use crate::protocol;
+
+/// The `_meta` key of the client's capabilities.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The key of `confirm`'s one input request.
+const CONFIRM_INPUT: &str = "confirm";
+
+/// A method's outcome: its result, or an error's code, message and data.
+type Outcome = Result<Value, (i64, String, Option<Value>)>;
+
+/// The HTTP status of a 2026-07-28 answer, as rmcp 3.11's `jsonrpc_http_status` maps a
+/// JSON-RPC error code (the Python SDK's `ERROR_CODE_HTTP_STATUS` agrees on these).
+fn status_of(code: i64) -> StatusCode {
+    match code {
+        -32022..=-32020 => StatusCode::BAD_REQUEST,
+        -32601 => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The answer of an outcome: a result gets `resultType: "complete"` unless it has its own
+/// (SEP-2322: a 2026-07-28 server includes it in every result).
+fn reply(id: Value, outcome: Outcome) -> Reply {
+    match outcome {
+        Ok(mut result) => {
+            if let Some(object) = result.as_object_mut() {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| json!("complete"));
+            }
+            Reply::Answer(
+                StatusCode::OK,
+                json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            )
+        }
+        Err((code, message, data)) => {
+            let mut answer = error(id, code, &message);
+            if let Some(data) = data {
+                answer["error"]["data"] = data;
+            }
+            Reply::Answer(status_of(code), answer)
+        }
+    }
+}
+
+/// The 400 of a `_meta` without the keys every 2026-07-28 request carries.
+fn invalid_meta(id: Value, missing: &[&str]) -> Reply {
+    let message = format!(
+        "Invalid params: request _meta is missing or has malformed required fields: {}",
+        missing.join(", ")
+    );
+    Reply::Answer(StatusCode::BAD_REQUEST, error(id, -32602, &message))
+}
+
+/// Answers one request of MCP 2026-07-28.
+pub(super) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Reply {
+    let Some(object) = value.as_object() else {
+        // A batch, or no message at all: the revision takes one message per POST.
+        return Reply::Answer(
+            StatusCode::BAD_REQUEST,
+            error(
+                Value::Null,
+                -32600,
+                "Invalid Request: the body must be one JSON-RPC request or notification",
+            ),
+        );
+    };
+    let Some(method) = object.get("method").and_then(Value::as_str) else {
+        return Reply::Answer(
+            StatusCode::BAD_REQUEST,
+            error(
+                Value::Null,
+                -32600,
+                "Invalid Request: a stateless server takes no JSON-RPC responses",
+            ),
+        );
+    };
+    let Some(id) = object.get("id").cloned() else {
+        // A notification: acknowledged and dropped, as the SDKs' 2026-07-28 servers do (the
+        // revision has no client notification over HTTP).
+        return Reply::Accepted;
+    };
+    let params = object.get("params").cloned().unwrap_or(Value::Null);
+    let capabilities = params
+        .pointer("/_meta")
+        .and_then(|meta| meta.get(CLIENT_CAPABILITIES))
+        .filter(|c| c.is_object());
+    let Some(version) = protocol::version_in_meta(value) else {
+        let mut missing = vec![protocol::PROTOCOL_VERSION_META];
+        missing.extend(capabilities.is_none().then_some(CLIENT_CAPABILITIES));
+        return invalid_meta(id, &missing);
+    };
+    let schema = (method == "tools/call")
+        .then(|| params.get("name").and_then(Value::as_str))
+        .flatten()
+        .and_then(tools::input_schema);
+    if let Err(reason) = protocol::check_request_headers(call.headers, value, schema.as_ref()) {
+        state.record(|a| a.header_mismatches += 1);
+        return reply(id, Err((-32020, reason, None)));
+    }
+    let supported = supported_versions(state);
+    if !supported.contains(&version) {
+        let data = json!({"requested": version, "supported": supported});
+        return reply(
+            id,
+            Err((
+                -32022,
+                "Unsupported protocol version".to_owned(),
+                Some(data),
+            )),
+        );
+    }
+    let Some(capabilities) = capabilities else {
+        return invalid_meta(id, &[CLIENT_CAPABILITIES]);
+    };
+    match method {
+        "server/discover" => reply(id, Ok(discover(state))),
+        // The caching hints rmcp's `fill_missing_cache_hints` gives a list that sets none:
+        // immediately stale, this client's only.
+        "tools/list" => reply(
+            id,
+            Ok(json!({"tools": tools::listed(true), "ttlMs": 0, "cacheScope": "private"})),
+        ),
+        "tools/call" => tools_call(id, &params, capabilities, call, state).await,
+        "subscriptions/listen" => listen(id, &params, state),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            task(method, id, &params, capabilities, call, state)
+        }
+        other => reply(
+            id,
+            Err((-32601, format!("Method not found: {other}"), None)),
+        ),
+    }
+}
+
+/// The server's capabilities in MCP 2026-07-28: tools whose list may change (told on a
+/// `subscriptions/listen` stream), and the tasks extension.
+fn capabilities() -> Value {
+    json!({"tools": {"listChanged": true}, "extensions": {tasks::EXTENSION: {}}})
+}
+
+/// `server/discover`: rmcp 3.11's `DiscoverResult` as `from_server_info` fills it — every
+/// version spoken, the capabilities, the caching hints of `DiscoverResult::new` (0 ms,
+/// private) and the server in `_meta`.
+fn discover(state: &State) -> Value {
+    json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(state),
+        "capabilities": capabilities(),
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
+    })
+}
+
+/// Whether the client's capabilities declare the tasks extension (rmcp's `supports_tasks`).
+fn takes_tasks(capabilities: &Value) -> bool {
+    capabilities
+        .pointer("/extensions")
+        .and_then(|e| e.get(tasks::EXTENSION))
+        .is_some()
+}
+
+async fn tools_call(
+    id: Value,
+    params: &Value,
+    capabilities: &Value,
+    call: &Call<'_>,
+    state: &State,
+) -> Reply {
+    match params.get("name").and_then(Value::as_str) {
+        Some("confirm") => reply(id.clone(), confirm(&id, params, state)),
+        // A task only for a client that takes tasks: "the server MUST NOT return
+        // CreateTaskResult unless the request declared the tasks extension capability"
+        // (rmcp's server handler).
+        Some("slow_job") if takes_tasks(capabilities) => {
+            tools::ran(state, "slow_job", &id);
+            let (_, handle) = state
+                .mcp()
+                .tasks
+                .create(call.holder.clone(), state.config.slow_job_duration);
+            state.record(|a| a.tasks_created += 1);
+            reply(id, Ok(handle))
+        }
+        _ => {
+            let outcome = tools::call(&id, params, true, state).await;
+            reply(id, outcome.map_err(|(code, message)| (code, message, None)))
+        }
+    }
+}
+
+/// `confirm`, a multi round-trip request (SEP-2322, in rmcp 3.11's `InputRequiredResult`
+/// shape): without `inputResponses`, an `elicitation/create` form asking the user and an
+/// opaque `requestState`, and nothing runs; re-sent with the user's answer and that state
+/// (for the same arguments), it runs once if the user accepted and confirmed. A `requestState`
+/// the emulator did not issue for these arguments is refused with the Python SDK's wire error
+/// (-32602 "Invalid or expired requestState"). A state may be used again: the emulator plays a
+/// stateless server, so a re-sent second leg runs again (NOT idempotent).
+fn confirm(id: &Value, params: &Value, state: &State) -> Outcome {
+    let arguments = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let action = arguments
+        .get("action")
+        .and_then(Value::as_str)
+        .unwrap_or("the action")
+        .to_owned();
+    let Some(responses) = params.get("inputResponses") else {
+        let request_state = uuid::Uuid::new_v4().to_string();
+        state
+            .mcp()
+            .request_states
+            .insert(request_state.clone(), arguments);
+        state.record(|a| a.inputs_required += 1);
+        return Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": {CONFIRM_INPUT: {"method": "elicitation/create", "params": {
+                "mode": "form",
+                "message": format!("Confirm {action}?"),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"confirmed": {"type": "boolean", "title": "Confirm"}},
+                    "required": ["confirmed"],
+                },
+            }}},
+            "requestState": request_state,
+        }));
+    };
+    let issued = params
+        .get("requestState")
+        .and_then(Value::as_str)
+        .is_some_and(|s| state.mcp().request_states.get(s) == Some(&arguments));
+    if !issued {
+        return Err((
+            -32602,
+            "Invalid or expired requestState".to_owned(),
+            Some(json!({"reason": "invalid_request_state"})),
+        ));
+    }
+    let Some(answer) = responses.get(CONFIRM_INPUT) else {
+        return Err((
+            -32602,
+            format!("Invalid params: inputResponses holds no `{CONFIRM_INPUT}`"),
+            None,
+        ));
+    };
+    let confirmed = answer.get("action").and_then(Value::as_str) == Some("accept")
+        && answer.pointer("/content/confirmed") == Some(&Value::Bool(true));
+    if !confirmed {
+        return Ok(tools::text_result("not confirmed: nothing ran", false));
+    }
+    tools::ran(state, "confirm", id);
+    Ok(tools::text_result(&format!("confirmed: {action}"), false))
+}
+
+/// `subscriptions/listen`: a stream that acknowledges the notifications it will carry (of the
+/// emulator's, `toolsListChanged` alone), then carries what
+/// [`Emulator::notify_listeners`](crate::emulator::Emulator::notify_listeners) pushes until
+/// [`Emulator::end_listens`](crate::emulator::Emulator::end_listens) or the client goes.
+fn listen(id: Value, params: &Value, state: &State) -> Reply {
+    let asked = params.pointer("/notifications/toolsListChanged") == Some(&Value::Bool(true));
+    let accepted = if asked {
+        json!({"toolsListChanged": true})
+    } else {
+        json!({})
+    };
+    state.record(|a| a.listens += 1);
+    Reply::Listen(state.mcp().listeners.open(id, accepted))
+}
+
+/// `tasks/get`, `tasks/update`, `tasks/cancel`: for a client that declared the tasks
+/// extension (else -32021, as rmcp's `validate_tasks_capability`), of a task this microVM's
+/// server holds (else -32602 "unknown task: …", rmcp's task manager's words).
+fn task(
+    method: &str,
+    id: Value,
+    params: &Value,
+    capabilities: &Value,
+    call: &Call<'_>,
+    state: &State,
+) -> Reply {
+    if !takes_tasks(capabilities) {
+        let data = json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}});
+        return reply(
+            id,
+            Err((
+                -32021,
+                "Missing required client capability".to_owned(),
+                Some(data),
+            )),
+        );
+    }
+    let Some(task_id) = params.get("taskId").and_then(Value::as_str) else {
+        return reply(
+            id,
+            Err((-32602, "Invalid params: no taskId".to_owned(), None)),
+        );
+    };
+    let holder = &call.holder;
+    let outcome = {
+        let mut memory = state.mcp();
+        match method {
+            "tasks/get" => {
+                let mut result = tools::slow_job_result();
+                result["resultType"] = json!("complete");
+                memory.tasks.get(task_id, holder, result)
+            }
+            "tasks/update" => memory.tasks.update(task_id, holder).then(|| json!({})),
+            _ => memory.tasks.cancel(task_id, holder).then(|| json!({})),
+        }
+    };
+    state.record(|a| {
+        a.task_requests.push(TaskRequest {
+            method: method.to_owned(),
+            task_id: task_id.to_owned(),
+            runtime_session_id: holder.runtime_session.clone(),
+            found: outcome.is_some(),
+        })
+    });
+    match outcome {
+        Some(result) => reply(id, Ok(result)),
+        None => reply(id, Err((-32602, format!("unknown task: {task_id}"), None))),
+    }
+}
