@@ -102,13 +102,20 @@ async fn send(
     door: Door<'_>,
 ) -> Answer {
     let request = build(method, url, extra, body, door);
-    let response = client().request(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    read(client().request(request).await.unwrap()).await
+}
+
+/// An answer, read whole.
+async fn read<B>(response: http::Response<B>) -> Answer
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
     Answer {
-        status,
-        headers,
+        status: parts.status,
+        headers: parts.headers,
         text: String::from_utf8(bytes.to_vec()).unwrap(),
     }
 }
@@ -1517,15 +1524,7 @@ async fn through_signer(emulator: &Emulator, session: &str, message: &Value) -> 
         .header("accept", "application/json, text/event-stream")
         .body(Full::new(Bytes::from(message.to_string())))
         .unwrap();
-    let response = stack.oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    Answer {
-        status,
-        headers,
-        text: String::from_utf8(bytes.to_vec()).unwrap(),
-    }
+    read(stack.oneshot(request).await.unwrap()).await
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::sse_event as event;
+
 /// The `_meta` key that names the listen request a notification or the final result belongs
 /// to (rmcp 3.11's `SUBSCRIPTION_ID_META_KEY`).
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -23,11 +25,6 @@ struct Listener {
 #[derive(Debug, Default)]
 pub(crate) struct Listeners {
     open: Vec<Listener>,
-}
-
-/// One SSE event carrying a JSON-RPC message.
-fn event(message: &Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
 /// `message` with `params._meta[subscriptionId]` set to `id`, as rmcp's `SubscriptionSink`

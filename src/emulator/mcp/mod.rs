@@ -213,6 +213,11 @@ fn initialize(params: &Value, state: &State) -> Result<Value, (i64, String)> {
     }))
 }
 
+/// One SSE event carrying a JSON-RPC message.
+pub(crate) fn sse_event(message: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
 /// Who the server is.
 fn server_info() -> Value {
     json!({"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")})

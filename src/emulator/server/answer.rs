@@ -71,14 +71,13 @@ pub(super) fn mcp_session_refusal(
 
 pub(super) fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody> {
     if state.config.sse {
-        let event = format!("event: message\ndata: {answer}\n\n");
         respond(
             StatusCode::OK,
             &[
                 ("content-type", "text/event-stream"),
                 ("cache-control", "no-cache"),
             ],
-            event,
+            crate::emulator::mcp::sse_event(answer),
         )
     } else {
         respond(
