@@ -285,10 +285,20 @@ async fn a_stateless_mcp_session_that_never_initializes() {
             .insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
         request
     };
+    // What a 2026-07-28 client puts in every request's `_meta`; a server refuses a request
+    // without it (rmcp and the Python SDK: 400, -32602).
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
     for (id, request) in [
-        rpc_request(1, "tools/list", json!({})),
-        tool_call(2, "add", json!({"a": 2, "b": 3})),
-        rpc_request(3, "ping", json!({})),
+        rpc_request(0, "server/discover", json!({"_meta": meta})),
+        rpc_request(1, "tools/list", json!({"_meta": meta})),
+        rpc_request(
+            2,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 2, "b": 3}, "_meta": meta}),
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -319,7 +329,7 @@ async fn a_stateless_mcp_session_that_never_initializes() {
         );
         assert_eq!(received.mcp_session_id, None);
     }
-    assert_eq!(audit.received[1].mcp_name.as_deref(), Some("add"));
+    assert_eq!(audit.received[2].mcp_name.as_deref(), Some("add"));
 }
 
 /// A provider of the emulator's credentials that counts how often it is asked.

@@ -41,7 +41,9 @@ fn stdout(output: &Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_passes_against_a_healthy_runtime() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    // A server of the initialize era: `check` probes with server/discover, then falls back.
+    let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
+    let emulator = Emulator::start(config).await.unwrap();
     let output = check(
         &emulator,
         emulator.runtime_arn(),

@@ -889,9 +889,13 @@ async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_e
     let mut stateless = HttpClient::new(&listening.url, None);
     stateless.protocol_version = Some("2026-07-28".into());
     for id in [1, 2] {
-        let answer = stateless
-            .post(&call(id, "add", json!({"a": id, "b": 1})))
-            .await;
+        // A 2026-07-28 request carries its version and capabilities in `_meta`.
+        let mut request = call(id, "add", json!({"a": id, "b": 1}));
+        request["params"]["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let answer = stateless.post(&request).await;
         assert_eq!(text_of(&answer.message()), (id + 1).to_string());
     }
     let audit = emulator.audit();
