@@ -952,8 +952,18 @@ async fn runtime_modern(emulator: &Emulator, session: &str, message: &Value) -> 
         RUNTIME_SESSION,
         Some(session),
     );
+    runtime_post(emulator, &headers, message).await
+}
+
+/// A POST of `message` with `headers` to the runtime's invocations (its default endpoint),
+/// SigV4-signed.
+async fn runtime_post(
+    emulator: &Emulator,
+    headers: &[(String, String)],
+    message: &Value,
+) -> Answer {
     let url = invocations(emulator, "?qualifier=DEFAULT");
-    post_with(emulator, &url, &headers, message).await
+    post_with(emulator, &url, headers, message).await
 }
 
 /// What a 2026-07-28 client learns of the emulator's `x-mcp-header` annotations from its
@@ -1021,13 +1031,7 @@ async fn server_discover_is_answered_in_2026_and_unknown_to_a_legacy_request_and
     // Sent as a request of the `initialize` era (no 2026-07-28 header, no `_meta` version):
     // the method is not known, as to a 2025 server, and a client in auto mode falls back.
     let legacy = json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {}});
-    let answer = post_with(
-        &emulator,
-        &invocations(&emulator, "?qualifier=DEFAULT"),
-        &[],
-        &legacy,
-    )
-    .await;
+    let answer = runtime_post(&emulator, &[], &legacy).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(
         answer.json(),
@@ -1353,13 +1357,7 @@ async fn a_confirm_round_trip_runs_once_and_its_first_leg_runs_nothing() {
     // In the `initialize` era there is no round trip: a tool error, nothing run.
     let legacy = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "confirm", "arguments": {"action": "deploy"}}});
-    let answer = post_with(
-        &emulator,
-        &invocations(&emulator, "?qualifier=DEFAULT"),
-        &[],
-        &legacy,
-    )
-    .await;
+    let answer = runtime_post(&emulator, &[], &legacy).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.json()["result"]["isError"], true);
     assert_eq!(
@@ -1498,13 +1496,7 @@ async fn a_listen_stream_is_acknowledged_carries_what_is_pushed_and_sees_its_end
     assert_eq!(audit.listens, 2);
     // Listening is of 2026-07-28 only.
     let legacy = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {}});
-    let answer = post_with(
-        &emulator,
-        &invocations(&emulator, "?qualifier=DEFAULT"),
-        &[],
-        &legacy,
-    )
-    .await;
+    let answer = runtime_post(&emulator, &[], &legacy).await;
     assert_eq!(rpc_error(&answer).0, -32601);
     assert_eq!(emulator.audit().listens, 2);
 }
@@ -1663,13 +1655,7 @@ async fn a_task_cancelled_before_it_is_done_stays_cancelled() {
     // Of the `initialize` era, `tasks/get` is not known.
     let legacy =
         json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": task_id}});
-    let answer = post_with(
-        &emulator,
-        &invocations(&emulator, "?qualifier=DEFAULT"),
-        &[],
-        &legacy,
-    )
-    .await;
+    let answer = runtime_post(&emulator, &[], &legacy).await;
     assert_eq!(rpc_error(&answer).0, -32601);
 }
 

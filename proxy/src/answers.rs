@@ -443,6 +443,20 @@ pub async fn next_frame(
     }
 }
 
+/// An answer read whole, for what is said of it (a refusal, a probe's answer): its status,
+/// head and body — the body empty when it broke off.
+pub async fn read_small_answer(
+    response: http::Response<ResBody>,
+) -> (StatusCode, http::HeaderMap, bytes::Bytes) {
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    (parts.status, parts.headers, body)
+}
+
 /// The message for an answer that broke off.
 pub fn broke(error: &(dyn std::error::Error + 'static)) -> String {
     format!(
@@ -536,14 +550,7 @@ pub async fn log_ending(
             );
         }
         Ok(response) => {
-            let status = response.status();
-            let headers = response.headers().clone();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
+            let (status, headers, body) = read_small_answer(response).await;
             tracing::warn!("{doing}: {}", describe_status(status, &headers, &body).0);
         }
         Err(error) => tracing::warn!("{doing}: {}", describe_failure(error.as_ref()).0),

@@ -16,7 +16,7 @@ use tower::ServiceExt;
 
 use agentcore_tower::protocol;
 
-use crate::answers::{describe_failure, describe_status};
+use crate::answers::{describe_failure, describe_status, read_small_answer};
 use crate::cli::{Args, Door, TokenSource, shown};
 use crate::stack::{self, Mode, StartError};
 use crate::tools::replay_status;
@@ -280,14 +280,7 @@ impl Session {
                 return Discovery::Failed;
             }
         };
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
+        let (status, headers, body) = read_small_answer(response).await;
         let older =
             matches!(status.as_u16(), 400 | 404 | 405) && !headers.contains_key("x-amzn-errortype");
         let answer = status

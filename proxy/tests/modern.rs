@@ -193,6 +193,20 @@ fn request(id: u64, method: &str, mut params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
+/// Sends `subscriptions/listen` (id 1) and waits for its acknowledgement.
+async fn listen(proxy: &mut Proxy) {
+    proxy.send(&request(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    ));
+    let ack = proxy.next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+}
+
 fn start_proxy(server: &Server, extra: &[&str]) -> Proxy {
     let mut args = vec![
         "--url",
@@ -344,16 +358,7 @@ async fn what_is_not_a_message_of_the_clients_era_is_answered_and_never_sent() {
 async fn a_listen_stream_outlives_the_timeouts_and_a_cancel_closes_it() {
     let server = Server::start().await;
     let mut proxy = start_proxy(&server, &["--timeout", "1s", "--idle-timeout", "1s"]);
-    proxy.send(&request(
-        1,
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true}}),
-    ));
-    let ack = proxy.next().await;
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    listen(&mut proxy).await;
     // Past both limits, the stream still carries what the server sends.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
@@ -391,16 +396,7 @@ async fn a_listen_stream_outlives_the_timeouts_and_a_cancel_closes_it() {
 async fn a_listen_stream_the_server_ends_is_issued_again() {
     let server = Server::start().await;
     let mut proxy = start_proxy(&server, &[]);
-    proxy.send(&request(
-        1,
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true}}),
-    ));
-    let ack = proxy.next().await;
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    listen(&mut proxy).await;
     // The server ends the stream without a final result (a restart): no resumption in the
     // revision, so the proxy issues the same request again, and the client keeps listening.
     server.state.lock().unwrap().listeners.clear();
