@@ -85,6 +85,42 @@ async fn check_passes_against_a_healthy_runtime() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_meets_a_server_of_the_current_revision_without_initialize() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let output = check(
+        &emulator,
+        emulator.runtime_arn(),
+        &["--idempotent-tool", "add"],
+    );
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("server:      agentcore-tower-emulator"),
+        "{text}"
+    );
+    assert!(
+        text.contains("protocol:    2026-07-28 (server/discover; no initialize)"),
+        "{text}"
+    );
+    // The tools of the current revision are listed to a client of it.
+    assert!(
+        text.contains("  add: declared idempotent (--idempotent-tool)"),
+        "{text}"
+    );
+    assert!(text.contains("  confirm: not replayable"), "{text}");
+    assert!(text.ends_with("ok\n"), "{text}");
+    let audit = emulator.audit();
+    let methods: Vec<_> = audit
+        .received
+        .iter()
+        .filter_map(|r| r.method.as_deref())
+        .collect();
+    assert_eq!(methods, ["server/discover", "tools/list"], "{text}");
+    assert_eq!(audit.mcp_sessions_started, 0);
+    assert_eq!(audit.header_mismatches, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_fails_with_the_kind_for_an_unknown_runtime_and_the_wrong_door() {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let output = check(
