@@ -874,21 +874,7 @@ impl Listening {
         let mut all = vec!["--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let proxy = for_url(url, &all);
-        let deadline = Instant::now() + LINE_TIMEOUT;
-        let url = loop {
-            let stderr = proxy.stderr();
-            if let Some(at) = stderr.find("listening on http://") {
-                let rest = &stderr[at + "listening on ".len()..];
-                if let Some(end) = rest.find(char::is_whitespace) {
-                    break rest[..end].to_owned();
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no URL logged; stderr:\n{stderr}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let url = proxy.listen_url().await;
         Listening { _proxy: proxy, url }
     }
 

@@ -724,18 +724,7 @@ async fn a_listening_proxy_stopped_by_sigterm_exports_its_calls_before_it_exits(
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ],
     );
-    let deadline = std::time::Instant::now() + LINE_TIMEOUT;
-    let url = loop {
-        let stderr = proxy.stderr();
-        if let Some(at) = stderr.find("listening on http://") {
-            let rest = &stderr[at + "listening on ".len()..];
-            if let Some(end) = rest.find(char::is_whitespace) {
-                break rest[..end].to_owned();
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "{stderr}");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let url = proxy.listen_url().await;
     let (status, session, body) = post(&url, None, &initialize(1)).await;
     assert_eq!(status, 200, "{body}");
     let session = session.expect("an MCP session");

@@ -489,21 +489,7 @@ impl Listening {
 
     /// A proxy started with `--listen 127.0.0.1:0`, once it logged its URL.
     async fn of(proxy: Proxy) -> Listening {
-        let deadline = Instant::now() + LINE_TIMEOUT;
-        let url = loop {
-            let stderr = proxy.stderr();
-            if let Some(at) = stderr.find("listening on http://") {
-                let rest = &stderr[at + "listening on ".len()..];
-                if let Some(end) = rest.find(char::is_whitespace) {
-                    break rest[..end].to_owned();
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy did not log its URL; stderr:\n{stderr}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let url = proxy.listen_url().await;
         let port = url
             .trim_start_matches("http://127.0.0.1:")
             .trim_end_matches("/mcp")

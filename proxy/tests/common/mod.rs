@@ -140,6 +140,26 @@ impl Proxy {
         proxy
     }
 
+    /// The URL a proxy started with `--listen 127.0.0.1:0` logs, once it logged it; panics
+    /// after [`LINE_TIMEOUT`].
+    pub async fn listen_url(&self) -> String {
+        let deadline = Instant::now() + LINE_TIMEOUT;
+        loop {
+            let stderr = self.stderr();
+            if let Some(at) = stderr.find("listening on http://") {
+                let rest = &stderr[at + "listening on ".len()..];
+                if let Some(end) = rest.find(char::is_whitespace) {
+                    return rest[..end].to_owned();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the proxy did not log its URL; stderr:\n{stderr}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn close(mut self) -> (Vec<Value>, ExitStatus, Proxy) {
         drop(self.stdin.take());
         let deadline = Instant::now() + EXIT_TIMEOUT;
