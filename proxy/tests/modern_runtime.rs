@@ -89,7 +89,7 @@ impl Client for Http {
                 .lines()
                 .filter_map(|line| line.strip_prefix("data:"))
                 .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap())
-                .last()
+                .next_back()
                 .unwrap_or_else(|| panic!("no message in {text:?}")),
         };
         assert_eq!(answer["id"], request["id"], "{answer}");
