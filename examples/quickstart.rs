@@ -4,7 +4,11 @@
 //! session provisions for a moment and answers the session-busy refusal meanwhile; some calls
 //! are throttled or lose their connection), builds the full stack — replay guard, throttle,
 //! session busy, SigV4 — over hyper-util's client, runs an MCP session (initialize,
-//! tools/list, several tools/call) and prints each call's result and its attempt record.
+//! tools/list, several tools/call) and prints each call's result and its attempt record. Then
+//! it speaks MCP's current revision, 2026-07-28, to the same runtime: no `initialize`, the
+//! version in each request's `_meta`, and a tool that asks the user to confirm before it runs
+//! (a multi round-trip request: the answer asks for input, the client sends the request again
+//! with it).
 //!
 //! ```text
 //! cargo run --example quickstart --features emulator
@@ -95,7 +99,13 @@ struct Mcp {
     url: String,
     session: Option<String>,
     next_id: u64,
+    /// Speaks MCP 2026-07-28: the version and capabilities in each request's `_meta`, no
+    /// session; otherwise 2025-06-18, in the session `initialize` opens.
+    modern: bool,
 }
+
+/// MCP's current revision.
+const MODERN: &str = "2026-07-28";
 
 impl Mcp {
     async fn send(
@@ -103,7 +113,14 @@ impl Mcp {
         method: &str,
         params: Value,
         notification: bool,
-    ) -> Result<(), BoxError> {
+    ) -> Result<Option<Value>, BoxError> {
+        let mut params = params;
+        if self.modern {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            });
+        }
         let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
         if !notification {
             self.next_id += 1;
@@ -112,7 +129,10 @@ impl Mcp {
         let mut request = Request::post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18");
+            .header(
+                "mcp-protocol-version",
+                if self.modern { MODERN } else { "2025-06-18" },
+            );
         if let Some(session) = &self.session {
             request = request.header("mcp-session-id", session);
         }
@@ -122,6 +142,7 @@ impl Mcp {
             None => method.to_owned(),
         };
         println!("\n> {label}");
+        let mut answered = None;
         match self.stack.clone().oneshot(request).await {
             Ok(response) => {
                 if let Some(session) = response
@@ -148,6 +169,11 @@ impl Mcp {
                 } else {
                     text.into_owned()
                 };
+                // The last message of the answer is the request's answer.
+                answered = answer
+                    .lines()
+                    .rev()
+                    .find_map(|line| serde_json::from_str(line).ok());
                 println!(
                     "  HTTP {}: {}",
                     status.as_u16(),
@@ -176,7 +202,7 @@ impl Mcp {
                 }
             }
         }
-        Ok(())
+        Ok(answered)
     }
 }
 
@@ -279,6 +305,7 @@ async fn emulated() -> Result<(), BoxError> {
         ),
         session: None,
         next_id: 0,
+        modern: false,
     };
 
     println!(
@@ -343,9 +370,41 @@ async fn emulated() -> Result<(), BoxError> {
         mcp.send(method, params, notification).await?;
     }
 
+    println!(
+        "\nNow MCP {MODERN}, the current revision, to the same runtime: no initialize, the\n\
+         version in each request's _meta; this client's requests share one runtime session."
+    );
+    let mut modern = Mcp {
+        modern: true,
+        session: None,
+        ..mcp
+    };
+    modern.send("server/discover", json!({}), false).await?;
+    modern
+        .send(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 1, "b": 2}}),
+            false,
+        )
+        .await?;
+    // `confirm` asks the user first: its answer is an input request, and nothing has run.
+    let confirm = json!({"name": "confirm", "arguments": {"action": "deploy"}});
+    let asked = modern.send("tools/call", confirm.clone(), false).await?;
+    let state = asked
+        .as_ref()
+        .and_then(|answer| answer.pointer("/result/requestState"))
+        .cloned()
+        .ok_or("confirm did not ask for input")?;
+    println!("  (the user confirms: the client sends the call again, with the answer)");
+    let mut answered = confirm;
+    answered["inputResponses"] =
+        json!({"confirm": {"action": "accept", "content": {"confirmed": true}}});
+    answered["requestState"] = state;
+    modern.send("tools/call", answered, false).await?;
+
     let audit = emulator.audit();
     println!(
-        "\nemulator: {} requests, {} session-busy refusals, {} throttled, {} dropped, {} signature failures; counter ran {} time(s), add {} time(s)",
+        "\nemulator: {} requests, {} session-busy refusals, {} throttled, {} dropped, {} signature failures; counter ran {} time(s), add {} time(s), confirm {} time(s)",
         audit.requests,
         audit.busy_refusals,
         audit.throttled,
@@ -353,6 +412,7 @@ async fn emulated() -> Result<(), BoxError> {
         audit.signature_failures,
         audit.executions_of("counter"),
         audit.executions_of("add"),
+        audit.executions_of("confirm"),
     );
     Ok(())
 }
@@ -438,6 +498,7 @@ async fn real(door: Door) -> Result<(), BoxError> {
         url,
         session: None,
         next_id: 0,
+        modern: false,
     };
     mcp.send("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quickstart", "version": "1"}}), false).await?;
     mcp.send("notifications/initialized", json!({}), true)
