@@ -489,6 +489,8 @@ mod tests {
         original.insert("authorization", "Bearer app-token".parse().unwrap());
         original.insert("cookie", "a=b".parse().unwrap());
         original.insert("x-custom", "1".parse().unwrap());
+        // MCP 2026-07-28's argument headers: the API models none, so none travels.
+        original.insert("mcp-param-city", "Paris".parse().unwrap());
         original.insert(
             "traceparent",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
