@@ -264,8 +264,12 @@ impl fmt::Debug for RetryBudget {
     }
 }
 
-/// Limits of one call, over every layer of this crate that re-sends it: put it in the request's
-/// extensions. Each layer still keeps its own schedule and its own caps; these bound them all.
+/// The limits of one call, over every layer of this crate that re-sends it, whatever the kind
+/// of failure: one ceiling in time, a cap on attempts in all, and what an app adds (its waits in
+/// all, a deadline). A call whose request carries none has [`CallBudget::new`]'s; put one in
+/// the request's extensions to change them. Each retry layer still keeps its own schedule and
+/// its allowance for the kind of failure it re-sends (see
+/// [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)); these bound them all.
 ///
 /// ```
 /// use std::time::Duration;
@@ -281,32 +285,57 @@ impl fmt::Debug for RetryBudget {
 ///         .deadline(tokio::time::Instant::now() + Duration::from_secs(10)),
 /// );
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallBudget {
-    pub(crate) max_attempts: Option<u32>,
+    pub(crate) max_attempts: u32,
     pub(crate) max_total_wait: Option<Duration>,
+    pub(crate) max_duration: Option<Duration>,
     pub(crate) deadline: Option<Instant>,
 }
 
 impl CallBudget {
-    /// No limit beyond the layers' own.
+    /// The call's ceiling in time by default: 60 s from its first attempt. It holds the longest
+    /// the default allowances can wait one after another in a bad minute — a cold start waited
+    /// out (session busy's 30 s), then throttling (10 s), then a re-send after a dropped
+    /// connection (5 s) — with the attempts' own time besides.
+    pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(60);
+
+    /// The call's cap on attempts in all, by default: 100, more than the default allowances add
+    /// up to (session busy's 40, throttling's 3, the guard's 3, one renewal of an expired MCP
+    /// session), so that a kind's allowance or the ceiling in time stops a call first.
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 100;
+
+    /// The defaults: [`DEFAULT_MAX_DURATION`](Self::DEFAULT_MAX_DURATION) from the call's first
+    /// attempt, [`DEFAULT_MAX_ATTEMPTS`](Self::DEFAULT_MAX_ATTEMPTS), no cap on the waits in
+    /// all beyond the layers', no deadline.
     pub const fn new() -> Self {
         Self {
-            max_attempts: None,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             max_total_wait: None,
+            max_duration: Some(Self::DEFAULT_MAX_DURATION),
             deadline: None,
         }
     }
 
-    /// At most this many attempts in all, the first one included (`0` is taken as 1).
+    /// At most this many attempts in all, the first one included, whatever failed (`0` is taken
+    /// as 1).
     pub const fn max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = Some(if max_attempts == 0 { 1 } else { max_attempts });
+        self.max_attempts = if max_attempts == 0 { 1 } else { max_attempts };
         self
     }
 
-    /// At most this much waiting in all, between attempts.
+    /// At most this much waiting in all, between attempts, whatever failed.
     pub const fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
         self.max_total_wait = Some(max_total_wait);
+        self
+    }
+
+    /// The call's ceiling in time, counted from its first attempt: no wait is started that
+    /// would end after it, and no attempt after it (the last answer is delivered as it came).
+    /// `None` lifts it: then only the layers' allowances, [`deadline`](Self::deadline) and the
+    /// caps bound the call. Like the deadline, it does not cancel an attempt in flight.
+    pub const fn max_duration(mut self, max_duration: Option<Duration>) -> Self {
+        self.max_duration = max_duration;
         self
     }
 
@@ -315,5 +344,11 @@ impl CallBudget {
     pub const fn deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
+    }
+}
+
+impl Default for CallBudget {
+    fn default() -> Self {
+        Self::new()
     }
 }

@@ -7,10 +7,12 @@
 //!
 //! * the [`AttemptRecord`] — the app's own when the request carries one — written at dispatch:
 //!   an attempt is "sent, no answer yet" from the moment it is handed to the service below;
-//! * the **budget**: the call's attempts and waits so far, counted over every layer, and the
-//!   app's own limits ([`CallBudget`]) when the request carries them. A layer re-sends only while
-//!   the call's attempts are under its cap and the wait fits under its ceiling — caps are the
-//!   call's, so nesting retry layers never multiplies them;
+//! * the **budget**: the call's attempts and waits so far, kind by kind of failure
+//!   ([`allowance`](crate::allowance)), and its own limits ([`CallBudget`]: the app's, or the
+//!   defaults). A layer re-sends only while the attempts of the kind it decides on are under its
+//!   cap, the wait fits under its ceiling for that kind, and the call's limits hold: counted
+//!   over every layer, so nesting retry layers never multiplies them, and no kind eats
+//!   another's allowance;
 //! * the **replay rules** in force: the app's [`SharedReplayRule`], and the rule of each
 //!   [`ReplayGuardLayer`](crate::ReplayGuardLayer) the call reaches — so a retry layer stacked
 //!   *above* a guard still asks the guard's rule. Every rule must permit a re-send: refusing
@@ -36,6 +38,7 @@ use std::time::Duration;
 use http::Extensions;
 use tokio::time::Instant;
 
+use crate::allowance::{Kind, Spent};
 use crate::budget::{CallBudget, RetryBudget};
 use crate::error::Error;
 use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
@@ -64,15 +67,15 @@ struct Inner {
     /// How many attempts the record held when the call began (an app may reuse a record).
     first: usize,
     budget: CallBudget,
+    /// When the call began: its ceiling in time counts from here.
+    started: Instant,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    waited: Duration,
-    /// The re-sends after failures that ran nothing (refusals, a request never written), and
-    /// their waits: counted apart, so they never eat the allowance of failures that may have run.
-    ran_nothing: RanNothing,
+    /// The re-sends and waits so far, by kind of failure.
+    spent: Spent,
     resends: Vec<(&'static str, u32)>,
     /// The rules in force, each with who put it there (0: the app).
     rules: Vec<(usize, SharedReplayRule)>,
@@ -151,14 +154,6 @@ impl std::ops::Deref for CallSpan {
     fn deref(&self) -> &tracing::Span {
         &self.0
     }
-}
-
-/// The re-sends of a call that followed failures that ran nothing, and what was waited before
-/// them.
-#[derive(Clone, Copy, Default)]
-struct RanNothing {
-    resends: u32,
-    waited: Duration,
 }
 
 /// A request's extensions as a layer keeps them for a re-send
@@ -252,6 +247,7 @@ impl CallContext {
                 .cloned()
                 .or_else(|| budget.cloned()),
             budget: extensions.get::<CallBudget>().copied().unwrap_or_default(),
+            started: Instant::now(),
             state: Mutex::new(State {
                 rules: extensions
                     .get::<SharedReplayRule>()
@@ -584,33 +580,23 @@ impl CallContext {
 
     /// A layer's cap on the call's attempts, bounded by the call's own.
     pub(crate) fn max_attempts(&self, layer_cap: u32) -> u32 {
-        self.0
-            .budget
-            .max_attempts
-            .map_or(layer_cap, |call| call.min(layer_cap))
+        self.0.budget.max_attempts.min(layer_cap)
     }
 
     /// Whether a layer whose cap is `layer_cap` may send the call once more after `failure`;
     /// the cap reached when not.
     ///
-    /// The layer's cap counts the attempts that bear on the failure: after a failure that ran
-    /// nothing (a refusal, a request never written), every attempt of the call; after one that
-    /// may have run, every attempt but those that followed failures that ran nothing — a cold
-    /// start's dozens of refusals leave a tool's allowance of re-sends after a dropped connection
-    /// whole. The app's [`CallBudget`] caps every attempt of the call, whatever the failure.
+    /// The layer's cap counts the attempts of the failure's kind ([`allowance`](crate::allowance)):
+    /// the first one and the re-sends after failures of that kind — a cold start's dozens of
+    /// session-busy refusals leave the throttle's allowance and a tool's re-sends after a
+    /// dropped connection whole. The call's [`CallBudget`] caps every attempt, whatever the
+    /// failure.
     fn may_attempt_again(&self, failure: &Failure, layer_cap: u32) -> Result<(), u32> {
-        let attempts = self.attempts();
-        if let Some(call) = self.0.budget.max_attempts
-            && attempts >= call
-        {
+        let call = self.0.budget.max_attempts;
+        if self.attempts() >= call {
             return Err(call);
         }
-        let counted = if failure.may_have_run() {
-            attempts.saturating_sub(self.lock().ran_nothing.resends)
-        } else {
-            attempts
-        };
-        if counted >= layer_cap {
+        if self.lock().spent.attempts(Kind::of(failure)) >= layer_cap {
             return Err(self.max_attempts(layer_cap));
         }
         Ok(())
@@ -626,14 +612,10 @@ impl CallContext {
     }
 
     /// Takes `wait` out of what the call may still wait before a re-send after `failure` —
-    /// under `layer_ceiling` (the layer's own), the call's [`CallBudget`] and its deadline — and
-    /// counts a re-send by `layer`. When it does not fit, nothing is taken and the time left is
-    /// returned.
-    ///
-    /// As with attempts, the layer's ceiling counts the waits that bear on the failure: all of
-    /// them after a failure that ran nothing, none of those before re-sends after failures that
-    /// ran nothing when the failure may have run. The app's ceiling and deadline count every
-    /// wait.
+    /// under `layer_ceiling` (the layer's own, for the failure's kind) and the call's
+    /// [`CallBudget`] (its waits in all, its ceiling in time from its first attempt, its
+    /// deadline) — and counts a re-send by `layer`. When it does not fit, nothing is taken and
+    /// the time left is returned.
     fn reserve_wait(
         &self,
         layer: &'static str,
@@ -641,32 +623,31 @@ impl CallContext {
         wait: Duration,
         failure: &Failure,
     ) -> Result<(), Duration> {
+        let kind = Kind::of(failure);
         let mut state = self.lock();
-        let counted = if failure.may_have_run() {
-            state.waited.saturating_sub(state.ran_nothing.waited)
-        } else {
-            state.waited
-        };
-        let mut remaining = layer_ceiling.saturating_sub(counted);
-        if let Some(call) = self.0.budget.max_total_wait {
-            remaining = remaining.min(call.saturating_sub(state.waited));
+        let budget = &self.0.budget;
+        let mut remaining = layer_ceiling.saturating_sub(state.spent.waited(kind));
+        if let Some(call) = budget.max_total_wait {
+            remaining = remaining.min(call.saturating_sub(state.spent.total_waited()));
         }
-        if let Some(deadline) = self.0.budget.deadline {
+        let ends = [
+            budget.deadline,
+            budget
+                .max_duration
+                .and_then(|limit| self.0.started.checked_add(limit)),
+        ];
+        if let Some(end) = ends.into_iter().flatten().min() {
             let now = Instant::now();
-            if now >= deadline {
-                // Past the deadline, not even a re-send without a wait.
+            if now >= end {
+                // Past the call's end, not even a re-send without a wait.
                 return Err(Duration::ZERO);
             }
-            remaining = remaining.min(deadline - now);
+            remaining = remaining.min(end - now);
         }
         if wait > remaining {
             return Err(remaining);
         }
-        state.waited += wait;
-        if !failure.may_have_run() {
-            state.ran_nothing.resends += 1;
-            state.ran_nothing.waited += wait;
-        }
+        state.spent.spend(kind, wait);
         match state.resends.iter_mut().find(|(l, _)| *l == layer) {
             Some((_, n)) => *n += 1,
             None => state.resends.push((layer, 1)),

@@ -44,12 +44,14 @@
 //!   down ("sent, no answer yet"), completed when its answer or failure arrives; the response
 //!   (and every [`Error`]) carries it back; every `on_record` hook of the layers the call passed
 //!   fires once, when the call ends or is dropped;
-//! * **one budget**: a layer's `max_attempts` and `max_total_wait` bound the *call's* attempts
-//!   and waits, counted over every layer — so the call's cap is the largest cap of its layers,
-//!   never their product, and its waits never pass the largest ceiling. Refusals that ran
-//!   nothing do not eat the allowance for failures that may have run (see
-//!   [`RetryLayer::max_attempts`](retry::RetryLayer::max_attempts)). An app sets limits of
-//!   its own for a call with a [`CallBudget`] (a deadline among them);
+//! * **one budget**: each kind of failure has an allowance of its own — a layer's
+//!   `max_attempts` and `max_total_wait` count the attempts and waits of the kind it re-sends
+//!   after (session busy, throttling, an expired MCP session, a failure that may have run…),
+//!   over every layer, so stacked layers never multiply them and no kind eats another's: a
+//!   cold start's dozen refusals leave the first 429's re-send and a tool's re-send after a
+//!   dropped connection whole. The call has one ceiling in time over all of them (60 s from its
+//!   first attempt by default) and a cap on attempts in all; an app sets its own with a
+//!   [`CallBudget`] (a deadline among them);
 //! * **one rule**: every retry layer asks the call's replay rules before a re-send — the app's
 //!   [`SharedReplayRule`](rule::SharedReplayRule) and the rule of each guard the call passed, also for the layers
 //!   stacked above a guard — and every one must permit it: forbidding always wins. Without a
@@ -118,6 +120,7 @@
 
 #[macro_use]
 mod macros;
+mod allowance;
 pub mod auth;
 pub mod body;
 pub mod budget;

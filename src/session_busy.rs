@@ -105,13 +105,16 @@
 //! session that is up at once answers the first attempt, and a busy moment of a live session
 //! costs ~100 ms.
 //!
-//! These re-sends ran nothing (the platform refused them), so they do not count against a
-//! layer's allowance for failures that may have run: after a cold start, a declared-replayable
-//! `tools/call` whose connection drops is still re-sent by the
-//! [`ReplayGuardLayer`](crate::ReplayGuardLayer), with its whole allowance (see
-//! [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)).
+//! The cap and the ceiling are this kind's allowance: they count the first attempt and the
+//! re-sends (and waits) after session-busy refusals, never another kind's. After a cold start,
+//! the first 429 is still waited out by the
+//! [`ThrottleRetryLayer`](crate::ThrottleRetryLayer), and a declared-replayable `tools/call`
+//! whose connection drops is still re-sent by the [`ReplayGuardLayer`](crate::ReplayGuardLayer),
+//! each with its whole allowance (see
+//! [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)); the call's one
+//! ceiling in time ([`CallBudget`](crate::CallBudget), 60 s by default) bounds them all.
 //!
-//! Caps and ceilings are the call's, counted over every layer: stacked inside another retry
+//! The allowance is the call's, counted over every layer: stacked inside another retry
 //! layer, this one does not start counting again when the outer one re-sends. Waits are
 //! exponential with equal jitter. The matched reply is released before the wait;
 //! when the limits are reached, the last refusal is delivered intact. Dropping the response

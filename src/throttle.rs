@@ -71,14 +71,17 @@
 //!   is the wait — it is not capped by
 //!   [`max_delay`](ThrottleRetryLayer::max_delay), which only caps the computed backoff.
 //! * Otherwise exponential backoff with equal jitter from [`base_delay`](ThrottleRetryLayer::base_delay).
-//! * Either way the call's waits — this layer's and every other layer's — never add up to more
-//!   than [`max_total_wait`](ThrottleRetryLayer::max_total_wait) when this layer starts one:
-//!   when the next wait would pass it (or the app's [`CallBudget`](crate::CallBudget), or its
-//!   deadline), the 429 is delivered at once, as it came. A server asking for 24 hours gets its
-//!   429 back now, not a hung call.
+//! * Either way the call's waits after throttling never add up to more than
+//!   [`max_total_wait`](ThrottleRetryLayer::max_total_wait) when this layer starts one: when
+//!   the next wait would pass it (or the call's ceiling in time, its
+//!   [`CallBudget`](crate::CallBudget), its deadline), the 429 is delivered at once, as it came.
+//!   A server asking for 24 hours gets its 429 back now, not a hung call.
 //!
-//! Caps and ceilings are the call's: stacked inside another retry layer, this one does not start
-//! counting again when the outer one re-sends.
+//! The cap and the ceiling are throttling's allowance: they count the first attempt and the
+//! re-sends (and waits) after throttling, in either form, never another kind's — a cold start's
+//! session-busy refusals before the first 429 leave it whole. They are the call's: stacked
+//! inside another retry layer, this one does not start counting again when the outer one
+//! re-sends.
 //!
 //! | setting | default |
 //! |---|---|

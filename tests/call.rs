@@ -1,6 +1,7 @@
-//! The call's promises, whatever order the layers are stacked in: one attempt cap, one wait
-//! ceiling, one replay rule, one record written at dispatch, one runtime session per MCP
-//! session — against the emulator on loopback, and in memory where a paused clock helps.
+//! The call's promises, whatever order the layers are stacked in: each kind of failure waited
+//! out within its own allowance, one ceiling in time, one replay rule, one record written at
+//! dispatch, one runtime session per MCP session — against the emulator on loopback, and in
+//! memory where a paused clock helps.
 
 mod common;
 
@@ -39,29 +40,35 @@ fn test_signer() -> agentcore_tower::invoke::SigV4InvokeLayerBuilder {
     )
 }
 
-/// Short schedules, so a run is brief and the ceilings are reached: the call's cap is the
-/// largest layer cap (6), its ceiling the largest layer ceiling (40 ms).
-const CALL_CAP: usize = 6;
-const CALL_CEILING: Duration = Duration::from_millis(40);
+/// Short schedules, so a run is brief and the allowances are reached. Each kind of failure has
+/// its own: session busy at most 6 attempts (its 40 ms ceiling holds no more than 5 waits of at
+/// least 1, 2, 4, 8 and 16 ms), throttling 3 within 30 ms, the guard's re-sends after a failure
+/// that may have run 3 within 20 ms. A call makes at most the first attempt and the re-sends of
+/// each kind, 1 + 5 + 2 + 2, and waits at most the three ceilings.
+const CALL_CAP: usize = 10;
+const BUSY_CEILING: Duration = Duration::from_millis(40);
+const THROTTLE_CEILING: Duration = Duration::from_millis(30);
+const GUARD_CEILING: Duration = Duration::from_millis(20);
+const CALL_CEILING: Duration = Duration::from_millis(90);
 
 fn guard() -> ReplayGuardLayer {
     ReplayGuardLayer::new()
         .idempotent_tools(["add"])
         .strict_tools(["echo"])
         .base_delay(Duration::from_millis(2))
-        .max_total_wait(Duration::from_millis(20))
+        .max_total_wait(GUARD_CEILING)
 }
 
 fn throttle() -> ThrottleRetryLayer {
     ThrottleRetryLayer::new()
         .base_delay(Duration::from_millis(2))
-        .max_total_wait(Duration::from_millis(30))
+        .max_total_wait(THROTTLE_CEILING)
 }
 
 fn busy() -> SessionBusyRetryLayer {
     SessionBusyRetryLayer::new()
         .base_delay(Duration::from_millis(2))
-        .max_total_wait(CALL_CEILING)
+        .max_total_wait(BUSY_CEILING)
 }
 
 /// The four layers in the order numbered by `order` (a permutation of 0..4: guard, throttle,
@@ -126,15 +133,21 @@ fn permutations() -> Vec<[u8; 4]> {
 }
 
 fn waited(record: &AttemptRecord) -> Duration {
+    resends(record, None).1
+}
+
+/// The re-sends `layer` made (every layer's with `None`), and their waits in all.
+fn resends(record: &AttemptRecord, layer: Option<&str>) -> (usize, Duration) {
     record
         .attempts()
         .iter()
         .flat_map(|a| a.decisions().to_vec())
+        .filter(|d| layer.is_none_or(|layer| d.layer() == layer))
         .filter_map(|d| match d.verdict() {
             Verdict::SentAgain { wait, .. } => Some(*wait),
             _ => None,
         })
-        .sum()
+        .fold((0, Duration::ZERO), |(n, all), wait| (n + 1, all + wait))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,6 +200,18 @@ async fn every_order_keeps_the_calls_promises_under_mixed_faults() {
                 "{order:?}: call {id} waited {:?}:\n{record}",
                 waited(&record)
             );
+            // Each kind within its own allowance, whatever the others spent.
+            for (layer, cap, ceiling) in [
+                ("session_busy", 6, BUSY_CEILING),
+                ("throttle", 3, THROTTLE_CEILING),
+                ("replay_guard", 3, GUARD_CEILING),
+            ] {
+                let (sent_again, waited) = resends(&record, Some(layer));
+                assert!(
+                    sent_again < cap && waited <= ceiling,
+                    "{order:?}: call {id}: {layer} re-sent {sent_again} times, {waited:?}:\n{record}"
+                );
+            }
             assert!(
                 record
                     .attempts()
@@ -249,9 +274,11 @@ fn refusing_forever() -> Scripted {
 }
 
 #[tokio::test(start_paused = true)]
-async fn stacked_retry_layers_share_one_cap_and_one_ceiling() {
-    // Before the call's budget: guard 3 × throttle 3 × session busy 6 = 54 attempts. Now each
-    // layer re-sends only while the *call* has made fewer attempts than its own cap.
+async fn stacked_retry_layers_share_each_kinds_allowance() {
+    // Before the call's budget: guard 3 × throttle 3 × session busy 6 = 54 attempts. Then one
+    // cap for the call, the largest of its layers', counting every refusal: 3 here, the
+    // throttle's cap spent by busy refusals. Now each kind has its allowance, counted over
+    // every layer and spent only by refusals of that kind.
     let stack = |inner| {
         ServiceBuilder::new()
             .layer(ReplayGuardLayer::new())
@@ -261,20 +288,27 @@ async fn stacked_retry_layers_share_one_cap_and_one_ceiling() {
     };
     let ping = || json_request(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
 
-    // Mixed refusals: the throttle layer's cap of 3 ends the call at its third attempt.
+    // 429, busy, 429, busy, 429: the throttle's third attempt is its last; busy has used 3 of
+    // its 6.
     let inner = refusing_forever();
     let shared = inner.shared();
     let started = tokio::time::Instant::now();
     let answer = stack(inner).oneshot(ping()).await.unwrap();
     let record = AttemptRecord::of_response(&answer).unwrap().clone();
-    assert_eq!(shared.calls(), 3, "{record}");
-    assert!(matches!(
-        record.attempts()[2].decisions()[0].verdict(),
-        Verdict::AttemptsExhausted {
-            max_attempts: 3,
-            ..
-        }
-    ));
+    assert_eq!(shared.calls(), 5, "{record}");
+    assert_eq!(answer.status(), 429);
+    assert!(
+        matches!(
+            record.attempts()[4].decisions()[0].verdict(),
+            Verdict::AttemptsExhausted {
+                max_attempts: 3,
+                cause: "HTTP 429",
+            }
+        ),
+        "{record}"
+    );
+    assert_eq!(resends(&record, Some("throttle")).0, 2);
+    assert_eq!(resends(&record, Some("session_busy")).0, 2);
     assert_eq!(
         started.elapsed(),
         waited(&record),
@@ -294,6 +328,68 @@ async fn stacked_retry_layers_share_one_cap_and_one_ceiling() {
     let record = AttemptRecord::of_response(&answer).unwrap().clone();
     assert_eq!(shared.calls(), 6, "{record}");
     assert!(waited(&record) <= Duration::from_secs(30), "{record}");
+}
+
+const BUSY: &[u8] = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#;
+
+/// A burst, as a new runtime session meets it: 12 s of session-busy refusals (409 and -32005,
+/// alternating) while it provisions, then one 429 with `Retry-After: 1`, then the answer.
+fn cold_start_then_throttled() -> Scripted {
+    let mut steps: Vec<Step> = (0..13)
+        .map(|n| {
+            Step::Respond(if n % 2 == 0 {
+                response(
+                    409,
+                    &[("x-amzn-errortype", "RetryableConflictException:http://internal.amazon.com/coral/com.amazonaws.bedrockagentcore/")],
+                    b"{}",
+                )
+            } else {
+                response(200, &[("content-type", "application/json")], BUSY)
+            })
+        })
+        .collect();
+    steps.push(Step::Respond(response(429, &[("retry-after", "1")], b"{}")));
+    Scripted::with_fallback(steps, || {
+        Step::Respond(response(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+        ))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cold_start_then_a_429_is_waited_out_with_the_defaults_in_every_order() {
+    let guard = ReplayGuardLayer::new;
+    let throttle = ThrottleRetryLayer::new;
+    let busy = SessionBusyRetryLayer::new;
+    macro_rules! each_order {
+        ($($a:ident $b:ident $c:ident),+) => {[$({
+            let inner = cold_start_then_throttled();
+            let shared = inner.shared();
+            let service = ServiceBuilder::new().layer($a()).layer($b()).layer($c()).service(inner);
+            let started = tokio::time::Instant::now();
+            let ping = json_request(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+            let answer = service.oneshot(ping).await.unwrap();
+            let record = AttemptRecord::of_response(&answer).unwrap().clone();
+            (stringify!($a $b $c), answer.status(), shared.calls(), record, started.elapsed())
+        }),+]};
+    }
+    for (order, status, calls, record, took) in each_order!(
+        guard throttle busy, guard busy throttle, throttle guard busy,
+        throttle busy guard, busy guard throttle, busy throttle guard
+    ) {
+        assert_eq!(status, 200, "{order}: {record}");
+        assert_eq!(
+            calls, 15,
+            "{order}: 13 refusals, a 429, the answer:\n{record}"
+        );
+        assert_eq!(resends(&record, Some("session_busy")).0, 13, "{order}");
+        let (throttled, waited) = resends(&record, Some("throttle"));
+        assert_eq!((throttled, waited), (1, Duration::from_secs(1)), "{order}");
+        assert!(took < Duration::from_secs(30), "{order}: {took:?}");
+        assert_eq!(took, self::waited(&record), "{order}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -536,6 +536,13 @@ impl Service<Request<Full<Bytes>>> for Deadline {
         };
         let total = self.total;
         let deadline = tokio::time::Instant::now() + total;
+        // The call's one ceiling in time is `--timeout`: every layer's waits end before it,
+        // whatever kind of refusal they wait out.
+        request.extensions_mut().insert(
+            agentcore_tower::CallBudget::new()
+                .max_duration(None)
+                .deadline(deadline),
+        );
         let call = self.inner.clone().oneshot(request);
         Box::pin(async move {
             match tokio::time::timeout_at(deadline, call).await {

@@ -8,9 +8,11 @@ use std::time::Duration;
 ///   `[c/2, c]`, where `c = min(base · 2^(n−1), max_delay)` — "equal jitter": half of the
 ///   delay is fixed, half is random, so a crowd of clients spreads out without any of them
 ///   retrying at once.
-/// * At most `max_attempts` attempts are sent in all (the first one included).
-/// * The waits of one call never add up to more than `max_total_wait`. A wait that would pass
-///   it is not started: the last answer is delivered at once instead. A server-given
+/// * At most `max_attempts` attempts count against the allowance of the kind of failure the
+///   layer re-sends after (the first one included; see
+///   [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)).
+/// * The waits of one call for that kind never add up to more than `max_total_wait`. A wait
+///   that would pass it is not started: the last answer is delivered at once instead. A server-given
 ///   `Retry-After` takes the place of the computed delay (it is not capped by `max_delay`),
 ///   but never of this ceiling.
 /// * The loop rounds every wait up to a whole millisecond, the resolution of tokio's timer, so
@@ -57,12 +59,12 @@ impl Backoff {
         self.max_delay
     }
 
-    /// How many attempts are sent at most, the first one included.
+    /// How many attempts of its kind a call makes at most, the first one included.
     pub const fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
-    /// The ceiling on the time one call waits in all.
+    /// The ceiling on the time one call waits for its kind, in all.
     pub const fn max_total_wait(&self) -> Duration {
         self.max_total_wait
     }
@@ -79,14 +81,14 @@ impl Backoff {
         self
     }
 
-    /// Sets how many attempts are sent at most, the first one included. `0` is taken as `1`
+    /// Sets how many attempts of its kind a call makes at most, the first one included. `0` is taken as `1`
     /// (send once, never again): a call always sends its request.
     pub const fn with_max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = if max_attempts == 0 { 1 } else { max_attempts };
         self
     }
 
-    /// Sets the ceiling on the time one call waits in all.
+    /// Sets the ceiling on the time one call waits for its kind, in all.
     pub const fn with_max_total_wait(mut self, max_total_wait: Duration) -> Self {
         self.max_total_wait = max_total_wait;
         self

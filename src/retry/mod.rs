@@ -32,13 +32,16 @@
 //!    ready service is not ready; the ready one is taken, a clone left in its place). The
 //!    attempt is recorded as sent, with no answer yet, as it is handed down.
 //! 2. Hand the result to the policy. No opinion: deliver it.
-//! 3. A reason to send again: stop if the *call* has made as many attempts as this layer's cap
-//!    allows (attempts are counted over every layer, so stacked layers never multiply their
-//!    caps); ask the call's replay rule (refusing always wins); stop if the wait — `Retry-After`
-//!    when the server sent a valid one, otherwise this layer's [`Backoff`] — does not fit in
-//!    what the call may still wait (this layer's ceiling minus every layer's waits so far, the
-//!    app's [`CallBudget`](crate::CallBudget), its deadline). The last answer is then delivered
-//!    as it came.
+//! 3. A reason to send again: stop if the call has made as many attempts of the failure's kind
+//!    as this layer's cap allows (its allowance for that kind: the first attempt and the
+//!    re-sends after failures of the kind, counted over every layer, so stacked layers never
+//!    multiply their caps and no kind eats another's), or as many attempts in all as the
+//!    call's [`CallBudget`](crate::CallBudget) allows; ask the call's replay rule (refusing
+//!    always wins); stop if the wait — `Retry-After` when the server sent a valid one,
+//!    otherwise this layer's [`Backoff`] — does not fit in what the call may still wait (this
+//!    layer's ceiling minus the waits of that kind so far, the call's ceiling in time from its
+//!    first attempt, the app's limits and deadline). The last answer is then delivered as it
+//!    came.
 //! 4. Otherwise record the decision, release the refused answer (its body is dropped, so no
 //!    keep-alive connection stays pinned by it), wait, poll the service ready again, and send a
 //!    clone of the request this layer received (method, URI, version, headers, extensions,
@@ -159,10 +162,10 @@ pub struct RetryInfo {
     /// The number of the attempt about to start in the call (2 for the first re-send),
     /// counted over every layer.
     pub attempt: u32,
-    /// This layer's cap on the call's attempts (bounded by the app's
-    /// [`CallBudget`](crate::CallBudget)). After a failure that may have run, the attempts that
-    /// followed failures that ran nothing are not counted against it, so `attempt` may pass it
-    /// (see [`RetryLayer::max_attempts`]).
+    /// This layer's cap on the attempts of the failure's kind (bounded by the call's
+    /// [`CallBudget`](crate::CallBudget)). Only the first attempt and the re-sends after
+    /// failures of that kind count against it, so `attempt` may pass it (see
+    /// [`RetryLayer::max_attempts`]).
     pub max_attempts: u32,
     /// How long the layer waits before sending it.
     pub wait: Duration,
@@ -277,24 +280,26 @@ impl<P, R> RetryLayer<P, R> {
         &mut self.policy
     }
 
-    /// Sets the most attempts this layer lets a call make, the first one included, counted over
-    /// every layer of the call (`0` is taken as 1). A layer stacked inside another does not
-    /// start counting again when the outer one re-sends.
+    /// Sets this layer's allowance of attempts for the kind of failure it re-sends after, the
+    /// first attempt included, counted over every layer of the call (`0` is taken as 1). A
+    /// layer stacked inside another does not start counting again when the outer one re-sends.
     ///
-    /// What counts depends on the failure a re-send follows. After a failure that ran nothing
-    /// (a refusal — throttling, session busy, an expired MCP session — or a request never
-    /// written) every attempt of the call counts. After a failure that may have run (a dropped
-    /// connection, a 5xx), the attempts that followed failures that ran nothing do not: a
-    /// cold start's refusals never eat a tool's allowance of re-sends after a drop. The same
-    /// holds for [`max_total_wait`](Self::max_total_wait). An app's [`CallBudget`](crate::CallBudget)
-    /// counts everything.
+    /// Each kind of failure has an allowance of its own: session busy, throttling, an expired
+    /// MCP session, a refused signature, a request never written, a failure that may have run
+    /// (a dropped connection, a 5xx). Only the first attempt and the re-sends after failures of
+    /// the kind being decided on count: a cold start's dozen session-busy refusals leave the
+    /// throttle's allowance whole, and no refusal eats a tool's re-sends after a drop. The same
+    /// holds for [`max_total_wait`](Self::max_total_wait). What counts every attempt and every
+    /// wait is the call's [`CallBudget`](crate::CallBudget): its ceiling in time (60 s from the
+    /// first attempt by default) and its cap on attempts in all (100).
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.config.backoff = self.config.backoff.with_max_attempts(max_attempts);
         self
     }
 
-    /// Sets the ceiling on the time a call may have waited in all, over every layer, when this
-    /// layer starts a wait. A wait that would pass it is not started: the last answer is
+    /// Sets the ceiling on the time a call may have waited before re-sends after failures of the
+    /// kind this layer re-sends, over every layer, when this layer starts a wait. A wait that
+    /// would pass it (or the call's ceiling in time) is not started: the last answer is
     /// delivered at once.
     pub fn max_total_wait(mut self, max_total_wait: Duration) -> Self {
         self.config.backoff = self.config.backoff.with_max_total_wait(max_total_wait);
