@@ -1,0 +1,573 @@
+//! The official Python MCP SDK (PyPI `mcp` 2.3.0) through the proxy, the way its users run it:
+//! its client over stdio, in auto mode (`server/discover`, falling back to `initialize`) and
+//! pinned to 2026-07-28, against the emulator of either era and, through `--url`, against the
+//! SDK's own 2026-07-28 server; and its Streamable HTTP client against `--listen`.
+//!
+//! The client is `python_sdk/client.py`: it runs the steps it is given and prints one JSON line
+//! per step (the negotiated version, the tools, each result), which the tests compare whole.
+//! The server is `python_sdk/server.py`, which prints a line for each request it got.
+//!
+//! The Python is `AGENTCORE_PYTHON` when set (an interpreter with `mcp==2.3.0` installed), else
+//! a venv made once at `target/python-sdk` (`python3 -m venv`, then `pip install -r
+//! python_sdk/requirements.txt` from PyPI) and kept for later runs while the requirements stay
+//! the same.
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
+use serde_json::{Value, json};
+
+use common::Proxy;
+
+/// The SDK release the tests are written against.
+const MCP_VERSION: &str = "2.3.0";
+const MODERN: &str = "2026-07-28";
+const EMULATOR: &str = "agentcore-tower-emulator";
+/// The bearer token: of `--url` (the Python server takes any) and of `--listen`.
+const TOKEN: &str = "python-sdk-test-token";
+
+// ---------------------------------------------------------------------------------------------
+// The Python, its venv, the client and the server.
+
+fn sdk_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_sdk")
+}
+
+/// A Python with the SDK, found or made once per test process (tests asking meanwhile wait).
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| match std::env::var_os("AGENTCORE_PYTHON") {
+        Some(python) => {
+            let python = PathBuf::from(python);
+            assert_has_sdk(&python, "AGENTCORE_PYTHON");
+            python
+        }
+        None => venv(),
+    })
+}
+
+/// `target/python-sdk`, made (or made again, when the requirements changed) under a file lock,
+/// so that test processes running at once make it once.
+fn venv() -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR is in the target directory");
+    let dir = target.join("python-sdk");
+    let python = if cfg!(windows) {
+        dir.join("Scripts").join("python.exe")
+    } else {
+        dir.join("bin").join("python")
+    };
+    let requirements = sdk_dir().join("requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).unwrap();
+    // What the venv holds: the requirements it was made from, written once pip succeeded.
+    let marker = dir.join("installed-requirements.txt");
+    std::fs::create_dir_all(target).unwrap();
+    let lock = File::create(target.join("python-sdk.lock")).unwrap();
+    lock.lock().expect("the lock of target/python-sdk");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
+        return python;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new(if cfg!(windows) { "python" } else { "python3" })
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output();
+    match made {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "`python3 -m venv {}` failed: these tests need CPython 3.10+ with venv (Debian, \
+             Ubuntu: the python3-venv package), or AGENTCORE_PYTHON naming a Python with \
+             mcp=={MCP_VERSION} installed.\n{}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => panic!(
+            "python3 could not be run ({e}): these tests need CPython 3.10+ on PATH, or \
+             AGENTCORE_PYTHON naming a Python with mcp=={MCP_VERSION} installed"
+        ),
+    }
+    let out = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+            "-r",
+        ])
+        .arg(&requirements)
+        .output()
+        .expect("the venv's python runs");
+    assert!(
+        out.status.success(),
+        "pip could not install the Python MCP SDK ({}) into {}: it needs PyPI, or the index \
+         PIP_INDEX_URL names; or set AGENTCORE_PYTHON to a Python with mcp=={MCP_VERSION} \
+         installed. pip said:\n{}{}",
+        requirements.display(),
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_has_sdk(&python, "the venv");
+    std::fs::write(&marker, &wanted).unwrap();
+    python
+}
+
+fn assert_has_sdk(python: &Path, what: &str) {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {} does not run: {e}", python.display()));
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        out.status.success() && version == MCP_VERSION,
+        "{what}: {} must have mcp=={MCP_VERSION} installed; it has {version:?}: {}",
+        python.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The Python running `script` of `python_sdk/`.
+fn python_command(script: &str) -> Command {
+    let mut command = Command::new(python());
+    command
+        .arg(sdk_dir().join(script))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONUNBUFFERED", "1");
+    command
+}
+
+/// The Python client over stdio, running the proxy with `proxy_args` and `env` as the other
+/// tests run it (no AWS configuration of the machine's): `common::Proxy` is any child process
+/// with its stdout read line by line, here the client's.
+fn over_stdio(mode: &str, steps: &[&str], proxy_args: &[&str], env: &[(&str, &str)]) -> Proxy {
+    let proxy = common::command(proxy_args, env);
+    let mut command = python_command("client.py");
+    command.args(["--mode", mode]).args(steps).arg("--");
+    command.arg(proxy.get_program()).args(proxy.get_args());
+    // The client hands its environment to the proxy.
+    for (name, value) in proxy.get_envs() {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    Proxy::spawn(command)
+}
+
+/// The Python client over Streamable HTTP to `url`, with a bearer token.
+fn over_http(mode: &str, steps: &[&str], url: &str, token: &str) -> Proxy {
+    let mut command = python_command("client.py");
+    command
+        .args(["--mode", mode, "--url", url, "--token", token])
+        .args(steps);
+    Proxy::spawn(command)
+}
+
+/// The proxy's arguments and environment for the emulator's runtime.
+fn runtime_door(emulator: &Emulator) -> (Vec<String>, Vec<(&'static str, String)>) {
+    let credentials = emulator.credentials();
+    let args = vec![
+        "--runtime-arn".to_owned(),
+        emulator.runtime_arn().to_owned(),
+        "--endpoint".to_owned(),
+        emulator.endpoint(),
+    ];
+    let env = vec![
+        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            credentials.secret_access_key().to_owned(),
+        ),
+        (
+            "AWS_SESSION_TOKEN",
+            credentials.session_token().unwrap().to_owned(),
+        ),
+    ];
+    (args, env)
+}
+
+/// The Python client over stdio through the proxy to the emulator's runtime.
+fn to_runtime(emulator: &Emulator, mode: &str, steps: &[&str]) -> Proxy {
+    let (args, env) = runtime_door(emulator);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    over_stdio(mode, steps, &args, &env)
+}
+
+/// The client's next line, which must be `expected`.
+async fn expect(client: &mut Proxy, expected: Value) {
+    let line = client.next().await;
+    assert_eq!(line, expected, "stderr:\n{}", client.stderr());
+}
+
+/// The client's last line was written: it exits 0 with nothing more.
+async fn finished(client: Proxy) {
+    let (rest, status, client) = client.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "stderr:\n{}", client.stderr());
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", client.stderr());
+}
+
+fn connected(version: &str, handshake: &str, server: Option<&str>) -> Value {
+    json!({"step": "connect", "protocolVersion": version, "handshake": handshake, "serverName": server})
+}
+
+fn listed(tools: &[&str]) -> Value {
+    json!({"step": "list", "tools": tools})
+}
+
+fn called(tool: &str, text: &str) -> Value {
+    json!({"step": "call", "tool": tool, "isError": false, "text": [text]})
+}
+
+/// `confirm` answered after one elicitation, accepted.
+fn confirmed(action: &str) -> Value {
+    json!({"step": "mrtr", "tool": "confirm", "isError": false,
+           "text": [format!("confirmed: {action}")],
+           "elicitations": [{"mode": "form", "message": format!("Confirm {action}?")}]})
+}
+
+fn listening() -> Value {
+    json!({"step": "listen", "honored": {"toolsListChanged": true}})
+}
+
+fn event() -> Value {
+    json!({"step": "event", "event": "ToolsListChanged"})
+}
+
+fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+/// Every tool the emulator lists to a 2026-07-28 client.
+const ALL_TOOLS: [&str; 6] = ["add", "echo", "counter", "confirm", "weather", "slow_job"];
+const STEPS: [&str; 4] = [
+    "list",
+    r#"call:add:{"a":2,"b":3}"#,
+    r#"mrtr:confirm:{"action":"deploy"}"#,
+    "listen",
+];
+
+// ---------------------------------------------------------------------------------------------
+// What the emulator saw.
+
+/// The runtime's invocations: each JSON-RPC method, with the tool a call named.
+fn invocations(audit: &Audit) -> Vec<(String, Option<String>)> {
+    audit
+        .received
+        .iter()
+        .filter(|r| r.operation.as_deref() == Some("invocations"))
+        .map(|r| (r.method.clone().unwrap_or_default(), r.mcp_name.clone()))
+        .collect()
+}
+
+fn rows(rows: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    rows.iter()
+        .map(|(m, n)| ((*m).to_owned(), n.map(str::to_owned)))
+        .collect()
+}
+
+/// The runtime sessions the requests arrived on.
+fn runtime_sessions(audit: &Audit) -> HashSet<String> {
+    audit
+        .received
+        .iter()
+        .map(|r| r.runtime_session_id.clone().unwrap_or_default())
+        .collect()
+}
+
+/// A 2026-07-28 client's run of [`STEPS`]: one runtime session, no MCP session, `add` and
+/// `confirm` each run once (the first leg of `confirm` runs nothing), one listen stream.
+fn assert_modern_run(audit: &Audit) {
+    assert_eq!(runtime_sessions(audit).len(), 1, "{:?}", audit.received);
+    assert_eq!(audit.sessions_started, 1, "{audit:?}");
+    assert_eq!(audit.mcp_sessions_started, 0, "no initialize: {audit:?}");
+    assert!(
+        audit.received.iter().all(|r| r.mcp_session_id.is_none()),
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.executions_of("add"), 1, "{audit:?}");
+    assert_eq!(audit.executions_of("confirm"), 1, "{audit:?}");
+    assert_eq!(audit.executions.len(), 2, "nothing else ran: {audit:?}");
+    assert!(
+        audit.executions_by_id.values().all(|n| *n == 1),
+        "nothing ran twice: {audit:?}"
+    );
+    assert_eq!(audit.inputs_required, 1, "{audit:?}");
+    assert_eq!(audit.listens, 1, "{audit:?}");
+    assert_eq!(audit.header_mismatches, 0, "{audit:?}");
+    assert_eq!(audit.signature_failures, 0, "{audit:?}");
+}
+
+/// The runtime's invocations for [`STEPS`], after what the connection sent first.
+fn modern_invocations(first: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    let mut all = first.to_vec();
+    all.extend([
+        ("tools/list", None),
+        ("tools/call", Some("add")),
+        ("tools/call", Some("confirm")),
+        ("tools/call", Some("confirm")),
+        ("subscriptions/listen", None),
+    ]);
+    rows(&all)
+}
+
+/// Runs [`STEPS`] to their end: the list, the call, the MRTR round trip, then a notification
+/// pushed once the listen stream is acknowledged.
+async fn run_steps(client: &mut Proxy, emulator: &Emulator) {
+    expect(client, listed(&ALL_TOOLS)).await;
+    expect(client, called("add", "5")).await;
+    expect(client, confirmed("deploy")).await;
+    expect(client, listening()).await;
+    assert_eq!(
+        emulator.notify_listeners(list_changed()),
+        1,
+        "the client's stream is open"
+    );
+    expect(client, event()).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_mode_over_stdio_lands_on_2026_07_28_at_a_runtime() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let mut client = to_runtime(&emulator, "auto", &STEPS);
+    expect(&mut client, connected(MODERN, "discover", Some(EMULATOR))).await;
+    run_steps(&mut client, &emulator).await;
+    finished(client).await;
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        modern_invocations(&[("server/discover", None)]),
+        "{audit:?}"
+    );
+    assert_modern_run(&audit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_to_2026_07_28_over_stdio_at_a_runtime() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let mut client = to_runtime(&emulator, MODERN, &STEPS);
+    // A pinned client adopts the version without asking: no server/discover, no server name.
+    expect(&mut client, connected(MODERN, "adopted", None)).await;
+    run_steps(&mut client, &emulator).await;
+    finished(client).await;
+    let audit = emulator.audit();
+    assert_eq!(invocations(&audit), modern_invocations(&[]), "{audit:?}");
+    assert_modern_run(&audit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_mode_falls_back_to_initialize_at_a_2025_11_25_runtime() {
+    let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
+    let emulator = Emulator::start(config).await.unwrap();
+    let mut client = to_runtime(&emulator, "auto", &["list", r#"call:add:{"a":2,"b":3}"#]);
+    expect(
+        &mut client,
+        connected("2025-11-25", "initialize", Some(EMULATOR)),
+    )
+    .await;
+    expect(&mut client, listed(&["add", "echo", "counter"])).await;
+    expect(&mut client, called("add", "5")).await;
+    finished(client).await;
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        rows(&[
+            ("server/discover", None),
+            ("initialize", None),
+            ("notifications/initialized", None),
+            ("tools/list", None),
+            ("tools/call", Some("add")),
+        ]),
+        "{audit:?}"
+    );
+    assert_eq!(runtime_sessions(&audit).len(), 1, "{:?}", audit.received);
+    assert_eq!(audit.mcp_sessions_started, 1, "{audit:?}");
+    assert_eq!(audit.executions_of("add"), 1, "{audit:?}");
+    assert_eq!(audit.executions.len(), 1, "{audit:?}");
+}
+
+/// A client pinned to 2026-07-28 runs `list` then `add` at a runtime of the initialize era:
+/// its first request's answer.
+async fn pinned_at_a_2025_runtime(emulator: &Emulator) -> Value {
+    let mut client = to_runtime(emulator, MODERN, &["list", r#"call:add:{"a":2,"b":3}"#]);
+    expect(&mut client, connected(MODERN, "adopted", None)).await;
+    let refused = client.next().await;
+    let (rest, status, client) = client.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "stderr:\n{}", client.stderr());
+    assert_eq!(status.code(), Some(1), "stderr:\n{}", client.stderr());
+    refused
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_is_refused_and_nothing_runs() {
+    // A pinned client never probes: it adopts 2026-07-28 and sends its first request with it.
+    // A server of the initialize era refuses a version newer than it speaks (HTTP 400, the
+    // MCP TypeScript SDK's -32000 "Unsupported protocol version"), and the client gets an error
+    // for that request; it does not fall back (only auto mode does), so the run ends there
+    // with nothing run and nothing more sent.
+    let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
+    let emulator = Emulator::start(config).await.unwrap();
+    let refused = pinned_at_a_2025_runtime(&emulator).await;
+    assert_eq!(refused["step"], "list", "{refused}");
+    assert_eq!(refused["error"]["type"], "MCPError", "{refused}");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        rows(&[("tools/list", None)]),
+        "{audit:?}"
+    );
+    assert!(audit.executions.is_empty(), "{audit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "proxy defect: the server's id-less JSON-RPC error on an HTTP 400 is written to stdout \
+            with id null (which the client drops) and the request gets a generic error instead"]
+async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason() {
+    // The server's 400 carries `{"id": null, "error": {"code": -32000, "message": "Bad
+    // Request: Unsupported protocol version: 2026-07-28 (supported versions: …)"}}`: the id is
+    // null because the server refused the request before reading it, and the POST held one
+    // request, so the error is that request's. The Python SDK's own HTTP client gives it the
+    // request's id (mcp/client/streamable_http.py: "use this request's id so correlation
+    // works"); over stdio the proxy is the HTTP client and should do the same, so the user
+    // reads why.
+    let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
+    let emulator = Emulator::start(config).await.unwrap();
+    let refused = pinned_at_a_2025_runtime(&emulator).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Unsupported protocol version: 2026-07-28"),
+        "{refused}"
+    );
+}
+
+/// `python_sdk/server.py` running, and the URL it printed.
+async fn python_server() -> (Proxy, String) {
+    let mut server = Proxy::spawn(python_command("server.py"));
+    let line = server.next().await;
+    let url = line["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no URL: {line}"))
+        .to_owned();
+    (server, url)
+}
+
+fn seen(method: &str, name: Option<&str>, city: Option<&str>) -> Value {
+    json!({"seen": {"httpMethod": "POST", "method": method, "status": 200,
+        "protocolVersion": MODERN, "mcpMethod": method, "mcpName": name, "paramCity": city,
+        "sessionId": null}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_mode_over_stdio_to_the_python_sdks_server_through_url() {
+    let (mut server, url) = python_server().await;
+    let mut client = over_stdio(
+        "auto",
+        &[
+            "list",
+            r#"call:add:{"a":2,"b":3}"#,
+            r#"call:weather:{"city":"Zürich"}"#,
+            r#"mrtr:confirm:{"action":"deploy"}"#,
+            "listen:notify",
+        ],
+        &["--url", &url, "--bearer-token-env", "PY_SDK_TOKEN"],
+        &[("PY_SDK_TOKEN", TOKEN)],
+    );
+    expect(
+        &mut client,
+        connected(MODERN, "discover", Some("python-sdk-test-server")),
+    )
+    .await;
+    expect(
+        &mut client,
+        listed(&["add", "weather", "confirm", "notify"]),
+    )
+    .await;
+    expect(&mut client, called("add", "5")).await;
+    expect(&mut client, called("weather", "Sunny in Zürich")).await;
+    expect(&mut client, confirmed("deploy")).await;
+    expect(&mut client, listening()).await;
+    // `notify`, called while the stream is open, makes the server send on it.
+    expect(&mut client, event()).await;
+    finished(client).await;
+
+    // Each request as the SDK's server checks it: the revision's headers, the version in each
+    // (none is an MCP session's), the city in Mcp-Param-City as the revision encodes it.
+    let expected = [
+        seen("server/discover", None, None),
+        seen("tools/list", None, None),
+        seen("tools/call", Some("add"), None),
+        seen(
+            "tools/call",
+            Some("weather"),
+            Some("=?base64?WsO8cmljaA==?="),
+        ),
+        seen("tools/call", Some("confirm"), None),
+        seen("tools/call", Some("confirm"), None),
+        seen("subscriptions/listen", None, None),
+        seen("tools/call", Some("notify"), None),
+    ];
+    let mut got = Vec::new();
+    for _ in 0..expected.len() {
+        got.push(server.next().await);
+    }
+    assert_eq!(got, expected, "stderr:\n{}", server.stderr());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        server.lines.try_recv().is_err(),
+        "nothing more was sent (no DELETE, no GET)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_mode_over_http_through_listen_lands_on_2026_07_28() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let dir = common::TempDir::new("python-sdk-listen");
+    let token_file = dir.write("token", TOKEN);
+    let (mut args, env) = runtime_door(&emulator);
+    args.extend(
+        [
+            "--listen",
+            "127.0.0.1:0",
+            "--listen-token-file",
+            &token_file,
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let proxy = Proxy::start_with(&args, &env);
+    let url = proxy.listen_url().await;
+
+    let mut client = over_http("auto", &STEPS, &url, TOKEN);
+    expect(&mut client, connected(MODERN, "discover", Some(EMULATOR))).await;
+    run_steps(&mut client, &emulator).await;
+    finished(client).await;
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        modern_invocations(&[("server/discover", None)]),
+        "{audit:?}\nproxy stderr:\n{}",
+        proxy.stderr()
+    );
+    // Clients without an MCP session share the listener's runtime session.
+    assert_modern_run(&audit);
+}
