@@ -560,15 +560,11 @@ async fn auto_falls_back_after_a_refusal(
 }
 
 #[tokio::test]
-#[ignore = "defect: TowerClient does not turn a plain-text 4xx to server/discover into a \
-            correlated JSON-RPC error as rmcp's own clients do; rmcp's auto mode gives up"]
 async fn rmcp_auto_falls_back_after_a_plain_text_400_to_its_probe() -> Result<(), BoxError> {
     auto_falls_back_after_a_refusal("text/plain", "Bad Request: Unsupported protocol version").await
 }
 
 #[tokio::test]
-#[ignore = "defect: TowerClient hands rmcp a 4xx JSON-RPC error to server/discover with the \
-            server's own id (not the probe's); rmcp's auto mode finds it uncorrelated and gives up"]
 async fn rmcp_auto_falls_back_after_a_400_with_an_id_of_its_own() -> Result<(), BoxError> {
     auto_falls_back_after_a_refusal(
         "application/json",

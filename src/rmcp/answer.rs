@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use ::rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use ::rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, ErrorData, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
 use ::rmcp::transport::streamable_http_client::{
     AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpError,
     StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -58,6 +60,9 @@ where
         .map(str::to_owned);
 
     if !status.is_success() {
+        if let Some(id) = refused_probe(message, session_attached, status, headers) {
+            return Ok(legacy_server(id, status, body, length, &limits, session_id).await);
+        }
         let throttled_or_failed =
             status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
         // Throttled, or a server failure that cannot be a JSON-RPC error: the status and
@@ -127,6 +132,70 @@ where
     Err(StreamableHttpError::UnexpectedContentType(
         content_type(headers).map(|ct| String::from_utf8_lossy(ct).into_owned()),
     ))
+}
+
+/// The id of a sessionless `server/discover` probe that the server refused with a 4xx of its
+/// own (not 401/403, not a 429, not an AWS error such as an unknown runtime): how a server of
+/// an earlier protocol answers MCP 2026-07-28's probe, often from middleware that cannot echo
+/// the id (the Python SDK sends `"server-error"`), sometimes in plain text.
+fn refused_probe(
+    message: &ClientJsonRpcMessage,
+    session_attached: bool,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Option<RequestId> {
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let refused = status.is_client_error()
+        && !matches!(
+            status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+        )
+        && !session_attached
+        && !headers.contains_key(AWS_ERROR_TYPE);
+    (refused && matches!(request.request, ClientRequest::DiscoverRequest(_)))
+        .then(|| request.id.clone())
+}
+
+/// The refused probe as rmcp's own clients hand it to the lifecycle
+/// (`legacy_discover_response`, private to rmcp): a JSON-RPC error correlated to the probe's
+/// `id` — the server's own error when the body is one, else an invalid-request error quoting
+/// the answer — so `ClientLifecycleMode::Auto` falls back to `initialize`.
+async fn legacy_server<B>(
+    id: RequestId,
+    status: StatusCode,
+    body: B,
+    length: Option<u64>,
+    limits: &StreamableHttpResponseLimits,
+    session_id: Option<String>,
+) -> StreamableHttpPostResponse
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let read = read_limited(body, length, limits.max_error_response_size).await;
+    let error = match &read {
+        Ok(bytes) => match serde_json::from_slice::<ServerJsonRpcMessage>(bytes) {
+            Ok(JsonRpcMessage::Error(error)) => Some(error.error),
+            _ => None,
+        },
+        Err(_) => None,
+    };
+    let error = error.unwrap_or_else(|| {
+        let shown = match &read {
+            Ok(bytes) => preview(bytes, PREVIEW_BYTES),
+            Err(error) => format!("<{error}>"),
+        };
+        ErrorData::invalid_request(
+            format!(
+                "server/discover rejected with HTTP {}: {shown}",
+                status.as_u16()
+            ),
+            None,
+        )
+    });
+    StreamableHttpPostResponse::Json(ServerJsonRpcMessage::error(error, Some(id)), session_id)
 }
 
 /// The error for a GET or DELETE answered with a failure other than 405.

@@ -169,11 +169,14 @@
 //! `max_sse_event_size` ends its stream with [`TowerClientError::SseEventTooLarge`]; an error
 //! body is read only up to `max_error_response_size`, for the diagnostic.
 //!
-//! # Not covered
-//! rmcp's `legacy_discover_response` is private: a sessionless `server/discover` refused with a
-//! 4xx is not turned into a correlated JSON-RPC error, so `ClientLifecycleMode::Auto` cannot
-//! fall back to `initialize` against a legacy server through this client. Use the default
-//! (`initialize`) lifecycle, with a protocol version that has it (2025-11-25 or older).
+//! # MCP 2026-07-28's probe
+//! With `ClientLifecycleMode::Auto`, rmcp probes with a sessionless `server/discover` and falls
+//! back to `initialize` when the server refuses it. A server of an earlier protocol refuses it
+//! with a 4xx that may carry no JSON-RPC error, or one with an id of its own (the Python SDK's
+//! `"server-error"`): as rmcp's own clients do, such a refusal (any 4xx but 401, 403 and 429,
+//! and not an AWS error such as an unknown runtime) reaches rmcp as a JSON-RPC error
+//! correlated to the probe — the server's own error when the body is one, else an
+//! invalid-request error quoting the answer — so the fallback happens.
 //!
 //! [`AttemptRecord`]: crate::AttemptRecord
 //! [`StreamableHttpClient`]: ::rmcp::transport::streamable_http_client::StreamableHttpClient
