@@ -9,8 +9,7 @@ use http::{HeaderValue, Request, Response};
 use http_body::Body;
 use tower::{Service, ServiceExt};
 
-use super::serve::opened_id;
-use super::table::Session;
+use super::table::{Session, opened_id};
 use super::{LAYER, READ_LIMIT};
 use crate::error::{BoxError, Error};
 

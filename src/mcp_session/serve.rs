@@ -11,7 +11,7 @@ use http_body::Body;
 use tower::{Service, ServiceExt};
 
 use super::renew::{Opening, renew};
-use super::table::{Kept, Session, Sessions};
+use super::table::{Kept, Session, Sessions, opened_id};
 use super::{EXPIRED, LAYER, READ_LIMIT};
 use crate::body::ReadToBytes;
 use crate::budget::CallBudget;
@@ -238,16 +238,6 @@ where
         JsonRpcBody::parse(&bytes, false),
         JsonRpcBody::Single(message) if message.method.as_deref() == Some(method)
     )
-}
-
-/// The `Mcp-Session-Id` a successful answer opened a session with.
-pub(super) fn opened_id<B>(answer: &Response<B>) -> Option<Arc<str>> {
-    answer
-        .status()
-        .is_success()
-        .then(|| crate::invoke::mcp_session_of(answer.headers()))
-        .flatten()
-        .map(Arc::from)
 }
 
 /// Whether an answer is the MCP server's 404 for a session it does not know: a platform's 404

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use http::header::AUTHORIZATION;
-use http::{HeaderValue, Request};
+use http::{HeaderValue, Request, Response};
 
 use crate::context::{CallContext, Head};
 use crate::contract::MCP_SESSION_ID;
@@ -254,6 +254,16 @@ impl Session {
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
     }
+}
+
+/// The `Mcp-Session-Id` a successful answer opened a session with.
+pub(super) fn opened_id<B>(answer: &Response<B>) -> Option<Arc<str>> {
+    answer
+        .status()
+        .is_success()
+        .then(|| crate::invoke::mcp_session_of(answer.headers()))
+        .flatten()
+        .map(Arc::from)
 }
 
 #[cfg(test)]
