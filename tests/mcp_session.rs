@@ -2,6 +2,8 @@
 //! is opened again once, the request that met the 404 re-sent once, and every 404 that is not
 //! an expiry of the session the layer knows is delivered as it came.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -11,6 +13,7 @@ use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Failure, Permission, ReplayRule, SharedReplayRule};
 use agentcore_tower::{AttemptRecord, McpSessionRecoveryLayer};
 use bytes::Bytes;
+use common::mcp_post;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
@@ -187,15 +190,7 @@ impl Service<Request<Full<Bytes>>> for Server {
 }
 
 fn post(session: Option<&str>, body: Value) -> Request<Full<Bytes>> {
-    let mut request = Request::post("https://mcp.example/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(session) = session {
-        request = request.header("mcp-session-id", session);
-    }
-    request
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    mcp_post("https://mcp.example/mcp", session, body.to_string())
 }
 
 fn initialize() -> Request<Full<Bytes>> {

@@ -280,16 +280,12 @@ fn stack(order: [u8; 4], signer: &SigV4InvokeLayer) -> Stack {
 
 fn post(id: u64, method: &str, params: Value, session: Option<&str>) -> Request<Full<Bytes>> {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut request = Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18");
-    if let Some(session) = session {
-        request = request.header("mcp-session-id", session);
-    }
+    let mut request = common::mcp_post("http://agentcore.invalid/mcp", session, body.to_string());
+    request.headers_mut().insert(
+        "mcp-protocol-version",
+        http::HeaderValue::from_static("2025-06-18"),
+    );
     request
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
 }
 
 /// The JSON-RPC message of an answer, JSON or the last message of an SSE stream.

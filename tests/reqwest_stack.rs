@@ -2,6 +2,8 @@
 //! against the AgentCore emulator (which checks the SigV4 signature of every request) and
 //! against a raw TCP listener that shows what reqwest writes on the wire.
 
+mod common;
+
 use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use agentcore_tower::{
     rule::FailureKind,
 };
 use bytes::Bytes;
+use common::mcp_post;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
@@ -63,15 +66,7 @@ fn stack_with(
 }
 
 fn mcp_request(session: Option<&str>, payload: &'static str) -> Request<Full<Bytes>> {
-    let mut request = Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(id) = session {
-        request = request.header("mcp-session-id", id);
-    }
-    request
-        .body(Full::new(Bytes::from_static(payload.as_bytes())))
-        .expect("a valid request")
+    mcp_post("http://agentcore.invalid/mcp", session, payload)
 }
 
 struct Answer {

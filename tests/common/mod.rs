@@ -312,15 +312,22 @@ pub async fn serve(
     LocalServer { addr, task }
 }
 
+/// A POST of `body` to `url` as an MCP client sends it (JSON, either kind of answer
+/// accepted), in the MCP session `session` when there is one.
+pub fn mcp_post(url: &str, session: Option<&str>, body: impl Into<Bytes>) -> Request<Full<Bytes>> {
+    let mut request = Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.body(Full::new(body.into())).unwrap()
+}
+
 /// A JSON-RPC request for `method` with `params`, as an MCP client posts it.
 pub fn rpc_request(id: u64, method: &str, params: serde_json::Value) -> Request<Full<Bytes>> {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        .to_string();
-    Request::post("http://agentcore.invalid/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap()
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    mcp_post("http://agentcore.invalid/mcp", None, body.to_string())
 }
 
 /// A `tools/call` of `name` with `arguments`.
