@@ -364,7 +364,8 @@ impl Given {
         }
         match &door {
             Door::Runtime(_) => headers::check_runtime(&self.headers)?,
-            door => headers::check_endpoint(door.flag(), &self.headers)?,
+            Door::Gateway(_) => headers::check_gateway(&self.headers)?,
+            Door::Url(_) => headers::check_endpoint("--url", &self.headers)?,
         }
         if self.listen_token_file.is_some() && self.listen.is_none() {
             return Err("--listen-token-file needs --listen".into());

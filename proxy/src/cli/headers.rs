@@ -46,9 +46,9 @@ pub fn parse_header(headers: &mut Headers, text: &str) -> Result<(), String> {
 
 /// The headers a runtime passes to its container: `X-Amzn-Bedrock-AgentCore-Runtime-Custom-*`
 /// only (what `InvokeAgentRuntime` carries; the runtime's request-header allowlist must name
-/// them too), at most [`RUNTIME_CUSTOM_MAX_HEADERS`], each value at most 4 KB.
+/// them too), within AgentCore's limits ([`check_limits`]).
 pub fn check_runtime(headers: &Headers) -> Result<(), String> {
-    for (name, value) in &headers.0 {
+    for name in headers.0.keys() {
         if !name.as_str().starts_with(RUNTIME_CUSTOM_PREFIX)
             || name.as_str().len() == RUNTIME_CUSTOM_PREFIX.len()
         {
@@ -57,6 +57,38 @@ pub fn check_runtime(headers: &Headers) -> Result<(), String> {
                  Custom-* headers to the runtime (the ones its request-header allowlist names)"
             ));
         }
+    }
+    check_limits("a runtime", headers)
+}
+
+/// How long a header name a gateway target's allowlist takes: the control plane's
+/// `MetadataConfiguration.allowedRequestHeaders` (each name 1 to 100 characters).
+pub const GATEWAY_MAX_NAME: usize = 100;
+
+/// The headers an AgentCore Gateway is sent: an MCP endpoint's ([`check_endpoint`]), counted
+/// against AgentCore's limits for custom headers as a runtime's are ([`check_limits`]), each
+/// name short enough for a target's allowlist ([`GATEWAY_MAX_NAME`]): a header the gateway
+/// cannot pass on is said at start, not lost on every call.
+pub fn check_gateway(headers: &Headers) -> Result<(), String> {
+    check_endpoint("--gateway-url", headers)?;
+    if let Some(name) = headers
+        .0
+        .keys()
+        .find(|name| name.as_str().len() > GATEWAY_MAX_NAME)
+    {
+        return Err(format!(
+            "--header {name}: the name is {} characters; a gateway target's header allowlist \
+             takes names of at most {GATEWAY_MAX_NAME}",
+            name.as_str().len()
+        ));
+    }
+    check_limits("a gateway", headers)
+}
+
+/// AgentCore's limits for custom headers: at most [`RUNTIME_CUSTOM_MAX_HEADERS`], each value at
+/// most [`RUNTIME_CUSTOM_MAX_VALUE`] (4 KB). `door` names what is sent to, for the message.
+fn check_limits(door: &str, headers: &Headers) -> Result<(), String> {
+    for (name, value) in &headers.0 {
         if value.len() > RUNTIME_CUSTOM_MAX_VALUE {
             return Err(format!(
                 "--header {name}: the value is {} bytes; AgentCore passes at most \
@@ -67,7 +99,7 @@ pub fn check_runtime(headers: &Headers) -> Result<(), String> {
     }
     if headers.0.len() > RUNTIME_CUSTOM_MAX_HEADERS {
         return Err(format!(
-            "--header is given {} times; a runtime passes at most {RUNTIME_CUSTOM_MAX_HEADERS} \
+            "--header is given {} times; {door} passes at most {RUNTIME_CUSTOM_MAX_HEADERS} \
              custom headers",
             headers.0.len()
         ));
@@ -76,9 +108,10 @@ pub fn check_runtime(headers: &Headers) -> Result<(), String> {
 }
 
 /// The headers an MCP endpoint (a gateway, any URL) may be sent: any but those the proxy, the
-/// signature or the transport own — `authorization`, `host`, `x-amz-*` (SigV4), `mcp-*` (the
-/// MCP transport), `accept` and `content-*` (the message), and the hop-by-hop ones
-/// (`connection`, `keep-alive`, `proxy-*`, `te`, `trailer`, `transfer-encoding`, `upgrade`).
+/// signature or the transport own — `authorization`, `host`, `x-amz-*` (SigV4), `mcp-*` and
+/// `last-event-id` (the MCP transport), `accept` and `content-*` (the message), and the
+/// hop-by-hop ones (`connection`, `keep-alive`, `proxy-*`, `te`, `trailer`,
+/// `transfer-encoding`, `upgrade`).
 /// `x-amzn-*` is allowed: a gateway reserves no such request header.
 pub fn check_endpoint(flag: &str, headers: &Headers) -> Result<(), String> {
     for name in headers.0.keys() {
@@ -87,6 +120,7 @@ pub fn check_endpoint(flag: &str, headers: &Headers) -> Result<(), String> {
             "authorization" => Some("the signature or the bearer token sets it"),
             "host" => Some("the URL sets it"),
             "accept" => Some("the MCP transport sets it"),
+            "last-event-id" => Some("the MCP transport sets it to resume a stream"),
             "connection" | "keep-alive" | "te" | "trailer" | "transfer-encoding" | "upgrade" => {
                 Some("a hop-by-hop header, for one connection only")
             }
