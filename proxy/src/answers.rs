@@ -73,9 +73,13 @@ pub enum Kind {
     Unauthorized,
     /// 404 `ResourceNotFoundException`: no such runtime, qualifier or endpoint.
     NotFound,
-    /// 429 `ThrottlingException`, 402 `ServiceQuotaExceededException`: still refused after the
-    /// stack's waits.
+    /// 429 `ThrottlingException`, 402 `ServiceQuotaExceededException`, or HTTP 200 with -32003:
+    /// still refused after the stack's waits.
     Throttled,
+    /// 409 `RetryableConflictException`, or HTTP 200 with -32005 "Session operation in
+    /// progress": the runtime session was still starting (or stopping) when the stack's waits
+    /// ended. Nothing ran.
+    SessionBusy,
     /// Any other refusal (a 4xx): nothing ran.
     Refused,
     /// A 5xx: the server failed.
@@ -92,6 +96,7 @@ impl Kind {
             Kind::Unauthorized => "unauthorized",
             Kind::NotFound => "not_found",
             Kind::Throttled => "throttled",
+            Kind::SessionBusy => "session_busy",
             Kind::Refused => "refused",
             Kind::ServerError => "server_error",
         }
@@ -113,12 +118,23 @@ impl Kind {
             Some(E::AccessDenied) if detail.is_some_and(|d| d.contains(AUTH_METHOD_MISMATCH)) => {
                 Kind::AuthMethodMismatch
             }
-            Some(E::AccessDenied) => Kind::AccessDenied,
-            Some(E::Unauthorized) => Kind::Unauthorized,
-            Some(E::ResourceNotFound) => Kind::NotFound,
-            Some(E::Throttling | E::ServiceQuotaExceeded) => Kind::Throttled,
-            Some(E::Internal) => Kind::ServerError,
-            _ if status.is_server_error() => Kind::ServerError,
+            Some(error) => Kind::of_platform(error),
+            None if status.is_server_error() => Kind::ServerError,
+            None => Kind::Refused,
+        }
+    }
+
+    /// The kind of an error of the runtime's table, in either form.
+    fn of_platform(error: agentcore_tower::contract::PlatformError) -> Kind {
+        use agentcore_tower::contract::PlatformError as E;
+        match error {
+            E::AccessDenied => Kind::AccessDenied,
+            E::Unauthorized => Kind::Unauthorized,
+            E::ResourceNotFound => Kind::NotFound,
+            E::Throttling | E::ServiceQuotaExceeded => Kind::Throttled,
+            E::RetryableConflict => Kind::SessionBusy,
+            // The runtime's code failed: the tool may have run, nothing was refused.
+            E::Internal | E::RuntimeClientError => Kind::ServerError,
             _ => Kind::Refused,
         }
     }
@@ -150,6 +166,9 @@ impl Kind {
             }
             Kind::Throttled => "still throttled after the proxy's waits: try again later, or ask \
                                 for a higher quota"
+                .to_owned(),
+            Kind::SessionBusy => "the runtime session was still starting (or stopping) when the \
+                                  proxy's waits ended: nothing ran; send it again in a moment"
                 .to_owned(),
             _ => return None,
         })
@@ -261,10 +280,58 @@ impl Call {
     /// `error.data` for this call: `extra`'s fields and the record's attempts.
     fn data(&self, extra: Value) -> Value {
         let mut data = extra;
-        if let Some(record) = &self.record {
-            data["attempts"] = attempts(record);
-        }
+        self.add_attempts(&mut data);
         data
+    }
+
+    /// Puts the record's attempts in `data` (an object), when the call has a record.
+    pub fn add_attempts(&self, data: &mut Value) {
+        if let (Some(record), Value::Object(data)) = (&self.record, data) {
+            data.insert("attempts".into(), attempts(record));
+        }
+    }
+
+    /// A refusal of AgentCore's in the JSON-RPC form that the stack delivered after its waits
+    /// — ONE error answer, -32003 "Rate limit exceeded - Too many requests" or -32005 with the
+    /// contract's message, in an answer of HTTP `status` — with `error.data` saying what it is,
+    /// as the HTTP form's says it: `kind`, `advice`, `errorType` (the exception the API
+    /// reference names), `httpStatus` and the call's `attempts`. Its code and message stay as
+    /// they came (a client may know them); fields the error's `data` already has are kept.
+    /// `None` when `body` is no such answer.
+    pub fn refusal_in_json_rpc(&self, status: StatusCode, body: &[u8]) -> Option<Vec<u8>> {
+        use agentcore_tower::contract::{Form, PlatformError as E, classify_json};
+        let class = classify_json(body)?;
+        if !matches!(class.form(), Form::JsonRpc(-32003 | -32005))
+            || !matches!(
+                class.error(),
+                E::Throttling | E::RetryableConflict | E::Conflict
+            )
+        {
+            return None;
+        }
+        let mut message: Value = serde_json::from_slice(body).ok()?;
+        let error = message.get_mut("error")?.as_object_mut()?;
+        let kind = Kind::of_platform(class.error());
+        let mut said = json!({
+            "httpStatus": status.as_u16(),
+            "kind": kind.as_str(),
+            "errorType": class.error().exception(),
+        });
+        if let Some(advice) = kind.advice() {
+            said["advice"] = json!(advice);
+        }
+        self.add_attempts(&mut said);
+        let data = error.entry("data").or_insert_with(|| json!({}));
+        let Value::Object(data) = data else {
+            // A server's own `data` that is not an object: left as it came.
+            return None;
+        };
+        if let Value::Object(said) = said {
+            for (name, value) in said {
+                data.entry(name).or_insert(value);
+            }
+        }
+        Some(message.to_string().into_bytes())
     }
 
     /// The answer was cut by `--timeout`, or by `--idle-timeout` (`by_deadline` false).

@@ -380,6 +380,10 @@ impl Endpoint {
         {
             whole = message.to_string().into();
         }
+        // A refusal in the JSON-RPC form says what it is, as the HTTP form's error does.
+        if let Some(said) = call.refusal_in_json_rpc(status, whole.trim_ascii()) {
+            whole = said.into();
+        }
         let text = whole.trim_ascii();
         if status.is_success() {
             if text.is_empty() && !open.is_empty() {
@@ -398,7 +402,8 @@ impl Endpoint {
                 );
             }
         } else if !is_jsonrpc(text) {
-            let (message, data) = describe_status(status, &parts.headers, text);
+            let (message, mut data) = describe_status(status, &parts.headers, text);
+            call.add_attempts(&mut data);
             warn!("{message}");
             return failed(open, batch, &message, Some(&data));
         }

@@ -783,6 +783,9 @@ impl Proxy {
         if watch_mismatch && status == http::StatusCode::BAD_REQUEST && is_header_mismatch(text) {
             return Relayed::HeaderMismatch;
         }
+        // A refusal in the JSON-RPC form says what it is, as the HTTP form's error does.
+        let said = call.refusal_in_json_rpc(status, text);
+        let text = said.as_deref().unwrap_or(text);
         if status.is_success() {
             if !text.is_empty() && !on_message(answers, text) {
                 answers.fail_all(
@@ -797,7 +800,8 @@ impl Proxy {
                 );
             }
         } else if !(is_jsonrpc(text) && on_message(answers, text)) {
-            let (message, data) = describe_status(status, &parts.headers, text);
+            let (message, mut data) = describe_status(status, &parts.headers, text);
+            call.add_attempts(&mut data);
             warn!("{message}");
             answers.fail_all(&message, Some(&data));
         }
