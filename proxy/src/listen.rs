@@ -39,7 +39,7 @@ use crate::answers::{
     Broke, Call, OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response,
     is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
-use crate::stack::{Kind, ResBody, Stack};
+use crate::stack::{Built, Kind, ResBody, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 use sse_relay::SseRelay;
@@ -77,6 +77,8 @@ struct Endpoint {
     stack: Stack,
     uri: Uri,
     kind: Kind,
+    /// `--header`: what the stack sets on every request.
+    headers: HeaderMap,
     /// The tools a client may see and call.
     tools: Arc<Tools>,
     /// `--listen-token-file`'s token.
@@ -102,9 +104,7 @@ struct Endpoint {
 /// Serves until SIGINT or SIGTERM; then lets requests finish and, when asked, stops the runtime
 /// sessions of the MCP sessions not ended yet.
 pub async fn run(
-    stack: Stack,
-    uri: Uri,
-    kind: Kind,
+    built: Built,
     tools: Tools,
     address: SocketAddr,
     token: Option<String>,
@@ -123,9 +123,10 @@ pub async fn run(
         "listening on http://{local}{PATH} (MCP Streamable HTTP)"
     );
     let endpoint = Arc::new(Endpoint {
-        stack,
-        uri,
-        kind,
+        stack: built.stack,
+        uri: built.uri,
+        kind: built.kind,
+        headers: built.headers,
         tools: Arc::new(tools),
         token,
         sessions: stop_session_on_exit.then(Mutex::default),
@@ -195,7 +196,10 @@ impl Endpoint {
         let started = Instant::now();
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
-        let response = match self.refusal(&request) {
+        let response = match self
+            .refusal(&request)
+            .or_else(|| self.header_conflict(request.headers()))
+        {
             Some(refusal) => refusal,
             None => match method {
                 Method::POST => self.post(request).await,
@@ -467,6 +471,29 @@ impl Endpoint {
         respond(parts.status, answer_headers(&parts.headers), full(whole))
     }
 
+    /// A request that carries, with another value, a header the proxy passes on from its
+    /// client ([`carried`]) and `--header` also sets: refused (400, naming the header, never a
+    /// value), nothing sent. The proxy sends one value of a header; it does not pick one for
+    /// the client: `--header` was promised on every request (a listener serves whichever local
+    /// client connects), and overriding the client's without a word would send what the client
+    /// did not ask for. The same value is no conflict.
+    fn header_conflict(&self, from: &HeaderMap) -> Option<Response<HttpBody>> {
+        let name = self.headers.iter().find_map(|(name, value)| {
+            (carried(name) && from.get_all(name).iter().any(|theirs| theirs != value))
+                .then_some(name)
+        })?;
+        warn!(header = %name, "refused: the client's {name} is not --header's");
+        Some(refusal(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "the request's {name} header is not the one the proxy sets on every request \
+                 (--header {name}): the proxy sends one, and does not choose between them; drop \
+                 it from the client or from --header"
+            ),
+            &[],
+        ))
+    }
+
     /// The request the stack gets: the client's MCP headers, none of its others (its token
     /// among them).
     fn upstream(&self, method: Method, from: &HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
@@ -541,6 +568,11 @@ impl Endpoint {
             warn!("stopping the runtime sessions took longer than {STOP_TIMEOUT:?}");
         }
     }
+}
+
+/// Whether a client's header of this name goes on to the server ([`FORWARDED`], `Mcp-Param-*`).
+fn carried(name: &HeaderName) -> bool {
+    FORWARDED.contains(&name.as_str()) || name.as_str().starts_with(MCP_PARAM_PREFIX)
 }
 
 /// Whether a message is an `initialize` request, which opens an MCP session.

@@ -225,18 +225,7 @@ async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>
     };
     let tools = tools::Tools::new(&args);
     match args.listen {
-        Some(address) => {
-            listen::run(
-                built.stack,
-                built.uri,
-                built.kind,
-                tools,
-                address,
-                token,
-                args.stop_session_on_exit,
-            )
-            .await
-        }
+        Some(address) => listen::run(built, tools, address, token, args.stop_session_on_exit).await,
         None => {
             // At exit: a runtime session is stopped when asked; an MCP endpoint's session is
             // ended, as an MCP client that goes away does (a stdio client cannot send it).

@@ -66,6 +66,8 @@ pub struct Built {
     pub kind: Kind,
     /// The region requests are signed for (none with a bearer token to an MCP URL).
     pub region: Option<String>,
+    /// `--header`: what the stack sets on every request.
+    pub headers: HeaderMap,
 }
 
 /// How the signer is set up for the mode.
@@ -219,6 +221,7 @@ async fn runtime(
         uri,
         kind: Kind::Runtime,
         region,
+        headers: args.headers.0.clone(),
     })
 }
 
@@ -300,6 +303,7 @@ async fn endpoint(
         uri: url.clone(),
         kind: Kind::Endpoint,
         region,
+        headers: args.headers.0.clone(),
     })
 }
 
@@ -508,7 +512,8 @@ impl std::error::Error for TimedOut {}
 struct Deadline {
     inner: Inner,
     total: Duration,
-    /// `--header`: set on every request (over any of the same name the client sent).
+    /// `--header`: set on every request (a `--listen` client's header of the same name and
+    /// another value is refused before it comes here).
     headers: Arc<HeaderMap>,
 }
 
