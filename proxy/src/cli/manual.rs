@@ -231,14 +231,19 @@ OPTIONS
         Repeatable: add this header to every request, signed with the rest.
         For a runtime, only X-Amzn-Bedrock-AgentCore-Runtime-Custom-* names
         (any case), which AgentCore passes to the container when the
-        runtime's request-header allowlist names them: at most 20, each value
-        at most 4 KB. For a gateway or a URL, any name except those the
-        proxy, the signature or the transport set: authorization, host,
-        accept, x-amz-*, mcp-*, content-*, and the hop-by-hop connection,
-        keep-alive, proxy-*, te, trailer, transfer-encoding, upgrade. A name
-        given twice (names are case-insensitive), or outside these rules,
-        is refused at start (exit 2), naming the rule. Values are never
-        logged nor shown in an error: they may be secrets.
+        runtime's request-header allowlist names them. For a gateway or a
+        URL, any name except those the proxy, the signature or the transport
+        set: authorization, host, accept, last-event-id, x-amz-*, mcp-*,
+        content-*, and the hop-by-hop connection, keep-alive, proxy-*, te,
+        trailer, transfer-encoding, upgrade. For a runtime or a gateway,
+        AgentCore's limits: at most 20, each value at most 4 KB (and, for a
+        gateway, names of at most 100 characters, what a target's allowlist
+        takes). A name given twice (names are case-insensitive), or outside
+        these rules, is refused at start (exit 2), naming the rule. Values
+        are never logged nor shown in an error: they may be secrets. With
+        --listen, a client's request that carries a header the proxy passes
+        on (traceparent, tracestate, baggage) with another value than
+        --header's is refused (HTTP 400): neither value is dropped silently.
 
     --timeout DURATION
         One deadline for each whole call: its retries, its waits and the
