@@ -10,8 +10,8 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
-use crate::stack::{CallDeadline, ResBody, TimedOut};
+use crate::call::{CallDeadline, ResBody, TimedOut, limits};
+use crate::cli::shown_duration;
 
 /// The JSON-RPC error code of a failure on the way to the server.
 pub const PROXY_ERROR: i64 = -32000;
@@ -178,28 +178,6 @@ impl Kind {
 /// The start of AgentCore's 403 message for a request in the other door's authorization
 /// (agentcore-wire.md; the emulator answers it word for word).
 pub const AUTH_METHOD_MISMATCH: &str = "Authorization method mismatch";
-
-/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub total: Duration,
-    pub idle: Duration,
-}
-
-static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
-
-/// Sets the limits, once at start.
-pub fn set_limits(limits: Limits) {
-    let _ = LIMITS.set(limits);
-}
-
-/// The limits in force.
-pub fn limits() -> Limits {
-    LIMITS.get().copied().unwrap_or(Limits {
-        total: DEFAULT_TIMEOUT,
-        idle: DEFAULT_IDLE_TIMEOUT,
-    })
-}
 
 /// The record's lines, for `error.data.attempts`.
 pub fn attempts(record: &AttemptRecord) -> Value {

@@ -39,7 +39,8 @@ use crate::answers::{
     Broke, Call, OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response,
     is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
-use crate::stack::{Built, Kind, ResBody, Stack};
+use crate::call::ResBody;
+use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 use sse_relay::SseRelay;

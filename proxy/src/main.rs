@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod answers;
+mod call;
 mod check;
 mod cli;
 mod listen;

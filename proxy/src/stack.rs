@@ -30,11 +30,10 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
 use crate::answers;
+use crate::call::{self, CallDeadline, ResBody, TimedOut};
 use crate::cli::{Args, Door, Headers, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
 
-/// The body of the stack's answers.
-pub type ResBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
 /// The stack, boxed: cheap to clone, one per request.
 pub type Stack = BoxCloneSyncService<Request<Full<Bytes>>, Response<ResBody>, BoxError>;
 
@@ -81,7 +80,7 @@ pub struct Mode {
 /// Builds the stack for `args`: the token provider when a bearer flag is given (and then no AWS
 /// credentials at all), else the AWS configuration's credentials.
 pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
-    answers::set_limits(answers::Limits {
+    call::set_limits(call::Limits {
         total: args.timeout,
         idle: args.idle_timeout,
     });
@@ -464,7 +463,7 @@ where
     );
     BoxCloneSyncService::new(Deadline {
         inner,
-        total: answers::limits().total,
+        total: call::limits().total,
         headers,
     })
 }
@@ -482,27 +481,6 @@ static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
 pub fn set_telemetry(telemetry: Telemetry) {
     let _ = TELEMETRY.set(telemetry);
 }
-
-/// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the
-/// answer then.
-#[derive(Clone, Copy, Debug)]
-pub struct CallDeadline(pub tokio::time::Instant);
-
-/// A call cut by `--timeout` before its answer came: the record of its attempts (the one in
-/// flight left "sent, no answer yet", then dropped).
-#[derive(Debug)]
-pub struct TimedOut {
-    pub total: Duration,
-    pub record: AttemptRecord,
-}
-
-impl std::fmt::Display for TimedOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "no answer within {}", shown_duration(self.total))
-    }
-}
-
-impl std::error::Error for TimedOut {}
 
 /// The outermost layer: one deadline for the whole call (`--timeout`), retries included, and
 /// the call's record kept past it — tower's timeout would drop the record with the call. The

@@ -28,8 +28,9 @@ use crate::answers::{
     is_jsonrpc, log_ending, next_frame, one_line, parse_server_message, preview, unanswered,
     upstream,
 };
+use crate::call::ResBody;
 use crate::sse::{Event, SseParser};
-use crate::stack::{Kind, ResBody, Stack};
+use crate::stack::{Kind, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, shutdown_signal};
 use in_flight::{Cancel, Cancellable, InFlight};

@@ -12,8 +12,8 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::answers::{Call, OpenRequests, one_line, parse_server_message, unanswered};
+use crate::call::ResBody;
 use crate::sse::{self, SseParser};
-use crate::stack::ResBody;
 use crate::tools::Tools;
 
 /// An SSE answer relayed event by event, as each is complete; when it breaks off, stalls or

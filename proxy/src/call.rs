@@ -1,0 +1,55 @@
+//! One call's bounds, shared by the stack that enforces them and the relays that report them:
+//! how long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`),
+//! the deadline an answer carries, and the error of a call cut by it.
+
+use std::time::Duration;
+
+use agentcore_tower::AttemptRecord;
+
+use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
+
+/// The body of the stack's answers.
+pub type ResBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
+
+/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub total: Duration,
+    pub idle: Duration,
+}
+
+static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+
+/// Sets the limits, once at start.
+pub fn set_limits(limits: Limits) {
+    let _ = LIMITS.set(limits);
+}
+
+/// The limits in force.
+pub fn limits() -> Limits {
+    LIMITS.get().copied().unwrap_or(Limits {
+        total: DEFAULT_TIMEOUT,
+        idle: DEFAULT_IDLE_TIMEOUT,
+    })
+}
+
+/// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the
+/// answer then.
+#[derive(Clone, Copy, Debug)]
+pub struct CallDeadline(pub tokio::time::Instant);
+
+/// A call cut by `--timeout` before its answer came: the record of its attempts (the one in
+/// flight left "sent, no answer yet", then dropped).
+#[derive(Debug)]
+pub struct TimedOut {
+    pub total: Duration,
+    pub record: AttemptRecord,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no answer within {}", shown_duration(self.total))
+    }
+}
+
+impl std::error::Error for TimedOut {}
