@@ -1,5 +1,6 @@
-//! The library's top-level modules depend on one another without a circle: each can be read,
-//! and moved, knowing only the modules below it.
+//! No circle of imports, at two grains: the library's top-level modules, and the files of every
+//! crate of the workspace (the library, the proxy, the compat member). Each module, and each
+//! file, can be read and moved knowing only what is below it.
 //!
 //! A top-level module is the first part of a path under `src/` (`src/invoke/future.rs` →
 //! `invoke`, `src/record.rs` → `record`); `src/lib.rs` is the root, not a module (and a
@@ -7,6 +8,11 @@
 //! another when its code names it through `crate::<name>` (in a `use` line or a path,
 //! `crate::{a, b::c}` included); comments and doc comments (lines that start with `//`) do not
 //! count.
+//!
+//! At the grain of files, a file depends on another when its code names an item of the other's
+//! module — through `crate::`, `super::`, `self::` or a module it declares — and the two are not
+//! one inside the other: a module's own file (`mod.rs`, `lib.rs`, `main.rs`) is the front door
+//! of the files below it, and what passes between them is not an arrow between rooms.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,6 +36,73 @@ fn no_two_top_level_modules_depend_on_each_other() {
             edges(&graph)
         );
     }
+}
+
+/// The crates of the workspace, by the folder of their sources.
+const CRATES: [&str; 3] = ["src", "proxy/src", "compat/src"];
+
+#[test]
+fn no_two_files_of_any_crate_depend_on_each_other_in_a_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in CRATES {
+        let graph = file_graph(&root.join(dir));
+        assert!(!graph.is_empty(), "no files under {dir}");
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!(
+                "files of {dir} depend on each other in a circle: {}\n\nevery edge:\n{}",
+                cycle.join(" -> "),
+                edges(&graph)
+            );
+        }
+    }
+    // The library's files are read, with their arrows.
+    let graph = file_graph(&root.join("src"));
+    assert!(
+        graph["mcp_session/serve.rs"].contains("mcp_session/renew.rs"),
+        "{}",
+        edges(&graph)
+    );
+}
+
+/// A crate written to disk with a circle between two files, and arrows that are not circles:
+/// the check finds the one and not the others.
+#[test]
+fn a_circle_between_two_files_fails_the_check() {
+    let dir = std::env::temp_dir().join(format!("module-graph-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod a;\nmod b;\nmod c;\npub struct Root;\n");
+    write(
+        "a.rs",
+        "use crate::b::B;\n// crate::c::D in a comment\npub struct A;\n",
+    );
+    write(
+        "b.rs",
+        "use crate::{Root, c::{d::D}};\npub struct B;\nfn f() { let _ = super::a::A; }\n",
+    );
+    write(
+        "c/mod.rs",
+        "mod d;\npub use d::D;\npub const LIMIT: u8 = 1;\n",
+    );
+    write("c/d.rs", "use super::LIMIT;\npub struct D;\n");
+    let graph = file_graph(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let expected = graph_of(&[
+        ("lib.rs", &[]),
+        ("a.rs", &["b.rs"]),
+        ("b.rs", &["a.rs", "c/d.rs"]),
+        ("c/mod.rs", &[]),
+        ("c/d.rs", &[]),
+    ]);
+    assert_eq!(graph, expected, "{}", edges(&graph));
+    assert_eq!(
+        find_cycle(&graph),
+        Some(vec!["a.rs".into(), "b.rs".into(), "a.rs".into()])
+    );
 }
 
 /// The checker itself: a circle is found, and named from where it closes.
@@ -88,6 +161,175 @@ fn module_graph(src: &Path) -> Graph {
         graph.entry(module).or_default().extend(named);
     }
     graph
+}
+
+/// Every file of the crate whose sources are in `src` (named by its path under `src`) and the
+/// files its code names items of.
+fn file_graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let module_of = |file: &Path| -> (String, Vec<String>) {
+        let relative = file.strip_prefix(src).expect("under src");
+        let name = relative
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        let mut path: Vec<String> = relative
+            .components()
+            .map(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .trim_end_matches(".rs")
+                    .to_owned()
+            })
+            .collect();
+        let last = path.last().cloned().unwrap_or_default();
+        if last == "mod" || (path.len() == 1 && (last == "lib" || last == "main")) {
+            path.pop();
+        }
+        (name, path)
+    };
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|f| {
+            let (name, path) = module_of(f);
+            (path, name)
+        })
+        .collect();
+    let mut graph = Graph::new();
+    for file in &files {
+        let (name, here) = module_of(file);
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        let named = graph.entry(name.clone()).or_default();
+        for path in paths(&text, &here) {
+            // The longest part of the path that is a module with a file of its own.
+            let Some(module) = (0..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|prefix| modules.contains_key(*prefix))
+            else {
+                continue;
+            };
+            let one_inside_the_other = module.starts_with(&here) || here.starts_with(module);
+            if !one_inside_the_other {
+                named.insert(modules[module].clone());
+            }
+        }
+    }
+    graph
+}
+
+/// The paths `text` names items by, outside comments, made absolute from the module `here`:
+/// through `crate::`, `super::`, `self::` and the modules the file declares.
+fn paths(text: &str, here: &[String]) -> Vec<Vec<String>> {
+    let code: String = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    // The modules the file declares (`mod name;`), whose paths start with their bare name.
+    let declared: BTreeSet<String> = code
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line.split("mod ").nth(1)?;
+            let before = &line[..line.len() - rest.len() - 4];
+            let visibility = before.trim();
+            let is_declaration = visibility.is_empty() || visibility.starts_with("pub");
+            let name = rest.strip_suffix(';')?.trim();
+            (is_declaration && name.chars().all(is_ident)).then(|| name.to_owned())
+        })
+        .collect();
+    let bytes: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let starts_word = at == 0 || !(is_ident(bytes[at - 1]) || bytes[at - 1] == ':');
+        if !(starts_word && is_ident(bytes[at])) {
+            at += 1;
+            continue;
+        }
+        let word: String = bytes[at..].iter().take_while(|&&c| is_ident(c)).collect();
+        let after = at + word.chars().count();
+        let continues = bytes.get(after) == Some(&':') && bytes.get(after + 1) == Some(&':');
+        let base: Option<Vec<String>> = match word.as_str() {
+            "crate" => Some(Vec::new()),
+            "self" => Some(here.to_vec()),
+            "super" => Some(here[..here.len().saturating_sub(1)].to_vec()),
+            name if declared.contains(name) => Some([here, &[name.to_owned()]].concat()),
+            _ => None,
+        };
+        match base {
+            Some(base) if continues => {
+                let (tree, end) = path_tree(&bytes, after + 2);
+                for mut rest in tree {
+                    // `super::super::…`: each further `super` climbs one more.
+                    let mut base = base.clone();
+                    while rest.first().is_some_and(|s| s == "super") {
+                        rest.remove(0);
+                        base.pop();
+                    }
+                    rest.retain(|s| s != "self");
+                    found.push([base, rest].concat());
+                }
+                at = end;
+            }
+            _ => at = after,
+        }
+    }
+    found
+}
+
+/// The paths of a use tree starting at `at` (after a `::`): `a::b`, `{a, b::{c, d}}`, `*`;
+/// and where it ends.
+fn path_tree(code: &[char], mut at: usize) -> (Vec<Vec<String>>, usize) {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    while code.get(at).is_some_and(|c| c.is_whitespace()) {
+        at += 1;
+    }
+    if code.get(at) == Some(&'{') {
+        at += 1;
+        let mut all = Vec::new();
+        loop {
+            while code.get(at).is_some_and(|c| c.is_whitespace() || *c == ',') {
+                at += 1;
+            }
+            match code.get(at) {
+                None => return (all, at),
+                Some('}') => return (all, at + 1),
+                Some(_) => {
+                    let (tree, end) = path_tree(code, at);
+                    // Skip what follows an item (` as Name`) up to its end.
+                    let mut next = end;
+                    while code.get(next).is_some_and(|c| !matches!(c, ',' | '}')) {
+                        next += 1;
+                    }
+                    all.extend(tree);
+                    at = next.max(at + 1);
+                }
+            }
+        }
+    }
+    let word: String = code[at.min(code.len())..]
+        .iter()
+        .take_while(|&&c| is_ident(c))
+        .collect();
+    if word.is_empty() {
+        return (vec![Vec::new()], at);
+    }
+    let after = at + word.chars().count();
+    if code.get(after) == Some(&':') && code.get(after + 1) == Some(&':') {
+        let (tree, end) = path_tree(code, after + 2);
+        let tree = tree
+            .into_iter()
+            .map(|rest| [vec![word.clone()], rest].concat())
+            .collect();
+        return (tree, end);
+    }
+    (vec![vec![word]], after)
 }
 
 fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
