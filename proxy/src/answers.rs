@@ -427,6 +427,29 @@ impl OpenRequests {
         }
     }
 
+    /// A server's error that names none of the open requests — `"id": null`, or an id of its
+    /// own, as middleware that cannot echo the id answers a 4xx — made the answer of the one
+    /// request still open, as the SDKs' HTTP clients read it (the Python SDK gives it "this
+    /// request's id so correlation works"); over stdio, the proxy is that HTTP client. `None`
+    /// when more than one request is open, or the message is no such error.
+    pub fn correlated(&self, message: &Value) -> Option<Value> {
+        let [id] = self.ids.as_slice() else {
+            return None;
+        };
+        let Value::Object(fields) = message else {
+            return None;
+        };
+        let orphan = !fields.contains_key("method")
+            && !fields.contains_key("result")
+            && fields.get("error").is_some_and(Value::is_object)
+            && fields.get("id") != Some(id);
+        orphan.then(|| {
+            let mut message = message.clone();
+            message["id"] = id.clone();
+            message
+        })
+    }
+
     /// An error answer for every open request, which are then answered.
     pub fn fail_all(&mut self, message: &str, data: Option<&Value>) -> Vec<Value> {
         self.ids
@@ -694,6 +717,40 @@ pub fn preview(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_naming_no_open_request_answers_the_one_open() {
+        let refused = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: Unsupported protocol version"}});
+        let one = OpenRequests::of(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+        assert_eq!(
+            one.correlated(&refused),
+            Some(
+                json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32000, "message": "Bad Request: Unsupported protocol version"}})
+            )
+        );
+        let own = json!({"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "x"}});
+        assert_eq!(one.correlated(&own).unwrap()["id"], 7);
+        // Its own answer, a result, a request of the server's: left as they are.
+        assert_eq!(
+            one.correlated(
+                &json!({"jsonrpc": "2.0", "id": 7, "error": {"code": 1, "message": "x"}})
+            ),
+            None
+        );
+        assert_eq!(
+            one.correlated(&json!({"jsonrpc": "2.0", "id": null, "result": {}})),
+            None
+        );
+        assert_eq!(
+            one.correlated(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "error": {}})),
+            None
+        );
+        // Two open (a batch): whose it is cannot be told.
+        let two = OpenRequests::of(
+            &json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]),
+        );
+        assert_eq!(two.correlated(&refused), None);
+    }
 
     #[test]
     fn requests_stay_open_until_answered() {

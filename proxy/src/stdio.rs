@@ -800,6 +800,11 @@ impl Proxy {
                     ),
                 );
             }
+        } else if let Some(error) = serde_json::from_slice::<Value>(text)
+            .ok()
+            .and_then(|message| answers.open.correlated(&message))
+        {
+            on_message(answers, error.to_string().as_bytes());
         } else if !(is_jsonrpc(text) && on_message(answers, text)) {
             let (message, mut data) = describe_status(status, &parts.headers, text);
             call.add_attempts(&mut data);

@@ -439,8 +439,6 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_is_refused_and_nothing_run
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "proxy defect: the server's id-less JSON-RPC error on an HTTP 400 is written to stdout \
-            with id null (which the client drops) and the request gets a generic error instead"]
 async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason() {
     // The server's 400 carries `{"id": null, "error": {"code": -32000, "message": "Bad
     // Request: Unsupported protocol version: 2026-07-28 (supported versions: …)"}}`: the id is
