@@ -1,7 +1,7 @@
 //! The full stack over hyper-util against the emulator on loopback: every emulated fault gives
 //! its expected outcome, attempt record and execution count.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

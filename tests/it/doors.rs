@@ -3,7 +3,7 @@
 //! over SigV4 or a bearer token — alone over in-memory services and a local server, then the
 //! whole stack over the emulator playing each door.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

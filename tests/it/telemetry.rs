@@ -2,7 +2,7 @@
 //! call, named and described as OpenTelemetry's MCP conventions say; one child span per attempt,
 //! named as the HTTP conventions say; the layers' decisions as events on the attempts.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! ReplayGuardLayer alone and over the two retry layers, against an in-memory scripted service
 //! that counts executions.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

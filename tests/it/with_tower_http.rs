@@ -3,7 +3,7 @@
 //! secret), and `ResponseBodyTimeoutLayer` around the stack, which ends a streamed answer that
 //! stalls — tower's `timeout` ends when the head arrives, so it cannot.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -13,7 +13,7 @@
 //! record naming it, nothing executed; a failure that may have run is re-sent only where
 //! declared; the record lists every attempt the emulator saw.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! ThrottleRetryLayer alone, against an in-memory scripted service, on tokio's paused clock.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! attributes, statuses, events, the trace headers each attempt carried, the histograms' data
 //! points — and no secret anywhere in what is exported.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::task::{Context, Poll};
@@ -32,7 +32,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// The tests one at a time: `tracing` caches each callsite's interest over every thread's
-/// subscriber (see `tests/telemetry.rs`).
+/// subscriber (see `tests/it/telemetry.rs`).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The OpenTelemetry SDK's pipelines, in memory, for one test: spans through

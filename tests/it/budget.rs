@@ -3,7 +3,7 @@
 //! throttles half its requests for 30 s, with and without the budget (deterministic: a paused
 //! clock, in-process, seeded).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

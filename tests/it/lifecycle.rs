@@ -4,7 +4,7 @@
 //! 404 that follows each. Every call is answered, and every tool runs as often as it was
 //! called (a declared one once more after a dropped connection).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! SigV4InvokeLayer alone (in-memory) and over hyper-util against a real local server that
 //! re-signs what it received.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

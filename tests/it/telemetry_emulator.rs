@@ -1,7 +1,7 @@
 //! The trace headers as AgentCore receives them: over the emulator on loopback, every attempt
 //! of a call carries the app's trace (W3C and X-Ray), signed with the rest of the request.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

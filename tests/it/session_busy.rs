@@ -1,6 +1,6 @@
 //! SessionBusyRetryLayer alone, against an in-memory scripted service, on tokio's paused clock.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! against the AgentCore emulator (which checks the SigV4 signature of every request) and
 //! against a raw TCP listener that shows what reqwest writes on the wire.
 
-mod common;
+use crate::common;
 
 use std::error::Error as StdError;
 use std::time::{Duration, Instant};

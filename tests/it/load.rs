@@ -1,7 +1,7 @@
 //! Load: 10,000 MCP calls, 64 in flight, through the full stack over hyper-util against the
 //! emulator on loopback, with random faults. Bounded in count and time; stops by itself.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +56,7 @@ async fn ten_thousand_calls_under_faults() {
         .layer(
             // The layers' correctness under sustained faults, not the retry budget: a third of the
             // attempts failing for the whole run is the storm a budget exists to damp
-            // (tests/budget.rs measures that), so the calls here get none.
+            // (tests/it/budget.rs measures that), so the calls here get none.
             ReplayGuardLayer::new()
                 .idempotent_tools(["add"])
                 .no_retry_budget()

@@ -2,7 +2,7 @@
 //! emulator: for every row, the attempts, the record's words, the bytes delivered and how often
 //! the tool ran.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

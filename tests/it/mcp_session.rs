@@ -2,7 +2,7 @@
 //! is opened again once, the request that met the 404 re-sent once, and every 404 that is not
 //! an expiry of the session the layer knows is delivered as it came.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;

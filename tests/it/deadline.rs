@@ -2,7 +2,7 @@
 //! mid-attempt: the call ends at the deadline, no attempt is sent after it, nothing is left
 //! behind — but the evidence: the app's record keeps the attempt in flight.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //! URL's password appears in logs, errors, records, `Debug` output, headers, trailers or body
 //! bytes the app reads.
 
-mod common;
+use crate::common;
 
 use agentcore_tower::auth::BearerToken;
 use agentcore_tower::endpoint::McpEndpointLayer;

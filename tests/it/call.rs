@@ -3,7 +3,7 @@
 //! dispatch, one runtime session per MCP session — against the emulator on loopback, and in
 //! memory where a paused clock helps.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
