@@ -23,6 +23,12 @@ pub(crate) enum Kind {
     Throttled,
     /// The MCP server's 404 for a session it no longer knows.
     SessionExpired,
+    /// A runtime whose container did not initialize in time (-32010 / 424 "Runtime
+    /// initialization time exceeded"). A kind of its own, not session busy's: each re-send
+    /// starts a new microVM, whose own cold start (its busy refusals) is then waited out with
+    /// session busy's whole allowance, and a failed start must not eat the waits a cold start
+    /// needs. Its cap is the session-busy layer's `initialization_attempts` (2: one re-send).
+    InitializationTimedOut,
     /// A refused signature.
     CredentialsRejected,
     /// A request the transport proves was never written.
@@ -32,7 +38,7 @@ pub(crate) enum Kind {
 }
 
 /// How many kinds there are.
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 impl Kind {
     /// The kind of `failure`.
@@ -41,6 +47,7 @@ impl Kind {
             Failure::Refused(Refusal::SessionBusy) => Kind::SessionBusy,
             Failure::Refused(Refusal::Throttled) => Kind::Throttled,
             Failure::Refused(Refusal::SessionExpired) => Kind::SessionExpired,
+            Failure::Refused(Refusal::InitializationTimedOut) => Kind::InitializationTimedOut,
             Failure::Refused(Refusal::CredentialsRejected) => Kind::CredentialsRejected,
             Failure::NeverDelivered => Kind::NeverDelivered,
             Failure::MayHaveRun(_) => Kind::MayHaveRun,
@@ -123,5 +130,24 @@ mod tests {
             Kind::CredentialsRejected
         );
         assert_eq!(Kind::of(&Failure::NeverDelivered), Kind::NeverDelivered);
+        assert_eq!(
+            Kind::of(&Failure::Refused(Refusal::InitializationTimedOut)),
+            Kind::InitializationTimedOut
+        );
+    }
+
+    #[test]
+    fn a_failed_start_leaves_session_busys_allowance_whole() {
+        let mut spent = Spent::default();
+        let failed = Kind::of(&Failure::Refused(Refusal::InitializationTimedOut));
+        let busy = Kind::of(&Failure::Refused(Refusal::SessionBusy));
+        spent.spend(failed, Duration::from_millis(100));
+        for _ in 0..12 {
+            spent.spend(busy, Duration::from_secs(1));
+        }
+        assert_eq!(spent.attempts(failed), 2);
+        assert_eq!(spent.attempts(busy), 13);
+        assert_eq!(spent.waited(busy), Duration::from_secs(12));
+        assert_eq!(spent.waited(failed), Duration::from_millis(100));
     }
 }

@@ -1,5 +1,7 @@
 //! Reading an answer's platform error, once: the head form at once, the JSON-RPC form of an
-//! HTTP 200 `application/json` answer after a bounded read-ahead — shared by every layer that
+//! HTTP 200 `application/json` answer after a bounded read-ahead (and the message of a 424
+//! `RuntimeClientError`'s JSON body, which tells a runtime that did not initialize in time
+//! from one whose code failed: [`contract`](crate::contract)) — shared by every layer that
 //! decides on it (throttling, session busy, the guard's "may have run"). What was read is handed
 //! on in front of the rest of the stream ([`PeekedBody`]), and the verdict travels in the
 //! response's extensions, so a second layer of the crate above reads it rather than the body.
@@ -13,7 +15,9 @@ use http::{Response, StatusCode};
 use http_body::Body;
 
 use crate::body::PeekedBody;
-use crate::contract::{Classified, classify_head, classify_json};
+use crate::contract::{
+    Classified, PlatformError, classify_error_body, classify_head, classify_json,
+};
 use crate::error::Error;
 use crate::jsonrpc::{content_length, first_significant_byte, is_json_content_type};
 
@@ -43,16 +47,18 @@ where
         return PeekResult::Ready(Some((Ok(response), found)));
     }
     let (status, headers) = (response.status(), response.headers());
-    // The contract's JSON-RPC form: an HTTP 200, or the 401, 403 and 406 of its table.
+    let head = (status != StatusCode::OK)
+        .then(|| classify_head(status, headers))
+        .flatten();
+    // The contract's JSON-RPC form: an HTTP 200, or the 401, 403 and 406 of its table; and a
+    // 424 `RuntimeClientError`, whose message tells which it is.
     let json_rpc_status = matches!(status.as_u16(), 200 | 401 | 403 | 406);
-    let worth_reading = json_rpc_status
+    let runtime_client_error = head.is_some_and(|c| c.error() == PlatformError::RuntimeClientError);
+    let worth_reading = (json_rpc_status || runtime_client_error)
         && is_json_content_type(headers)
         && content_length(headers).is_none_or(|n| n <= limit as u64);
     if !worth_reading {
-        let found = (status != StatusCode::OK)
-            .then(|| classify_head(status, headers))
-            .flatten();
-        return PeekResult::done(response, found);
+        return PeekResult::done(response, head);
     }
     let (parts, body) = response.into_parts();
     PeekResult::Reading(Some((parts, body)), limit)
@@ -96,14 +102,22 @@ where
         let Some((mut parts, body)) = reading.take() else {
             unreachable!("checked above")
         };
-        let found = (body.is_complete() && body.held_len() <= limit)
-            .then(|| classify_json(&body.held_bytes()))
-            .flatten()
-            .or_else(|| {
-                (parts.status != StatusCode::OK)
-                    .then(|| classify_head(parts.status, &parts.headers))
-                    .flatten()
-            });
+        let whole = body.is_complete() && body.held_len() <= limit;
+        let head = (parts.status != StatusCode::OK)
+            .then(|| classify_head(parts.status, &parts.headers))
+            .flatten();
+        let found = match head {
+            // A 424 `RuntimeClientError`: its AWS error body's message.
+            Some(head) if head.error() == PlatformError::RuntimeClientError => Some(if whole {
+                classify_error_body(head, &body.held_bytes())
+            } else {
+                head
+            }),
+            _ => whole
+                .then(|| classify_json(&body.held_bytes()))
+                .flatten()
+                .or(head),
+        };
         parts.extensions.insert(Peeked(found));
         Poll::Ready((Ok(Response::from_parts(parts, body)), found))
     }
@@ -127,6 +141,45 @@ mod tests {
         let found = found.unwrap();
         assert_eq!(found.error(), crate::contract::PlatformError::Unauthorized);
         assert_eq!(found.form(), crate::contract::Form::JsonRpc(-32001));
+    }
+
+    #[tokio::test]
+    async fn a_424_is_told_apart_by_its_message_and_handed_on_whole() {
+        let message = crate::contract::initialization_time_exceeded_message(30);
+        for (body, want) in [
+            (
+                serde_json::json!({"message": message}).to_string(),
+                crate::contract::PlatformError::InitializationTimedOut,
+            ),
+            (
+                serde_json::json!({"message": "Tool execution error"}).to_string(),
+                crate::contract::PlatformError::RuntimeClientError,
+            ),
+        ] {
+            let response = Response::builder()
+                .status(424)
+                .header("content-type", "application/json")
+                .header("x-amzn-errortype", "RuntimeClientError")
+                .body(http_body_util::Full::new(Bytes::from(body.clone())))
+                .unwrap();
+            let (result, found) =
+                peek_result(Ok(response.map(PeekedBody::new)), DEFAULT_PEEK_LIMIT).await;
+            let found = found.unwrap();
+            assert_eq!(found.error(), want);
+            assert_eq!(
+                found.form(),
+                crate::contract::Form::Http(StatusCode::FAILED_DEPENDENCY)
+            );
+            use http_body_util::BodyExt;
+            let bytes = result
+                .unwrap()
+                .into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes();
+            assert_eq!(bytes, body.as_bytes(), "bytes in = bytes out");
+        }
     }
 
     #[tokio::test]

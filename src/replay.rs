@@ -58,7 +58,7 @@
 //! |---|---|---|
 //! | a refusal documented as coming before execution: HTTP 429, AgentCore's session-busy reply | yes, unless the tool is [strict](ReplayGuardLayer::strict_tools) | by adapter, assumes rejected/refused-before-execution |
 //! | a failure that proves the request was never written ([`FailureKind::NeverSent`]) | yes, for any request | by transport, assumes not-delivered |
-//! | a failure after which it may have run: a connection dropped after the request may have been written, a timeout, any 5xx, AgentCore's `RuntimeClientError` (JSON-RPC -32010 in an HTTP 200, or HTTP 424) | only a replayable request | by app declaration / protocol read / idempotent method / server annotation, assumes idempotent |
+//! | a failure after which it may have run: a connection dropped after the request may have been written, a timeout, any 5xx, AgentCore's `RuntimeClientError` (JSON-RPC -32010 in an HTTP 200, or HTTP 424; not "Runtime initialization time exceeded", a refusal the session-busy layer re-sends) | only a replayable request | by app declaration / protocol read / idempotent method / server annotation, assumes idempotent |
 //! | anything else | delivered as is | — |
 //!
 //! **What is replayable**: the protocol reads (`ping`, `tools/list`, `resources/list`,

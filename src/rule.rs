@@ -50,6 +50,13 @@ pub enum Refusal {
     /// The MCP server answered HTTP 404 for the request's `Mcp-Session-Id`: it no longer knows
     /// the session (MCP Streamable HTTP, session management), so it did not run the request.
     SessionExpired,
+    /// AgentCore Runtime's "Runtime initialization time exceeded. Please make sure that
+    /// initialization completes in *N*s." (JSON-RPC -32010 in an HTTP 200, or HTTP 424
+    /// `RuntimeClientError` with that message): the microVM's container did not become ready
+    /// within the platform's initialization limit, so the request never reached it. A re-send
+    /// starts a new microVM. Every other -32010 / 424 is [`MayHaveRun::RuntimeClientError`];
+    /// see [`contract`](crate::contract#-32010-two-errors-under-one-code) for the evidence.
+    InitializationTimedOut,
 }
 
 impl Refusal {
@@ -59,7 +66,9 @@ impl Refusal {
             Refusal::Throttled | Refusal::CredentialsRejected => {
                 Assumption::RejectedBeforeExecution
             }
-            Refusal::SessionBusy | Refusal::SessionExpired => Assumption::RefusedBeforeExecution,
+            Refusal::SessionBusy | Refusal::SessionExpired | Refusal::InitializationTimedOut => {
+                Assumption::RefusedBeforeExecution
+            }
         }
     }
 }
@@ -73,7 +82,9 @@ pub enum MayHaveRun {
     /// A 5xx answer.
     ServerError(http::StatusCode),
     /// AgentCore's `RuntimeClientError` (JSON-RPC -32010 in an HTTP 200, or HTTP 424): the
-    /// runtime's code failed, after the tool may have run.
+    /// runtime's code failed, after the tool may have run. Not the one whose message says the
+    /// runtime's initialization time was exceeded: that one is
+    /// [`Refusal::InitializationTimedOut`].
     RuntimeClientError,
 }
 
@@ -195,7 +206,8 @@ impl fmt::Display for By {
 pub enum Assumption {
     /// A 429: the service rejected the request before running it.
     RejectedBeforeExecution,
-    /// AgentCore's session-busy refusal: the platform refused before running it.
+    /// AgentCore's refusals before the container ran anything (session busy, a runtime that did
+    /// not initialize in time) and MCP's 404 for an unknown session: refused before running it.
     RefusedBeforeExecution,
     /// Running the request twice does no more than running it once.
     Idempotent,

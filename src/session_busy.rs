@@ -67,10 +67,29 @@
 //!    before the first `:`; AWS appends `:namespace`): the same refusal as
 //!    `InvokeAgentRuntime`'s API reference gives it. The body does not matter.
 //!
+//! # A runtime that did not initialize in time
+//! AgentCore answers a request whose microVM's container did not become ready within its
+//! initialization limit with -32010 (HTTP 424 `RuntimeClientError`) "Runtime initialization
+//! time exceeded. Please make sure that initialization completes in *N*s." — in either form,
+//! matched exactly as [`contract`](crate::contract#-32010-two-errors-under-one-code) says (the
+//! HTTP form by its JSON body's `message`, read ahead within the same bound). The container
+//! never took the request, so this layer re-sends it as a refusal (`by adapter, assumes
+//! refused-before-execution`), after the same short backoff: the platform has already waited
+//! the whole window before answering, and the re-send starts a new microVM at once. It is
+//! re-sent **once** by default
+//! ([`initialization_attempts`](SessionBusyRetryLayer::initialization_attempts), 2 attempts):
+//! each attempt can cost the runtime's whole initialization window (30 to 120 s in the
+//! reports) and a new microVM; a slow first start is usually up the second time, a container
+//! that cannot start never is. The new microVM's own cold start is then waited out as any
+//! other, with this layer's whole session-busy allowance: a failed start is a kind of its own
+//! ([`Refusal::InitializationTimedOut`]). When the cap is reached, the answer is delivered as
+//! it came and the record says `delivered (…, but the cap of 2 attempts was reached)`. Every
+//! other -32010 is delivered (the guard re-sends it only for what is declared replayable).
+//!
 //! # What it never matches (delivered as it came, byte for byte)
 //! * `ConflictException`: the same code -32005 with "Resource conflict - Resource already
 //!   exists" — not retryable; the message is part of the match for that reason. Any other code
-//!   or message (e.g. -32010 "Runtime health check failed or timed out").
+//!   or message (e.g. -32010 "Runtime health check failed or timed out", which may have run).
 //! * A batch reply (a JSON array), even one whose every member is a busy error: some members
 //!   may be the record of work that ran.
 //! * `text/event-stream` responses (never read), non-JSON bodies, invalid JSON, JSON that is
@@ -94,7 +113,7 @@
 //! # Re-sending
 //! | setting | default | why |
 //! |---|---|---|
-//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 30 s | a cold start is waited out by time: users report new runtime sessions provisioning for up to ~12.6 s; 30 s covers that more than twice, and stays far inside AgentCore's own 120 s initialization limit and the proxy's call deadline |
+//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 30 s | a cold start is waited out by time: users report new runtime sessions provisioning for up to ~12.6 s; 30 s covers that more than twice, and stays inside the proxy's call deadline. It also covers the 15 s a microVM may take to terminate after its idle timeout or lifetime followed by a cold start of up to about 11 s; a 15 s termination followed by a 12.6 s cold start can pass it (the last refusal is then delivered) |
 //! | [`max_delay`](SessionBusyRetryLayer::max_delay) | 2 s | a session that comes up is used within 2 s of it: the per-wait cap stays short |
 //! | [`base_delay`](SessionBusyRetryLayer::base_delay) | 100 ms | a short refusal (a session tearing down) should cost little |
 //! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 40 | a bound that the wait ceiling reaches first: with waits of at least 50, 100, 200, 400, 800 ms and then 1 s (half of each ceiling, the jitter's floor), 30 s holds at most 34 attempts |
@@ -224,10 +243,18 @@ fn is_busy(platform: Option<crate::contract::Classified>) -> bool {
 }
 
 /// The policy of [`SessionBusyRetryLayer`]: the session-busy refusal, in either of its two
-/// forms, is worth sending again; anything else is not this layer's business.
+/// forms, is worth sending again, and so is a runtime that did not initialize in time (up to
+/// its own cap); anything else is not this layer's business.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
-pub struct SessionBusy;
+pub struct SessionBusy {
+    /// How many attempts a call may make that meet "Runtime initialization time exceeded".
+    initialization_attempts: u32,
+}
+
+/// How many attempts of a call may meet "Runtime initialization time exceeded", unless
+/// configured: 2, the first and one re-send (see the [module docs](self)).
+pub const DEFAULT_INITIALIZATION_ATTEMPTS: u32 = 2;
 
 /// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
 /// of its two forms, after a short backoff. See the [module docs](self).
@@ -250,12 +277,26 @@ impl SessionBusyRetryLayer {
     pub fn new() -> Self {
         RetryLayer::with_policy(
             LAYER,
-            SessionBusy,
+            SessionBusy {
+                initialization_attempts: DEFAULT_INITIALIZATION_ATTEMPTS,
+            },
             Backoff::new(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
                 .with_max_attempts(40)
                 .with_max_total_wait(Duration::from_secs(30)),
         )
+    }
+}
+
+impl<R> RetryLayer<SessionBusy, R> {
+    /// Sets how many attempts of one call may meet AgentCore's "Runtime initialization time
+    /// exceeded" (-32010 / HTTP 424) before it is delivered, the first included (default
+    /// [`DEFAULT_INITIALIZATION_ATTEMPTS`], 2: one re-send; `0` is taken as 1, never re-sent).
+    /// Counted over every layer of the call, from its record. Each such re-send starts a new
+    /// microVM: see the [module docs](self#a-runtime-that-did-not-initialize-in-time).
+    pub fn initialization_attempts(mut self, attempts: u32) -> Self {
+        self.policy_mut().initialization_attempts = attempts.max(1);
+        self
     }
 }
 
@@ -271,44 +312,109 @@ where
     ResB: Body<Data = Bytes> + Unpin,
 {
     type Body = PeekedBody<ResB>;
-    type Judge = SessionBusy;
-    type Prepare = Ready<SessionBusy>;
+    type Judge = judge::Refusals;
+    type Prepare = Ready<judge::Refusals>;
 
     fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
         // Names the call's span from an in-memory body, when this layer is the call's first.
         context.describe_from(request.body());
-        ready(SessionBusy)
+        ready(judge::Refusals {
+            initialization_attempts: self.initialization_attempts,
+            context: context.clone(),
+        })
     }
 }
 
 const BUSY_200: &str = "session busy (JSON-RPC -32005)";
 const BUSY_409: &str = "session busy (HTTP 409 RetryableConflictException)";
+const INITIALIZATION_200: &str = "runtime initialization time exceeded (JSON-RPC -32010)";
+const INITIALIZATION_424: &str =
+    "runtime initialization time exceeded (HTTP 424 RuntimeClientError)";
 
-/// The decision: the refusal in either form, as the loop read it off the answer.
-impl<B: Body> Judge<B> for SessionBusy {
-    type Body = PeekedBody<B>;
+mod judge {
+    use super::*;
+    use crate::record::{Decision, Verdict};
 
-    fn judge(
-        &self,
-        _answer: Result<&Response<PeekedBody<B>>, &Error>,
-        platform: Option<Classified>,
-    ) -> RetryAction {
-        let cause = match platform {
-            Some(p) if p.error() == PlatformError::RetryableConflict => match p.form() {
-                Form::JsonRpc(_) => BUSY_200,
-                _ => BUSY_409,
-            },
-            _ => return RetryAction::NoOpinion,
-        };
-        RetryAction::Retry(RetryReason {
-            failure: Failure::Refused(Refusal::SessionBusy),
-            cause,
-            retry_after: None,
-        })
+    /// The decision for one call: the refusal in either form, as the loop read it off the
+    /// answer, and a runtime that did not initialize in time, up to the call's cap.
+    pub struct Refusals {
+        pub(super) initialization_attempts: u32,
+        pub(super) context: CallContext,
     }
 
-    fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<PeekedBody<B>> {
-        response
+    impl Refusals {
+        /// Whether the call has met "Runtime initialization time exceeded" as often as it may
+        /// (the attempt just answered included): then the cap is recorded, once, on it.
+        fn initialization_exhausted(&self, cause: &'static str) -> bool {
+            let attempts = self.context.record().attempts();
+            let met = attempts
+                .iter()
+                .filter(|a| {
+                    a.platform_error()
+                        .is_some_and(|p| p.error() == PlatformError::InitializationTimedOut)
+                })
+                .count();
+            if met < self.initialization_attempts as usize {
+                return false;
+            }
+            // A session-busy layer stacked below already said so.
+            let said = attempts.last().is_some_and(|a| {
+                a.decisions()
+                    .iter()
+                    .any(|d| d.layer() == LAYER && d.verdict().is_delivered())
+            });
+            if !said {
+                self.context.decide(Decision::new(
+                    LAYER,
+                    Verdict::AttemptsExhausted {
+                        cause,
+                        max_attempts: self.initialization_attempts,
+                    },
+                    None,
+                ));
+            }
+            true
+        }
+    }
+
+    impl<B: Body> Judge<B> for Refusals {
+        type Body = PeekedBody<B>;
+
+        fn judge(
+            &self,
+            _answer: Result<&Response<PeekedBody<B>>, &Error>,
+            platform: Option<Classified>,
+        ) -> RetryAction {
+            let Some(platform) = platform else {
+                return RetryAction::NoOpinion;
+            };
+            let json_rpc = matches!(platform.form(), Form::JsonRpc(_));
+            let (refusal, cause) = match platform.error() {
+                PlatformError::RetryableConflict if json_rpc => (Refusal::SessionBusy, BUSY_200),
+                PlatformError::RetryableConflict => (Refusal::SessionBusy, BUSY_409),
+                PlatformError::InitializationTimedOut => {
+                    let cause = if json_rpc {
+                        INITIALIZATION_200
+                    } else {
+                        INITIALIZATION_424
+                    };
+                    if self.initialization_exhausted(cause) {
+                        return RetryAction::NoOpinion;
+                    }
+                    (Refusal::InitializationTimedOut, cause)
+                }
+                _ => return RetryAction::NoOpinion,
+            };
+            RetryAction::Retry(RetryReason {
+                failure: Failure::Refused(refusal),
+                cause,
+                retry_after: None,
+            })
+        }
+
+        fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<PeekedBody<B>> {
+            response
+        }
     }
 }
 
