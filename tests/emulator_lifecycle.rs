@@ -1,26 +1,40 @@
 //! The emulator lives the AgentCore session lifecycle: cold starts that provision for seconds,
 //! microVMs that end at their idle timeout or lifetime (and with them the MCP sessions their
-//! server issued), gateway sessions that time out from `initialize`, and the faults that end
-//! either on purpose.
+//! server issued) and take 15 s to terminate, microVMs that do not initialize in time,
+//! requests without a runtime session id routed by their `Mcp-Session-Id`, gateway sessions
+//! that time out from `initialize`, and the faults that end either on purpose.
 //!
-//! Every test runs on a paused tokio clock, moved only by `tokio::time::advance` between
-//! requests (nothing here holds a timer, so the clock never moves on its own), and talks to
-//! the emulator over loopback HTTP through the emulator's own signer — with no retry layer, so
-//! each raw answer is asserted as it came: status, headers, body, and the audit's counts.
+//! Every test runs on a paused tokio clock, moved by `tokio::time::advance` between requests
+//! (and by tokio itself through a wait the emulator or the stack holds), and talks to the
+//! emulator over loopback HTTP through the emulator's own signer. The first tests have no
+//! retry layer, so each raw answer is asserted as it came: status, headers, body, and the
+//! audit's counts. The last ones meet the same faults through the stack the proxy runs (the
+//! session recovery layer and the recommended layers with their defaults): the answer, every
+//! re-send and why, and how often each tool ran.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Audit, BusyForm, Emulator, EmulatorConfig};
+use agentcore_tower::contract::PlatformError;
+use agentcore_tower::emulator::{
+    Audit, BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, Routed,
+};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower::record::Verdict;
+use agentcore_tower::rule::{Assumption, By, Permission};
+use agentcore_tower::{
+    AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
+    SessionBusyRetryLayer,
+};
 use bytes::Bytes;
 use common::{http_client, read_all};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
 use tokio::time::{Instant, advance};
+use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
@@ -372,9 +386,14 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
 
 #[tokio::test(start_paused = true)]
 async fn the_idle_timeout_is_a_setting() {
-    let emulator = Emulator::start(EmulatorConfig::default().idle_timeout(Duration::from_secs(60)))
-        .await
-        .unwrap();
+    // With no termination delay: the microVM is gone the instant its idle timeout ends it.
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .idle_timeout(Duration::from_secs(60))
+            .termination_delay(Duration::ZERO),
+    )
+    .await
+    .unwrap();
     let mcp_session = assert_initialized(
         &invoke(&emulator, SESSION, None, &initialize(1)).await,
         1,
@@ -446,12 +465,20 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
     );
     assert_eq!(emulator.audit().microvms_started, 1);
 
-    // At 8 hours from its start the microVM ends, in use or not: a cold start, then the 404.
+    // At 8 hours from its start the microVM ends, in use or not: it terminates for 15 s (busy),
+    // then a cold start (busy), then the 404.
     advance(Duration::from_secs(1)).await;
     assert_eq!(started.elapsed(), Duration::from_secs(8 * 3600));
     id += 1;
     let busy = invoke(&emulator, SESSION, Some(&mcp_session), &counter(id)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, id, SESSION);
+    assert_eq!(emulator.audit().busy_terminating, 1);
+    assert_eq!(emulator.audit().microvms_started, 1, "still terminating");
+    advance(Duration::from_secs(15)).await;
+    id += 1;
+    let busy = invoke(&emulator, SESSION, Some(&mcp_session), &counter(id)).await;
+    assert_busy(&busy, BusyForm::JsonRpc200, id, SESSION);
+    assert_eq!(emulator.audit().busy_terminating, 1, "provisioning now");
     advance(Duration::from_secs(12)).await;
     id += 1;
     let gone = invoke(&emulator, SESSION, Some(&mcp_session), &counter(id)).await;
@@ -461,7 +488,7 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
         Counts {
             sessions_started: 1,
             microvms_started: 2,
-            busy_refusals: 2,
+            busy_refusals: 3,
             mcp_sessions_started: 1,
             mcp_session_refusals: 1,
             mcp_sessions_not_found: 1,
@@ -473,11 +500,12 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
 #[tokio::test(start_paused = true)]
 async fn a_lifetime_shorter_than_provisioning_keeps_a_session_busy() {
     // A microVM whose lifetime ends while it still provisions never answers: each request
-    // after its end meets a new one, provisioning again.
+    // after its end meets a new one, provisioning again (here with no termination delay).
     let emulator = Emulator::start(
         EmulatorConfig::default()
             .provisioning(Duration::from_secs(12))
-            .max_lifetime(Duration::from_secs(10)),
+            .max_lifetime(Duration::from_secs(10))
+            .termination_delay(Duration::ZERO),
     )
     .await
     .unwrap();
@@ -853,5 +881,783 @@ async fn the_gateway_session_timeout_is_a_setting_and_sessions_expire_one_by_one
             counter_runs: 2,
             ..Counts::default()
         }
+    );
+}
+
+// ---- The lifecycle completed: the initialization limit, termination, routing ----
+
+const INITIALIZATION_EXCEEDED_30: &str =
+    "Runtime initialization time exceeded. Please make sure that initialization completes in 30s.";
+const INITIALIZATION_EXCEEDED_60: &str =
+    "Runtime initialization time exceeded. Please make sure that initialization completes in 60s.";
+const AMZN_RUNTIME_CLIENT_ERROR: &str =
+    "RuntimeClientError:http://internal.amazon.com/coral/com.amazon.bedrock/";
+
+/// The platform error the crate's classifier reads off a raw answer.
+fn classified(answer: &Raw) -> Option<PlatformError> {
+    agentcore_tower::contract::classify(
+        answer.status,
+        &answer.headers,
+        Some(answer.text.as_bytes()),
+    )
+    .map(|c| c.error())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_microvm_that_does_not_initialize_in_time_is_answered_when_its_limit_passes_and_is_gone()
+{
+    // The JSON-RPC form, met by an `initialize` 10 s into a 12 s cold start: answered when the
+    // microVM has been starting for 30 s.
+    let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let busy = invoke(&emulator, SESSION, None, &initialize(1)).await;
+    assert_busy(&busy, BusyForm::JsonRpc200, 1, SESSION);
+    advance(Duration::from_secs(10)).await;
+    emulator.push_request_fault(Fault::InitializationTimedOut {
+        form: PlatformForm::JsonRpc,
+    });
+    let failed = invoke(&emulator, SESSION, None, &initialize(2)).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+    assert_eq!(failed.status, StatusCode::OK, "{failed:?}");
+    assert_eq!(failed.header(RUNTIME_SESSION_ID), Some(SESSION));
+    assert_eq!(failed.header("x-amzn-errortype"), None);
+    assert_eq!(failed.header("mcp-session-id"), None);
+    assert_eq!(
+        failed.json(),
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32010, "message": INITIALIZATION_EXCEEDED_30}})
+    );
+    assert_eq!(
+        classified(&failed),
+        Some(PlatformError::InitializationTimedOut)
+    );
+    let audit = emulator.audit();
+    assert_eq!(
+        (audit.initializations_timed_out, audit.microvms_started),
+        (1, 1)
+    );
+
+    // The microVM is gone: the next request starts a new one, which provisions 12 s.
+    let busy = invoke(&emulator, SESSION, None, &initialize(3)).await;
+    assert_busy(&busy, BusyForm::JsonRpc200, 3, SESSION);
+    advance(Duration::from_secs(12)).await;
+    let mcp_session = assert_initialized(
+        &invoke(&emulator, SESSION, None, &initialize(4)).await,
+        4,
+        SESSION,
+    );
+    let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
+    assert_eq!(ran.text(), "1");
+    assert_eq!(
+        counts(&emulator),
+        Counts {
+            sessions_started: 1,
+            microvms_started: 2,
+            busy_refusals: 2,
+            mcp_sessions_started: 1,
+            counter_runs: 1,
+            ..Counts::default()
+        }
+    );
+
+    // The HTTP form, with a 60 s limit, met by a `tools/call` that starts its microVM: held
+    // the whole limit, HTTP 424 `RuntimeClientError` with the message, nothing ran.
+    let emulator =
+        Emulator::start(EmulatorConfig::default().initialization_limit(Duration::from_secs(60)))
+            .await
+            .unwrap();
+    emulator.push_fault(Fault::InitializationTimedOut {
+        form: PlatformForm::Http,
+    });
+    let started = Instant::now();
+    let failed = invoke(&emulator, SESSION, None, &counter(1)).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+    assert_eq!(failed.status, StatusCode::FAILED_DEPENDENCY, "{failed:?}");
+    assert_eq!(
+        failed.header("x-amzn-errortype"),
+        Some(AMZN_RUNTIME_CLIENT_ERROR)
+    );
+    assert_eq!(failed.header("content-type"), Some("application/json"));
+    assert_eq!(failed.header(RUNTIME_SESSION_ID), Some(SESSION));
+    assert_eq!(
+        failed.json(),
+        json!({"message": INITIALIZATION_EXCEEDED_60})
+    );
+    assert_eq!(
+        classified(&failed),
+        Some(PlatformError::InitializationTimedOut)
+    );
+    assert_eq!(emulator.counter(), 0, "nothing ran");
+    let ran = invoke(&emulator, SESSION, None, &counter(2)).await;
+    assert_eq!(ran.text(), "1");
+    assert_eq!(emulator.audit().microvms_started, 2);
+    assert_eq!(emulator.audit().initializations_timed_out, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_microvm_past_its_idle_timeout_terminates_for_15_s_refusing_its_requests_as_busy() {
+    for form in [BusyForm::JsonRpc200, BusyForm::Conflict409] {
+        let emulator = Emulator::start(EmulatorConfig::default().busy_form(form))
+            .await
+            .unwrap();
+        let mcp_session = assert_initialized(
+            &invoke(&emulator, SESSION, None, &initialize(1)).await,
+            1,
+            SESSION,
+        );
+        let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(2)).await;
+        assert_eq!(ran.text(), "1");
+        // Idle for its whole idle timeout: terminating, refused as busy, for 15 s — and the
+        // refused requests do not keep it alive.
+        advance(Duration::from_secs(900)).await;
+        let busy = invoke(&emulator, SESSION, Some(&mcp_session), &counter(3)).await;
+        assert_busy(&busy, form, 3, SESSION);
+        advance(Duration::from_millis(14_999)).await;
+        let busy = invoke(&emulator, SESSION, Some(&mcp_session), &counter(4)).await;
+        assert_busy(&busy, form, 4, SESSION);
+        let audit = emulator.audit();
+        assert_eq!((audit.busy_terminating, audit.microvms_started), (2, 1));
+        // Terminated: a new microVM, which never issued the MCP session.
+        advance(Duration::from_millis(1)).await;
+        let gone = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
+        assert_mcp_404(&gone, json!(5), SESSION);
+        assert_eq!(
+            counts(&emulator),
+            Counts {
+                sessions_started: 1,
+                microvms_started: 2,
+                busy_refusals: 2,
+                mcp_sessions_started: 1,
+                mcp_session_refusals: 1,
+                mcp_sessions_not_found: 1,
+                counter_runs: 1,
+            },
+            "{form:?}"
+        );
+        assert_eq!(emulator.audit().busy_terminating, 2);
+    }
+}
+
+/// The runtime's invocations URL, as a plain MCP client is given it.
+fn invocations_url(emulator: &Emulator) -> String {
+    format!(
+        "{}/runtimes/{}/invocations?qualifier=DEFAULT",
+        emulator.endpoint(),
+        emulator
+            .runtime_arn()
+            .replace(':', "%3A")
+            .replace('/', "%2F")
+    )
+}
+
+/// A SigV4 signer for plain MCP requests to the runtime's invocations URL: no runtime session
+/// id, as a plain MCP client sends them.
+fn plain_signer(emulator: &Emulator) -> agentcore_tower::endpoint::McpEndpointLayer {
+    agentcore_tower::endpoint::McpEndpointLayer::sigv4(emulator.credentials())
+        .region(emulator.region())
+        .origin(invocations_url(emulator))
+        .build()
+        .unwrap()
+}
+
+/// One POST to the runtime's invocations URL without a runtime session id. The `Date` header
+/// hyper's server adds is dropped, as the runtime door drops every header its operation does
+/// not model, so that answers compare with the others here.
+async fn plain_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Value) -> Raw {
+    let stack = ServiceBuilder::new()
+        .layer(plain_signer(emulator))
+        .service(http_client());
+    let request = mcp_request(&invocations_url(emulator), mcp_session, body);
+    let mut answer = read(stack.oneshot(request).await.unwrap()).await;
+    answer.headers.remove(http::header::DATE);
+    answer
+}
+
+fn routed(mcp_session: Option<&str>, runtime_session: &str, by_mcp_session: bool) -> Routed {
+    let mut routed = Routed::default();
+    routed.mcp_session_id = mcp_session.map(str::to_owned);
+    routed.runtime_session_id = runtime_session.to_owned();
+    routed.by_mcp_session = by_mcp_session;
+    routed
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invocation_without_a_runtime_session_id_is_routed_by_its_mcp_session() {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .stateful(true)
+            .provisioning(Duration::from_secs(12)),
+    )
+    .await
+    .unwrap();
+    // No runtime session id, no MCP session: a new runtime session, named in the answer; the
+    // request that started it is held while it provisions, then served.
+    let started = Instant::now();
+    let opened = plain_post(&emulator, None, &initialize(1)).await;
+    assert_eq!(started.elapsed(), Duration::from_secs(12));
+    assert_eq!(opened.status, StatusCode::OK, "{opened:?}");
+    let runtime_session = opened.header(RUNTIME_SESSION_ID).unwrap().to_owned();
+    let mcp_session = opened.mcp_session();
+    // Its MCP session routes the next requests to that runtime session.
+    for id in [2, 3] {
+        let ran = plain_post(&emulator, Some(&mcp_session), &counter(id)).await;
+        assert_eq!(ran.status, StatusCode::OK, "{ran:?}");
+        assert_eq!(
+            ran.header(RUNTIME_SESSION_ID),
+            Some(runtime_session.as_str())
+        );
+        assert_eq!(ran.text(), (id - 1).to_string());
+    }
+    // Another client without either: a runtime session of its own.
+    let other = plain_post(&emulator, None, &initialize(4)).await;
+    let other_session = other.header(RUNTIME_SESSION_ID).unwrap().to_owned();
+    assert_ne!(other_session, runtime_session);
+    // An id no microVM issued routes nowhere known: a new session, whose server refuses it.
+    let unknown = plain_post(&emulator, Some("made-up"), &counter(5)).await;
+    let unknown_session = unknown.header(RUNTIME_SESSION_ID).unwrap().to_owned();
+    assert_mcp_404(&unknown, json!(5), &unknown_session);
+    // The microVM ended: the id still routes to its runtime session, whose new microVM (a cold
+    // start: refused as busy, since the session exists) then answers the 404.
+    assert!(emulator.end_microvm(&runtime_session));
+    let busy = plain_post(&emulator, Some(&mcp_session), &counter(6)).await;
+    assert_busy(&busy, BusyForm::JsonRpc200, 6, &runtime_session);
+    advance(Duration::from_secs(12)).await;
+    let gone = plain_post(&emulator, Some(&mcp_session), &counter(7)).await;
+    assert_mcp_404(&gone, json!(7), &runtime_session);
+
+    let audit = emulator.audit();
+    assert_eq!(
+        audit.routed,
+        [
+            routed(None, &runtime_session, false),
+            routed(Some(&mcp_session), &runtime_session, true),
+            routed(Some(&mcp_session), &runtime_session, true),
+            routed(None, &other_session, false),
+            routed(Some("made-up"), &unknown_session, false),
+            routed(Some(&mcp_session), &runtime_session, true),
+            routed(Some(&mcp_session), &runtime_session, true),
+        ]
+    );
+    assert!(
+        audit
+            .received
+            .iter()
+            .all(|r| r.runtime_session_id.is_none())
+    );
+    assert_eq!(
+        counts(&emulator),
+        Counts {
+            sessions_started: 3,
+            microvms_started: 4,
+            busy_refusals: 1,
+            mcp_sessions_started: 2,
+            mcp_session_refusals: 2,
+            mcp_sessions_not_found: 2,
+            counter_runs: 2,
+        }
+    );
+    // A request that names its runtime session goes there, whatever its MCP session says.
+    let named = invoke(&emulator, SESSION, Some(&mcp_session), &initialize(8)).await;
+    assert_busy(&named, BusyForm::JsonRpc200, 8, SESSION);
+    assert_eq!(emulator.audit().routed.len(), 7, "not routed: it named one");
+}
+
+// ---- The same faults met by the stack: the session recovery layer, the recommended layers
+// with their defaults, the emulator's signer ----
+
+type Stack = BoxCloneSyncService<Request<Full<Bytes>>, Response<Bytes>, BoxError>;
+
+/// `layers` over hyper-util's client, its answers read whole (their record kept).
+fn boxed<L>(layers: L) -> Stack
+where
+    L: tower::Layer<
+            hyper_util::client::legacy::Client<
+                hyper_util::client::legacy::connect::HttpConnector,
+                Full<Bytes>,
+            >,
+        >,
+    L::Service: tower::Service<Request<Full<Bytes>>> + Clone + Send + Sync + 'static,
+    <L::Service as tower::Service<Request<Full<Bytes>>>>::Response: IntoBytes,
+    <L::Service as tower::Service<Request<Full<Bytes>>>>::Error: Into<BoxError>,
+    <L::Service as tower::Service<Request<Full<Bytes>>>>::Future: Send + 'static,
+{
+    let service = layers.layer(http_client());
+    BoxCloneSyncService::new(
+        service.map_err(Into::into).and_then(
+            |response: <L::Service as tower::Service<_>>::Response| response.into_bytes(),
+        ),
+    )
+}
+
+/// An answer read whole.
+trait IntoBytes: Send + 'static {
+    fn into_bytes(
+        self,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response<Bytes>, BoxError>> + Send>,
+    >;
+}
+
+impl<B> IntoBytes for Response<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Debug,
+{
+    fn into_bytes(
+        self,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Response<Bytes>, BoxError>> + Send>,
+    > {
+        Box::pin(async move {
+            let (parts, body) = self.into_parts();
+            let (bytes, _) = read_all(body).await;
+            Ok(Response::from_parts(parts, bytes))
+        })
+    }
+}
+
+/// What the proxy runs: session recovery, then the recommended layers (the guard given) and
+/// the emulator's signer.
+fn runtime_stack(layers: RecommendedLayers<SigV4InvokeLayer>) -> Stack {
+    boxed(
+        ServiceBuilder::new()
+            .layer(McpSessionRecoveryLayer::new())
+            .layer(layers),
+    )
+}
+
+fn defaults(emulator: &Emulator) -> RecommendedLayers<SigV4InvokeLayer> {
+    RecommendedLayers::new(emulator.signer().build().unwrap())
+}
+
+/// An answer through a stack, with its record.
+#[derive(Debug)]
+struct Answered {
+    status: StatusCode,
+    json: Value,
+    session: Option<String>,
+    record: AttemptRecord,
+}
+
+impl Answered {
+    fn text(&self) -> &str {
+        self.json["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no tool result: {self:?}\n{}", self.record))
+    }
+}
+
+async fn send(stack: &Stack, url: &str, mcp_session: Option<&str>, body: &Value) -> Answered {
+    let answer = stack
+        .clone()
+        .oneshot(mcp_request(url, mcp_session, body))
+        .await
+        .unwrap();
+    let record = AttemptRecord::of_response(&answer)
+        .expect("a record")
+        .clone();
+    let (parts, bytes) = answer.into_parts();
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    Answered {
+        status: parts.status,
+        session: parts
+            .headers
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned()),
+        json,
+        record,
+    }
+}
+
+/// `initialize` and `notifications/initialized` through `stack`: the MCP session.
+async fn open(stack: &Stack, url: &str) -> String {
+    let opened = send(stack, url, None, &initialize(0)).await;
+    assert_eq!(opened.status, StatusCode::OK, "{}", opened.record);
+    let mcp_session = opened.session.expect("an Mcp-Session-Id");
+    let initialized = message(None, "notifications/initialized", json!({}));
+    let accepted = send(stack, url, Some(&mcp_session), &initialized).await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.record);
+    mcp_session
+}
+
+/// Each re-send of a record: the layer and why.
+fn resends(record: &AttemptRecord) -> Vec<(&'static str, &'static str)> {
+    record
+        .attempts()
+        .iter()
+        .flat_map(|a| a.decisions().to_vec())
+        .filter_map(|d| match d.verdict() {
+            Verdict::SentAgain { cause, .. } => Some((d.layer(), *cause)),
+            _ => None,
+        })
+        .collect()
+}
+
+const RUNTIME_URL: &str = "http://agentcore.invalid/mcp";
+const BUSY_200: &str = "session busy (JSON-RPC -32005)";
+const BUSY_409: &str = "session busy (HTTP 409 RetryableConflictException)";
+const EXPIRED: &str = "MCP session expired (HTTP 404)";
+
+fn initialization_cause(form: PlatformForm) -> &'static str {
+    match form {
+        PlatformForm::Http => "runtime initialization time exceeded (HTTP 424 RuntimeClientError)",
+        _ => "runtime initialization time exceeded (JSON-RPC -32010)",
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stack_re_sends_a_call_whose_microvm_did_not_initialize_and_it_runs_once() {
+    for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
+        let emulator =
+            Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
+                .await
+                .unwrap();
+        let stack = runtime_stack(defaults(&emulator));
+        // The session's first request is a call of a tool declared nothing (`counter`, not
+        // idempotent): its microVM gives up after 30 s; the re-send meets a new one, whose
+        // 12 s cold start is waited out; the tool runs once.
+        emulator.push_fault(Fault::InitializationTimedOut { form });
+        let started = Instant::now();
+        let answer = send(&stack, RUNTIME_URL, None, &counter(1)).await;
+        let record = &answer.record;
+        assert_eq!(answer.text(), "1", "{form:?}: {record}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(42) && took < Duration::from_secs(45),
+            "{form:?}: {took:?}: {record}"
+        );
+        let attempts = record.attempts();
+        assert_eq!(
+            attempts[0].platform_error().map(|p| p.error()),
+            Some(PlatformError::InitializationTimedOut),
+            "{record}"
+        );
+        let first = &attempts[0].decisions()[0];
+        assert_eq!(first.layer(), "session_busy");
+        assert!(
+            matches!(first.verdict(), Verdict::SentAgain { cause, .. } if *cause == initialization_cause(form)),
+            "{record}"
+        );
+        assert_eq!(
+            first.permission(),
+            Some(&Permission::new(
+                By::Adapter,
+                Assumption::RefusedBeforeExecution
+            ))
+        );
+        // Then the new microVM's cold start, every refusal of it waited out.
+        let audit = emulator.audit();
+        let resent = resends(record);
+        assert_eq!(resent[0], ("session_busy", initialization_cause(form)));
+        assert_eq!(
+            resent[1..],
+            vec![("session_busy", BUSY_200); audit.busy_refusals as usize][..],
+            "{record}"
+        );
+        assert!(audit.busy_refusals >= 5, "{record}");
+        assert_eq!(
+            attempts.len() as u64,
+            audit.requests,
+            "every attempt recorded"
+        );
+        assert_eq!(audit.executions_of("counter"), 1);
+        assert_eq!(audit.initializations_timed_out, 1);
+        assert_eq!((audit.sessions_started, audit.microvms_started), (1, 2));
+        assert!(
+            attempts.last().unwrap().decisions()[0]
+                .verdict()
+                .is_delivered()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_that_never_initializes_is_re_sent_once_then_delivered_as_it_came() {
+    for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
+        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let stack = runtime_stack(defaults(&emulator));
+        // A container that cannot start: every microVM gives up after 30 s. The session's
+        // first request is the call.
+        emulator.push_fault(Fault::InitializationTimedOut { form });
+        emulator.push_fault(Fault::InitializationTimedOut { form });
+        emulator.push_fault(Fault::InitializationTimedOut { form });
+        let started = Instant::now();
+        let answer = send(&stack, RUNTIME_URL, None, &counter(7)).await;
+        let record = &answer.record;
+        // Two attempts of 30 s each, a short wait between: the second is delivered as it came.
+        let took = started.elapsed();
+        assert!(
+            took > Duration::from_secs(60) && took < Duration::from_secs(61),
+            "{took:?}: {record}"
+        );
+        match form {
+            PlatformForm::Http => {
+                assert_eq!(answer.status, StatusCode::FAILED_DEPENDENCY);
+                assert_eq!(answer.json, json!({"message": INITIALIZATION_EXCEEDED_30}));
+            }
+            _ => {
+                assert_eq!(answer.status, StatusCode::OK);
+                assert_eq!(
+                    answer.json,
+                    json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32010, "message": INITIALIZATION_EXCEEDED_30}})
+                );
+            }
+        }
+        let attempts = record.attempts();
+        assert_eq!(attempts.len(), 2, "{record}");
+        assert_eq!(
+            resends(record),
+            [("session_busy", initialization_cause(form))]
+        );
+        assert_eq!(
+            attempts[1].decisions()[0].verdict(),
+            &Verdict::AttemptsExhausted {
+                cause: initialization_cause(form),
+                max_attempts: 2
+            },
+            "{record}"
+        );
+        assert_eq!(attempts[1].decisions().len(), 1, "said once: {record}");
+        assert!(
+            record
+                .to_string()
+                .ends_with("but the cap of 2 attempts was reached); effect unknown"),
+            "{record}"
+        );
+        let audit = emulator.audit();
+        assert_eq!(audit.executions_of("counter"), 0);
+        assert_eq!(audit.initializations_timed_out, 2);
+        assert_eq!(audit.microvms_started, 2, "one per attempt, each gone");
+
+        // The third fault is still queued: a strict tool meets it and is not re-sent, nor is
+        // any tool with `initialization_attempts(1)`.
+        let strict = runtime_stack(
+            defaults(&emulator).guard(ReplayGuardLayer::new().strict_tools(["counter"])),
+        );
+        let answer = send(&strict, RUNTIME_URL, None, &counter(8)).await;
+        assert_eq!(answer.record.len(), 1, "{}", answer.record);
+        assert!(
+            matches!(
+                answer.record.attempts()[0].decisions()[0].verdict(),
+                Verdict::Forbidden { .. }
+            ),
+            "{}",
+            answer.record
+        );
+        emulator.push_fault(Fault::InitializationTimedOut { form });
+        let once = runtime_stack(
+            defaults(&emulator)
+                .session_busy(SessionBusyRetryLayer::new().initialization_attempts(1)),
+        );
+        let answer = send(&once, RUNTIME_URL, None, &counter(9)).await;
+        assert_eq!(answer.record.len(), 1, "{}", answer.record);
+        assert_eq!(
+            answer.record.attempts()[0].decisions()[0].verdict(),
+            &Verdict::AttemptsExhausted {
+                cause: initialization_cause(form),
+                max_attempts: 1
+            }
+        );
+        assert_eq!(emulator.audit().executions_of("counter"), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_120_s_initialization_limit_outlasts_the_calls_ceiling_and_is_delivered_at_once() {
+    let emulator =
+        Emulator::start(EmulatorConfig::default().initialization_limit(Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let stack = runtime_stack(defaults(&emulator));
+    emulator.push_fault(Fault::InitializationTimedOut {
+        form: PlatformForm::JsonRpc,
+    });
+    let answer = send(&stack, RUNTIME_URL, None, &counter(1)).await;
+    assert_eq!(answer.json["error"]["code"], -32010);
+    assert_eq!(
+        answer.json["error"]["message"],
+        "Runtime initialization time exceeded. Please make sure that initialization completes in 120s."
+    );
+    // Answered 120 s after the call began, past its 60 s ceiling: no re-send can start.
+    let attempts = answer.record.attempts();
+    assert_eq!(attempts.len(), 1, "{}", answer.record);
+    assert!(
+        matches!(
+            attempts[0].decisions()[0].verdict(),
+            Verdict::WaitCeiling { remaining, .. } if remaining.is_zero()
+        ),
+        "{}",
+        answer.record
+    );
+    assert_eq!(emulator.audit().executions_of("counter"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_other_32010_is_delivered_as_it_came_for_an_undeclared_tool() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let stack = runtime_stack(defaults(&emulator));
+    let mcp_session = open(&stack, RUNTIME_URL).await;
+    for (id, fault, ran) in [
+        (1, Fault::HealthCheckFailed, 0),
+        (
+            2,
+            Fault::Platform {
+                error: PlatformError::RuntimeClientError,
+                form: PlatformForm::JsonRpc,
+            },
+            1,
+        ),
+        (
+            3,
+            Fault::Platform {
+                error: PlatformError::RuntimeClientError,
+                form: PlatformForm::Http,
+            },
+            2,
+        ),
+    ] {
+        emulator.push_fault(fault);
+        let answer = send(&stack, RUNTIME_URL, Some(&mcp_session), &counter(id)).await;
+        assert_eq!(answer.record.len(), 1, "{fault:?}: {}", answer.record);
+        assert!(resends(&answer.record).is_empty());
+        assert_eq!(
+            answer.record.attempts()[0]
+                .platform_error()
+                .map(|p| p.error()),
+            Some(PlatformError::RuntimeClientError)
+        );
+        assert_eq!(emulator.audit().executions_of("counter"), ran, "{fault:?}");
+    }
+    assert_eq!(emulator.audit().initializations_timed_out, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stack_waits_out_a_terminating_microvm_and_its_successor_and_runs_the_call_once() {
+    // An 8 s cold start after the 15 s termination: refused for 23 s, and up to 2 s more before
+    // the first attempt after the termination starts the new microVM — within session busy's
+    // 30 s of waits with room for its last wait (2 s at most). (A 12 s cold start after it
+    // can pass the ceiling: 15 + 2 + 12 + 2 s.)
+    for (end, form) in [
+        ("idle", BusyForm::JsonRpc200),
+        ("idle", BusyForm::Conflict409),
+        ("lifetime", BusyForm::JsonRpc200),
+    ] {
+        let mut config = EmulatorConfig::default()
+            .provisioning(Duration::from_secs(8))
+            .busy_form(form);
+        if end == "lifetime" {
+            // Never idle long enough: the lifetime ends it.
+            config = config
+                .max_lifetime(Duration::from_secs(1_200))
+                .idle_timeout(Duration::from_secs(1_200));
+        }
+        let emulator = Emulator::start(config).await.unwrap();
+        let stack = runtime_stack(defaults(&emulator));
+        let born = Instant::now();
+        let mcp_session = open(&stack, RUNTIME_URL).await;
+        let ran = send(&stack, RUNTIME_URL, Some(&mcp_session), &counter(1)).await;
+        assert_eq!(ran.text(), "1");
+        // The next call arrives at the end: its idle timeout from the last request, or its
+        // lifetime from its start.
+        match end {
+            "idle" => advance(Duration::from_secs(900)).await,
+            _ => advance(born + Duration::from_secs(1_200) - Instant::now()).await,
+        }
+        let before = emulator.audit().busy_refusals;
+        let started = Instant::now();
+        let answer = send(&stack, RUNTIME_URL, Some(&mcp_session), &counter(2)).await;
+        let record = &answer.record;
+        assert_eq!(answer.text(), "2", "{end} {form:?}: {record}");
+        // 15 s terminating, then an 8 s cold start, each refusal waited out; then the new
+        // microVM's 404, recovered once.
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(23) && took < Duration::from_secs(27),
+            "{end} {form:?}: {took:?}: {record}"
+        );
+        let audit = emulator.audit();
+        let busy = if form == BusyForm::Conflict409 {
+            BUSY_409
+        } else {
+            BUSY_200
+        };
+        let mut expected = vec![("session_busy", busy); (audit.busy_refusals - before) as usize];
+        expected.push(("mcp_session", EXPIRED));
+        assert_eq!(resends(record), expected, "{record}");
+        assert!(audit.busy_terminating >= 5, "{end}: {record}");
+        assert_eq!(audit.executions_of("counter"), 2, "{end} {form:?}");
+        assert_eq!(audit.microvms_started, 2);
+        assert_eq!(audit.mcp_sessions_started, 2);
+        assert_eq!(audit.mcp_sessions_not_found, 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_mcp_client_at_the_runtime_url_stays_in_its_runtime_session_by_its_mcp_session() {
+    let emulator = Emulator::start(
+        EmulatorConfig::default()
+            .stateful(true)
+            .provisioning(Duration::from_secs(12)),
+    )
+    .await
+    .unwrap();
+    // The recommended layers over a plain MCP signer: no runtime session id on any request.
+    let url = invocations_url(&emulator);
+    let stack = boxed(
+        ServiceBuilder::new()
+            .layer(McpSessionRecoveryLayer::new())
+            .layer(RecommendedLayers::new(plain_signer(&emulator))),
+    );
+    let mcp_session = open(&stack, &url).await;
+    for id in 1..=2 {
+        let answer = send(&stack, &url, Some(&mcp_session), &counter(id)).await;
+        assert_eq!(answer.text(), id.to_string(), "{}", answer.record);
+        assert_eq!(answer.record.len(), 1, "{}", answer.record);
+    }
+    let audit = emulator.audit();
+    let first = audit.routed[0].runtime_session_id.clone();
+    assert_eq!(audit.routed[0], routed(None, &first, false));
+    assert_eq!(
+        audit.routed[1..],
+        vec![routed(Some(&mcp_session), &first, true); 3][..]
+    );
+    assert_eq!((audit.sessions_started, audit.microvms_started), (1, 1));
+    assert_eq!(
+        audit.busy_refusals, 0,
+        "the first request was held, not refused"
+    );
+    assert_eq!(audit.mcp_sessions_not_found, 0);
+
+    // Idle past the timeout and the termination: the MCP session still routes to its runtime
+    // session, whose new microVM's cold start is waited out, then answers 404; the new MCP
+    // session's `initialize` starts a runtime session of its own, where the call runs once.
+    advance(Duration::from_secs(900 + 15)).await;
+    let answer = send(&stack, &url, Some(&mcp_session), &counter(3)).await;
+    assert_eq!(answer.text(), "3", "{}", answer.record);
+    assert_eq!(
+        resends(&answer.record).last(),
+        Some(&("mcp_session", EXPIRED))
+    );
+    let audit = emulator.audit();
+    assert_eq!(audit.executions_of("counter"), 3);
+    assert_eq!(audit.sessions_started, 2);
+    assert_eq!(audit.microvms_started, 3);
+    assert_eq!(audit.mcp_sessions_not_found, 1);
+    let renewed = audit
+        .routed
+        .iter()
+        .rev()
+        .find(|r| !r.by_mcp_session)
+        .unwrap();
+    assert_ne!(renewed.runtime_session_id, first);
+    assert_eq!(
+        audit.routed.last().unwrap().runtime_session_id,
+        renewed.runtime_session_id,
+        "the re-sent call went to the new MCP session's runtime session"
     );
 }

@@ -1,5 +1,5 @@
-//! What the emulator saw, for tests to read: [`Audit`], every [`Received`] request and every
-//! [`TaskRequest`].
+//! What the emulator saw, for tests to read: [`Audit`], every [`Received`] request, every
+//! [`TaskRequest`] and where each invocation without a runtime session id was [`Routed`].
 
 use std::collections::HashMap;
 
@@ -15,6 +15,14 @@ pub struct Audit {
     pub executions_by_id: HashMap<(String, String), u64>,
     /// Session-busy refusals sent (both forms; not counting `BusyAfterRun`).
     pub busy_refusals: u64,
+    /// Of those, the refusals of a request that met its runtime session's microVM terminating
+    /// (after its idle timeout or lifetime, for the
+    /// [`termination_delay`](super::EmulatorConfig::termination_delay)).
+    pub busy_terminating: u64,
+    /// Requests answered -32010 / HTTP 424 "Runtime initialization time exceeded"
+    /// ([`Fault::InitializationTimedOut`](super::Fault::InitializationTimedOut)). Nothing ran;
+    /// each microVM they met is gone.
+    pub initializations_timed_out: u64,
     /// 429s sent.
     pub throttled: u64,
     /// Signatures refused.
@@ -24,9 +32,9 @@ pub struct Audit {
     /// 500s sent.
     pub server_errors: u64,
     /// Runtime sessions started: requests that named a runtime session id not seen before (or
-    /// not since its `StopRuntimeSession`), or none (the emulator then makes one up). A
-    /// session whose microVM ended and was replaced is still the same session: see
-    /// `microvms_started`.
+    /// not since its `StopRuntimeSession`), or none and no `Mcp-Session-Id` a microVM issued
+    /// (the emulator then makes one up: see `routed`). A session whose microVM ended and was
+    /// replaced is still the same session: see `microvms_started`.
     pub sessions_started: u64,
     /// MicroVMs started (cold starts): a runtime session's first, and each one started because
     /// the last had ended (idle timeout, lifetime, [`Emulator::end_microvm`]). Each provisions
@@ -66,8 +74,27 @@ pub struct Audit {
     /// Every `tasks/get`, `tasks/update` and `tasks/cancel`, in the order received, with the
     /// runtime session it arrived on.
     pub task_requests: Vec<TaskRequest>,
+    /// Every invocation that named no runtime session, in the order received, and where the
+    /// runtime routed it.
+    pub routed: Vec<Routed>,
     /// Every request, in the order received.
     pub received: Vec<Received>,
+}
+
+/// An invocation without `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`, and where the runtime
+/// routed it: by its `Mcp-Session-Id` to the runtime session whose microVM issued that MCP
+/// session, else to a new runtime session (AgentCore's stickiness: the runtime session id,
+/// else `Mcp-Session-Id`, else a new session). The answer names the runtime session in its
+/// `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Routed {
+    /// The `Mcp-Session-Id` it carried.
+    pub mcp_session_id: Option<String>,
+    /// The runtime session it went to.
+    pub runtime_session_id: String,
+    /// Whether its `Mcp-Session-Id` chose it (else it is a new runtime session).
+    pub by_mcp_session: bool,
 }
 
 /// One `tasks/get` (a poll), `tasks/update` or `tasks/cancel` as the emulator's MCP server met

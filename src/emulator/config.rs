@@ -62,6 +62,24 @@ pub enum Fault {
     Slow(Duration),
     /// HTTP 403 `ExpiredTokenException`: the signing credentials expired. Nothing runs.
     ExpiredToken,
+    /// The microVM the request meets does not become ready within the runtime's
+    /// [`initialization_limit`](EmulatorConfig::initialization_limit): the platform answers
+    /// when that microVM has been starting for the limit (a request that started it waits the
+    /// whole limit, on tokio's clock) with -32010 "Runtime initialization time exceeded.
+    /// Please make sure that initialization completes in *N*s." — in an HTTP 200 (`JsonRpc`)
+    /// or as HTTP 424 `RuntimeClientError` with that `message` (`Http`). Nothing runs, and the
+    /// microVM is gone: the runtime session's next request starts a new one, a cold start that
+    /// provisions. Queued with [`Emulator::push_request_fault`] it meets the next request
+    /// whatever its method; with [`Emulator::push_fault`], the next `tools/call`. At a gateway
+    /// (no microVM) it is answered at once. `Platform { error: InitializationTimedOut, .. }` is
+    /// the same fault.
+    ///
+    /// [`Emulator::push_request_fault`]: super::Emulator::push_request_fault
+    /// [`Emulator::push_fault`]: super::Emulator::push_fault
+    InitializationTimedOut {
+        /// In which form.
+        form: PlatformForm,
+    },
     /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
     /// the contract's code, status, exception and exact message. Nothing runs — except for
     /// `RuntimeClientError`, where the tool runs and then its code fails.
@@ -120,6 +138,8 @@ pub struct EmulatorConfig {
     pub(super) header_allowlist: Option<Vec<String>>,
     pub(super) newest_protocol_version: String,
     pub(super) slow_job_duration: Duration,
+    pub(super) termination_delay: Duration,
+    pub(super) initialization_limit: Duration,
 }
 
 /// A runtime session's idle timeout, unless configured: AgentCore's default
@@ -129,6 +149,16 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
 /// A runtime session's microVM lifetime, unless configured: AgentCore's default `maxLifetime`,
 /// 28,800 s (8 hours; AWS takes 60 to 28,800 s).
 pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
+
+/// How long a microVM takes to terminate after its idle timeout or its lifetime ended it,
+/// unless configured: 15 s, the most the developer guide gives ("Termination can last up to 15
+/// seconds due to logging and other process completion", runtime lifecycle settings).
+pub const DEFAULT_TERMINATION_DELAY: Duration = Duration::from_secs(15);
+
+/// How long a microVM may take to become ready before the platform gives up on it, unless
+/// configured: 30 s, the limit most reports quote ("Runtime initialization time exceeded.
+/// Please make sure that initialization completes in 30s."; 60 s and 120 s are reported too).
+pub const DEFAULT_INITIALIZATION_LIMIT: Duration = Duration::from_secs(30);
 
 /// A gateway MCP session's timeout from its `initialize`, unless configured: the gateway's
 /// default `sessionTimeoutInSeconds`, 3,600 s (AWS takes 900 to 28,800 s).
@@ -170,6 +200,8 @@ impl Default for EmulatorConfig {
             header_allowlist: None,
             newest_protocol_version: crate::protocol::LATEST.to_owned(),
             slow_job_duration: DEFAULT_SLOW_JOB_DURATION,
+            termination_delay: DEFAULT_TERMINATION_DELAY,
+            initialization_limit: DEFAULT_INITIALIZATION_LIMIT,
         }
     }
 }
@@ -203,6 +235,8 @@ impl fmt::Debug for EmulatorConfig {
             .field("header_allowlist", &self.header_allowlist)
             .field("newest_protocol_version", &self.newest_protocol_version)
             .field("slow_job_duration", &self.slow_job_duration)
+            .field("termination_delay", &self.termination_delay)
+            .field("initialization_limit", &self.initialization_limit)
             .finish()
     }
 }
@@ -258,6 +292,27 @@ impl EmulatorConfig {
     /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
     pub fn max_lifetime(mut self, time: Duration) -> Self {
         self.max_lifetime = time;
+        self
+    }
+
+    /// How long a microVM takes to terminate once its idle timeout or its lifetime has ended it
+    /// (default [`DEFAULT_TERMINATION_DELAY`], 15 s; zero for none), on tokio's clock. A
+    /// request of its runtime session meeting it meanwhile gets the session-busy refusal (the
+    /// platform is tearing the session down; nothing runs, and the refusal does not keep the
+    /// microVM alive); the first request after it starts a new microVM, a cold start. Ending a
+    /// microVM on purpose ([`Emulator::end_microvm`](super::Emulator::end_microvm)) takes no
+    /// time.
+    pub fn termination_delay(mut self, time: Duration) -> Self {
+        self.termination_delay = time;
+        self
+    }
+
+    /// How long a microVM may take to become ready (default [`DEFAULT_INITIALIZATION_LIMIT`],
+    /// 30 s): what [`Fault::InitializationTimedOut`] waits for and names in its message (in
+    /// whole seconds, rounded up). Provisioning ([`provisioning`](Self::provisioning)) longer
+    /// than this is not refused for it: the fault is scripted.
+    pub fn initialization_limit(mut self, time: Duration) -> Self {
+        self.initialization_limit = time;
         self
     }
 

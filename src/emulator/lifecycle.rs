@@ -3,7 +3,8 @@
 //!
 //! Everything is measured on tokio's clock ([`Instant`]), so a test on a paused clock moves it
 //! with `tokio::time::advance`. A microVM ends lazily: the request that arrives after its idle
-//! timeout or its lifetime finds it gone and starts a new one.
+//! timeout or its lifetime finds it terminating (for the termination delay: refused as busy),
+//! then gone, and starts a new one.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -16,6 +17,7 @@ pub(crate) struct Limits {
     pub(crate) provisioning: Duration,
     pub(crate) idle_timeout: Duration,
     pub(crate) max_lifetime: Duration,
+    pub(crate) termination_delay: Duration,
 }
 
 /// The runtime sessions, their microVMs, and every MCP session a microVM issued.
@@ -48,10 +50,19 @@ struct MicroVm {
 }
 
 impl MicroVm {
+    /// When its idle timeout or its lifetime ends it, whichever comes first.
+    fn ends(&self, limits: &Limits) -> Instant {
+        (self.started + limits.max_lifetime).min(self.last_request + limits.idle_timeout)
+    }
+
     /// Whether it still runs at `now`: neither idle for its idle timeout nor at its lifetime.
     fn alive(&self, now: Instant, limits: &Limits) -> bool {
-        now.duration_since(self.started) < limits.max_lifetime
-            && now.duration_since(self.last_request) < limits.idle_timeout
+        now < self.ends(limits)
+    }
+
+    /// Whether it is gone at `now`: ended, and done terminating.
+    fn terminated(&self, now: Instant, limits: &Limits) -> bool {
+        now >= self.ends(limits) + limits.termination_delay
     }
 }
 
@@ -69,6 +80,11 @@ pub(crate) struct Arrival {
     pub(crate) microvm: u64,
     /// Whether that microVM is still provisioning (the platform refuses the request).
     pub(crate) provisioning: bool,
+    /// Whether that microVM is terminating after its idle timeout or lifetime (the platform
+    /// refuses the request).
+    pub(crate) terminating: bool,
+    /// How long that microVM has been there.
+    pub(crate) age: Duration,
     /// Whether the request started its runtime session.
     pub(crate) new_session: bool,
     /// Whether the request started a microVM (a cold start).
@@ -89,15 +105,26 @@ pub(crate) enum McpCheck {
 impl Runtime {
     /// A request for `session` arrives at `now`: its microVM, started if it has none that
     /// still runs, and marked used.
+    ///
+    /// A microVM whose idle timeout or lifetime has passed is terminating for the termination
+    /// delay: the request is refused meanwhile, and is no use of it (its idle clock is not
+    /// restarted).
     pub(crate) fn arrive(&mut self, session: &str, now: Instant, limits: &Limits) -> Arrival {
         let new_session = !self.sessions.contains_key(session);
         let entry = self.sessions.entry(session.to_owned()).or_default();
-        if entry
-            .microvm
-            .as_ref()
-            .is_some_and(|vm| !vm.alive(now, limits))
-        {
-            entry.microvm = None;
+        if let Some(vm) = entry.microvm.as_ref() {
+            if vm.terminated(now, limits) {
+                entry.microvm = None;
+            } else if !vm.alive(now, limits) {
+                return Arrival {
+                    microvm: vm.serial,
+                    provisioning: false,
+                    terminating: true,
+                    age: now.duration_since(vm.started),
+                    new_session,
+                    new_microvm: false,
+                };
+            }
         }
         let mut new_microvm = false;
         let last = &mut self.last_microvm;
@@ -115,9 +142,36 @@ impl Runtime {
         Arrival {
             microvm: vm.serial,
             provisioning: now.duration_since(vm.started) < limits.provisioning,
+            terminating: false,
+            age: now.duration_since(vm.started),
             new_session,
             new_microvm,
         }
+    }
+
+    /// The runtime session whose microVM issued the MCP session `id`, if one did: where the
+    /// platform routes a request that names no runtime session but carries that
+    /// `Mcp-Session-Id`. Also after that microVM ended: the session's next microVM then
+    /// answers the id with the 404 of an unknown session.
+    pub(crate) fn issuer_of(&self, id: &str) -> Option<String> {
+        self.issued.get(id).map(|i| i.runtime_session.clone())
+    }
+
+    /// Microvm `microvm` of `session` did not become ready in time: it is gone at once (no
+    /// termination delay), whether it still was. Whether it was.
+    pub(crate) fn fail(&mut self, session: &str, microvm: u64) -> bool {
+        let Some(entry) = self.sessions.get_mut(session) else {
+            return false;
+        };
+        if entry
+            .microvm
+            .as_ref()
+            .is_some_and(|vm| vm.serial == microvm)
+        {
+            entry.microvm = None;
+            return true;
+        }
+        false
     }
 
     /// What microVM `microvm` of `session` makes of a request carrying `mcp_session`.
@@ -203,7 +257,7 @@ impl Runtime {
         }
     }
 
-    /// Ends the microVM of `session`: whether one was running.
+    /// Ends the microVM of `session` at once (no termination delay): whether one was running.
     pub(crate) fn end_microvm(&mut self, session: &str, now: Instant, limits: &Limits) -> bool {
         self.sessions
             .get_mut(session)
@@ -250,6 +304,7 @@ mod tests {
         provisioning: Duration::from_secs(12),
         idle_timeout: Duration::from_secs(900),
         max_lifetime: Duration::from_secs(28_800),
+        termination_delay: Duration::ZERO,
     };
 
     #[test]
@@ -306,6 +361,62 @@ mod tests {
         }
         let next = runtime.arrive("s", t0 + LIMITS.max_lifetime, &LIMITS);
         assert!(next.new_microvm && next.provisioning);
+    }
+
+    #[test]
+    fn an_ended_microvm_terminates_for_the_delay_and_is_not_kept_alive_by_refused_requests() {
+        let limits = Limits {
+            termination_delay: Duration::from_secs(15),
+            ..LIMITS
+        };
+        let mut runtime = Runtime::default();
+        let t0 = Instant::now();
+        let first = runtime.arrive("s", t0, &limits).microvm;
+        let idle_end = t0 + limits.idle_timeout;
+        for at in [idle_end, idle_end + Duration::from_millis(14_999)] {
+            let arrival = runtime.arrive("s", at, &limits);
+            assert!(arrival.terminating && !arrival.provisioning && !arrival.new_microvm);
+            assert_eq!(arrival.microvm, first);
+        }
+        let next = runtime.arrive("s", idle_end + Duration::from_secs(15), &limits);
+        assert!(next.new_microvm && next.provisioning && !next.terminating);
+        assert_ne!(next.microvm, first);
+
+        // The lifetime too, in constant use.
+        let mut runtime = Runtime::default();
+        let first = runtime.arrive("s", t0, &limits).microvm;
+        let mut at = t0;
+        while at + Duration::from_secs(600) < t0 + limits.max_lifetime {
+            at += Duration::from_secs(600);
+            assert_eq!(runtime.arrive("s", at, &limits).microvm, first);
+        }
+        let end = t0 + limits.max_lifetime;
+        assert!(runtime.arrive("s", end, &limits).terminating);
+        assert!(
+            runtime
+                .arrive("s", end + Duration::from_secs(15), &limits)
+                .new_microvm
+        );
+    }
+
+    #[test]
+    fn a_failed_microvm_is_gone_at_once_and_mcp_sessions_route_to_their_issuer() {
+        let mut runtime = Runtime::default();
+        let t0 = Instant::now() + LIMITS.provisioning;
+        let vm = runtime.arrive("s", t0, &LIMITS).microvm;
+        let id = runtime.issue("s", vm);
+        assert_eq!(runtime.issuer_of(&id).as_deref(), Some("s"));
+        assert_eq!(runtime.issuer_of("never-issued"), None);
+        assert!(!runtime.fail("s", vm + 1), "another microVM");
+        assert!(runtime.fail("s", vm));
+        assert!(!runtime.fail("s", vm), "gone already");
+        let next = runtime.arrive("s", t0, &LIMITS);
+        assert!(next.new_microvm && !next.new_session);
+        assert_eq!(
+            runtime.issuer_of(&id).as_deref(),
+            Some("s"),
+            "still routed there"
+        );
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!   minutes off, an unknown key, another region or service than configured
 //!   ([`signing_name`](EmulatorConfig::signing_name)) or a mismatch get a 403
 //!   `InvalidSignatureException` (or `UnrecognizedClientException`), as AWS answers.
-//! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (generated and
-//!   returned when absent), each in a microVM that provisions for
+//! * **Runtime sessions** keyed by `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` (when absent,
+//!   found by the request's `Mcp-Session-Id`, else generated; returned either way), each in a
+//!   microVM that provisions for
 //!   [`provisioning`](EmulatorConfig::provisioning) (answering the session-busy refusal
 //!   meanwhile, in the configured form: [`BusyForm`]) and ends after its
 //!   [`idle_timeout`](EmulatorConfig::idle_timeout) or its
@@ -262,9 +263,37 @@
 //! * **A new microVM** is a cold start again: it provisions (busy refusals), and its MCP server
 //!   knows none of the old one's MCP sessions. The runtime session id stays the same
 //!   ([`Audit::sessions_started`] counts session ids, [`Audit::microvms_started`] cold
-//!   starts). A microVM ends at the instant its time is up, found so by the next request; AWS
-//!   may take up to 15 s to terminate one *(guide)*. `StopRuntimeSession` ends the session and
-//!   its microVM.
+//!   starts). `StopRuntimeSession` ends the session and its microVM.
+//! * **Termination** takes [`termination_delay`](EmulatorConfig::termination_delay), by
+//!   default [`DEFAULT_TERMINATION_DELAY`] (15 s): "Termination can last up to 15 seconds due to
+//!   logging and other process completion" *(guide: runtime lifecycle settings, for both the
+//!   idle timeout and the lifetime)*. A request of the session meeting the microVM meanwhile
+//!   gets the session-busy refusal, which the MCP contract gives "while the service is
+//!   provisioning or tearing down that session" *(guide: the MCP protocol contract's error
+//!   table)*; nothing runs, and a refused request does not keep the microVM alive
+//!   ([`Audit::busy_terminating`]). The first request after it meets a new microVM. Which
+//!   request the refusal goes to in the window, and that the window is the whole 15 s rather
+//!   than "up to", is the emulator's choice *(emulator)*.
+//! * **Initialization limit**: a microVM that does not become ready in time is given up on
+//!   with -32010 (HTTP 424 `RuntimeClientError`) "Runtime initialization time exceeded. Please
+//!   make sure that initialization completes in 30s." *(observed: the HTTP 424 body in
+//!   aws/bedrock-agentcore-sdk-python#599 and others; 60 s and 120 s are reported too)*. Here
+//!   it is the scripted [`Fault::InitializationTimedOut`], in either form, answered when the
+//!   microVM has been starting for [`initialization_limit`](EmulatorConfig::initialization_limit)
+//!   (30 s by default); the microVM is gone at once and nothing ran
+//!   ([`Audit::initializations_timed_out`]). That the JSON-RPC form is -32010 in an HTTP 200
+//!   follows the contract's table for `RuntimeClientError` *(guide)*; nobody reports it
+//!   verbatim *(emulator)*.
+//! * **Routing without a runtime session id**: an invocation that names none goes to the
+//!   runtime session whose microVM issued its `Mcp-Session-Id` (also after that microVM ended:
+//!   its next microVM then answers the 404 of an unknown session), else to a new runtime
+//!   session whose id the answer names *(guide: "the platform adds `Mcp-Session-Id` and uses it
+//!   for stickiness", the MCP protocol contract; observed: a public sample measured the new
+//!   session without a stable id)*. [`Audit::routed`] records each. A request routed to a new
+//!   runtime session is held while that session's microVM provisions, then served, not
+//!   refused: its client names no session, so it could never come back to this one, and the
+//!   contract gives the busy refusal to "a second operation" on a session being provisioned
+//!   *(guide: the MCP protocol contract's error table; the hold is the emulator's reading)*.
 //! * **MCP sessions live in the microVM.** `initialize` always opens a new one and answers its
 //!   new `Mcp-Session-Id`, whatever the request carried ("AgentCore always returns an
 //!   `Mcp-Session-Id`" *(guide: the MCP protocol contract)*); the microVM's MCP server
@@ -296,12 +325,13 @@
 //!   the gateway's 404 above.
 //! * **Faults a test scripts**: [`Emulator::expire_mcp_session`] and
 //!   [`Emulator::expire_mcp_sessions`] (either mode), [`Emulator::end_microvm`] and
-//!   [`Emulator::end_microvms`] (the next request of the session cold-starts).
+//!   [`Emulator::end_microvms`] (at once, no termination delay: the next request of the
+//!   session cold-starts), [`Fault::InitializationTimedOut`]; the termination window is the
+//!   idle timeout or lifetime passing on tokio's clock.
 //!
-//! Not modelled: a request without a runtime session id is routed by its `Mcp-Session-Id` on
-//! AWS *(observed: a public sample's measurements)*, and gets a session of its own here; a
-//! cold start that outlasts the platform's initialization limit (-32010 "Runtime
-//! initialization time exceeded", 120 s) stays a long run of busy refusals here.
+//! Not modelled: provisioning longer than the initialization limit stays a long run of busy
+//! refusals here (the initialization fault is scripted); an `Mcp-Session-Id` routes only to
+//! the runtime session whose microVM issued it here, where AWS's own mapping is not documented.
 //!
 //! ```
 //! use std::time::Duration;
@@ -343,11 +373,12 @@ use std::sync::{Arc, Mutex};
 
 use aws_credential_types::Credentials;
 
-pub use audit::{Audit, Received, TaskRequest};
+pub use audit::{Audit, Received, Routed, TaskRequest};
 pub use config::{
-    BusyForm, DEFAULT_GATEWAY_SESSION_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_ISSUER,
-    DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME, DEFAULT_SLOW_JOB_DURATION,
-    EmulatorConfig, Fault, FaultRates, PlatformForm, RetryAfter,
+    BusyForm, DEFAULT_GATEWAY_SESSION_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIALIZATION_LIMIT,
+    DEFAULT_ISSUER, DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME,
+    DEFAULT_SLOW_JOB_DURATION, DEFAULT_TERMINATION_DELAY, EmulatorConfig, Fault, FaultRates,
+    PlatformForm, RetryAfter,
 };
 pub(crate) use state::{McpSession, Principal, State};
 pub use verify::{SignatureError, SignatureVerifier};
@@ -547,9 +578,10 @@ impl Emulator {
     }
 
     /// Ends the microVM of runtime session `runtime_session_id` now, as its idle timeout or
-    /// lifetime would: the session's next request meets a new microVM (a cold start, which
-    /// provisions), whose MCP server knows none of the old one's MCP sessions. The runtime
-    /// session itself goes on (unlike `StopRuntimeSession`). Whether a microVM was running.
+    /// lifetime would, but with no termination delay: the session's next request meets a new
+    /// microVM (a cold start, which provisions), whose MCP server knows none of the old one's
+    /// MCP sessions. The runtime session itself goes on (unlike `StopRuntimeSession`). Whether
+    /// a microVM was running.
     pub fn end_microvm(&self, runtime_session_id: &str) -> bool {
         let limits = self.state.limits();
         self.state

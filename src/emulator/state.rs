@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{
-    Audit, BusyForm, EmulatorConfig, Fault, RetryAfter, SignatureVerifier, lifecycle, mcp,
+    Audit, BusyForm, EmulatorConfig, Fault, PlatformForm, RetryAfter, SignatureVerifier, lifecycle,
+    mcp,
 };
 
 /// The emulator's shared state.
@@ -66,6 +67,7 @@ impl State {
             provisioning: self.config.provisioning,
             idle_timeout: self.config.idle_timeout,
             max_lifetime: self.config.max_lifetime,
+            termination_delay: self.config.termination_delay,
         }
     }
 
@@ -87,6 +89,43 @@ impl State {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop_front()
+    }
+
+    /// The form of the initialization fault this request meets, taken from its queue: the next
+    /// fault for any request when it is one, else (when none is queued for any request) the
+    /// next `tools/call` fault when the request is a `tools/call` and that fault is one.
+    pub(super) fn take_initialization_fault(&self, tool_call: bool) -> Option<PlatformForm> {
+        fn form(fault: Option<&Fault>) -> Option<PlatformForm> {
+            match fault? {
+                Fault::InitializationTimedOut { form } => Some(*form),
+                Fault::Platform {
+                    error: crate::contract::PlatformError::InitializationTimedOut,
+                    form,
+                } => Some(*form),
+                _ => None,
+            }
+        }
+        let mut any = self
+            .request_faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !any.is_empty() {
+            let found = form(any.front());
+            if found.is_some() {
+                any.pop_front();
+            }
+            return found;
+        }
+        drop(any);
+        if !tool_call {
+            return None;
+        }
+        let mut calls = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        let found = form(calls.front());
+        if found.is_some() {
+            calls.pop_front();
+        }
+        found
     }
 
     /// The next fault for a `tools/call`: a scripted one first, else one drawn at the rates.

@@ -105,6 +105,18 @@ pub(super) async fn serve_mcp(
                 session_header,
             ));
         }
+        // At a gateway (the runtime takes it before): no microVM to wait for.
+        Some(Fault::InitializationTimedOut { form }) => {
+            return Ok(with_session(
+                platform_error(
+                    state,
+                    crate::contract::PlatformError::InitializationTimedOut,
+                    form,
+                    &inspected.id,
+                ),
+                session_header,
+            ));
+        }
         Some(Fault::HealthCheckFailed) => {
             let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
             return Ok(with_session(json_answer(state, &reply), session_header));
@@ -196,6 +208,9 @@ fn platform_error(
         E::RuntimeClientError => {
             "Tool execution error - Please check your CloudWatch logs for more information"
         }
+        E::InitializationTimedOut => {
+            "Runtime initialization time exceeded. Please make sure that initialization completes in 30s."
+        }
         E::RequestUnacceptable => {
             "Accept Header Error - MCP protocol requires Accept header: application/json, text/event-stream"
         }
@@ -229,7 +244,7 @@ fn platform_error(
                 E::ResourceNotFound => StatusCode::NOT_FOUND,
                 E::Conflict | E::RetryableConflict => StatusCode::CONFLICT,
                 E::Validation => StatusCode::BAD_REQUEST,
-                E::RuntimeClientError => StatusCode::FAILED_DEPENDENCY,
+                E::RuntimeClientError | E::InitializationTimedOut => StatusCode::FAILED_DEPENDENCY,
                 E::RequestUnacceptable => {
                     return respond(
                         StatusCode::NOT_ACCEPTABLE,

@@ -12,9 +12,9 @@ use super::auth::{
 };
 use super::faults::{refuse_busy, serve_mcp};
 use super::{Answer, RUNTIME_SESSION_ID, received};
-use crate::emulator::State;
 use crate::emulator::lifecycle::McpCheck;
 use crate::emulator::mcp;
+use crate::emulator::{PlatformForm, Routed, State};
 
 /// The runtime door: `InvokeAgentRuntime` and `StopRuntimeSession`, behind SigV4 or bearer
 /// tokens.
@@ -138,7 +138,6 @@ async fn invoke(
     session: Option<String>,
     state: &State,
 ) -> Answer {
-    let session = session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let inspected = mcp::inspect(body);
     let initialize = inspected.method.as_deref() == Some("initialize");
     let era = mcp::era(state, &parts.headers, &inspected);
@@ -147,32 +146,63 @@ async fn invoke(
         .headers
         .get("mcp-session-id")
         .map(|v| v.to_str().unwrap_or_default());
-    let (arrival, check) = {
+    let (session, made_up) = match session {
+        Some(session) => (session, false),
+        None => route_by_mcp_session(mcp_session, state),
+    };
+    let arrive = || {
         let (now, limits) = (Instant::now(), state.limits());
         let mut runtime = state.runtime();
         let arrival = runtime.arrive(&session, now, &limits);
         // A request of MCP 2026-07-28 is in no MCP session: the server neither requires nor
         // checks one (rmcp 3.11 serves it statelessly whatever `Mcp-Session-Id` it carries).
-        let check = if arrival.provisioning || initialize || era.sessionless() {
-            McpCheck::Accepted
-        } else {
-            runtime.check(
-                &session,
-                arrival.microvm,
-                mcp_session,
-                state.config.stateful,
-                now,
-                &limits,
-            )
-        };
+        let check =
+            if arrival.provisioning || arrival.terminating || initialize || era.sessionless() {
+                McpCheck::Accepted
+            } else {
+                runtime.check(
+                    &session,
+                    arrival.microvm,
+                    mcp_session,
+                    state.config.stateful,
+                    now,
+                    &limits,
+                )
+            };
         (arrival, check)
     };
+    let (mut arrival, mut check) = arrive();
     state.record(|a| {
         a.sessions_started += u64::from(arrival.new_session);
         a.microvms_started += u64::from(arrival.new_microvm);
     });
+    // A request that started a runtime session the platform made up for it could never come
+    // back to it (its client names none): it is held while the microVM provisions, as the
+    // first operation on a session is, and served (the refusal is for "a second operation" on
+    // a session being provisioned: the MCP contract's error table).
+    if made_up && arrival.provisioning {
+        let left = state.config.provisioning.saturating_sub(arrival.age);
+        tokio::time::sleep(left).await;
+        (arrival, check) = arrive();
+    }
     let session_header = (RUNTIME_SESSION_ID, session.as_str());
-    // The platform refuses before the microVM's MCP server sees the request.
+    // The platform refuses before the microVM's MCP server sees the request while the microVM
+    // terminates after its idle timeout or lifetime, and while a new one provisions.
+    if arrival.terminating {
+        state.record(|a| a.busy_terminating += 1);
+        return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
+    }
+    // A microVM that does not become ready in time: the platform gives up on it when it has
+    // been starting for the limit, and answers before anything reaches the container.
+    let tool_call = inspected.method.as_deref() == Some("tools/call");
+    if let Some(form) = state.take_initialization_fault(tool_call) {
+        let limit = state.config.initialization_limit;
+        tokio::time::sleep(limit.saturating_sub(arrival.age)).await;
+        state.runtime().fail(&session, arrival.microvm);
+        state.record(|a| a.initializations_timed_out += 1);
+        let answer = initialization_timed_out(state, form, &inspected.id);
+        return Ok(with_session(answer, Some(session_header)));
+    }
     if arrival.provisioning {
         return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
     }
@@ -214,6 +244,53 @@ async fn invoke(
         }
     }
     answer
+}
+
+/// Where the runtime routes an invocation that names no runtime session: by its
+/// `Mcp-Session-Id` to the runtime session whose microVM issued it, else to a new one — as
+/// AgentCore routes (developer guide, MCP protocol contract: the platform uses `Mcp-Session-Id`
+/// for stickiness). Recorded in [`Audit::routed`](crate::emulator::Audit::routed).
+/// The runtime session, and whether it is a new one made up for the request.
+fn route_by_mcp_session(mcp_session: Option<&str>, state: &State) -> (String, bool) {
+    let issuer = mcp_session.and_then(|id| state.runtime().issuer_of(id));
+    let by_mcp_session = issuer.is_some();
+    let session = issuer.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    state.record(|a| {
+        a.routed.push(Routed {
+            mcp_session_id: mcp_session.map(str::to_owned),
+            runtime_session_id: session.clone(),
+            by_mcp_session,
+        })
+    });
+    (session, !by_mcp_session)
+}
+
+/// The platform's answer to a request whose microVM did not become ready within the limit:
+/// -32010 in an HTTP 200, or HTTP 424 `RuntimeClientError`, with AgentCore's message naming
+/// the limit in whole seconds (rounded up).
+fn initialization_timed_out(
+    state: &State,
+    form: PlatformForm,
+    id: &serde_json::Value,
+) -> Response<AnswerBody> {
+    let limit = state.config.initialization_limit;
+    let seconds = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
+    let message = crate::contract::initialization_time_exceeded_message(seconds);
+    match form {
+        PlatformForm::Http => aws_error(
+            StatusCode::FAILED_DEPENDENCY,
+            "RuntimeClientError",
+            &message,
+        ),
+        _ => {
+            let reply = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32010, "message": message}});
+            respond(
+                StatusCode::OK,
+                &[("content-type", "application/json")],
+                reply.to_string(),
+            )
+        }
+    }
 }
 
 /// A runtime MCP server's 404 for an MCP session it does not know: the code and message of the
