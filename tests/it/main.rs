@@ -20,6 +20,8 @@ mod emulator;
 #[cfg(feature = "emulator")]
 mod emulator_doors;
 #[cfg(feature = "emulator")]
+mod emulator_lifecycle;
+#[cfg(feature = "emulator")]
 mod lifecycle;
 #[cfg(feature = "emulator")]
 mod load;

@@ -12,7 +12,7 @@
 //! session recovery layer and the recommended layers with their defaults): the answer, every
 //! re-send and why, and how often each tool ran.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
