@@ -294,14 +294,14 @@ pub struct CallBudget {
 }
 
 impl CallBudget {
-    /// The call's ceiling in time by default: 60 s from its first attempt. It holds the longest
-    /// the default allowances can wait one after another in a bad minute — a cold start waited
-    /// out (session busy's 30 s), then throttling (10 s), then a re-send after a dropped
-    /// connection (5 s) — with the attempts' own time besides.
-    pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(60);
+    /// The call's ceiling in time by default: 90 s from its first attempt. It holds the longest
+    /// the default allowances can wait one after another in a bad minute and a half — a
+    /// termination and a cold start waited out (session busy's 45 s), then throttling (10 s),
+    /// then a re-send after a dropped connection (5 s) — with the attempts' own time besides.
+    pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(90);
 
     /// The call's cap on attempts in all, by default: 100, more than the default allowances add
-    /// up to (session busy's 40, throttling's 3, the guard's 3, one renewal of an expired MCP
+    /// up to (session busy's 50, throttling's 3, the guard's 3, one renewal of an expired MCP
     /// session), so that a kind's allowance or the ceiling in time stops a call first.
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 100;
 

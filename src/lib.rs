@@ -49,7 +49,7 @@
 //!   after (session busy, throttling, an expired MCP session, a failure that may have run…),
 //!   over every layer, so stacked layers never multiply them and no kind eats another's: a
 //!   cold start's dozen refusals leave the first 429's re-send and a tool's re-send after a
-//!   dropped connection whole. The call has one ceiling in time over all of them (60 s from its
+//!   dropped connection whole. The call has one ceiling in time over all of them (90 s from its
 //!   first attempt by default) and a cap on attempts in all; an app sets its own with a
 //!   [`CallBudget`] (a deadline among them);
 //! * **one rule**: every retry layer asks the call's replay rules before a re-send — the app's

@@ -113,10 +113,10 @@
 //! # Re-sending
 //! | setting | default | why |
 //! |---|---|---|
-//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 30 s | a cold start is waited out by time: users report new runtime sessions provisioning for up to ~12.6 s; 30 s covers that more than twice, and stays inside the proxy's call deadline. It also covers the 15 s a microVM may take to terminate after its idle timeout or lifetime followed by a cold start of up to about 11 s; a 15 s termination followed by a 12.6 s cold start can pass it (the last refusal is then delivered) |
+//! | [`max_total_wait`](SessionBusyRetryLayer::max_total_wait) | 45 s | a cold start is waited out by time: users report new runtime sessions provisioning for up to ~12.6 s, and a microVM may take up to 15 s to terminate after its idle timeout or lifetime before the next one starts: 45 s covers a 15 s termination followed by a 12.6 s cold start with room to spare (the two, and a last wait of up to 2 s, passed the 30 s this once was), and stays inside the call's ceiling in time ([`CallBudget`](crate::CallBudget), 90 s) and the proxy's `--timeout` |
 //! | [`max_delay`](SessionBusyRetryLayer::max_delay) | 2 s | a session that comes up is used within 2 s of it: the per-wait cap stays short |
 //! | [`base_delay`](SessionBusyRetryLayer::base_delay) | 100 ms | a short refusal (a session tearing down) should cost little |
-//! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 40 | a bound that the wait ceiling reaches first: with waits of at least 50, 100, 200, 400, 800 ms and then 1 s (half of each ceiling, the jitter's floor), 30 s holds at most 34 attempts |
+//! | [`max_attempts`](SessionBusyRetryLayer::max_attempts) | 50 | a bound that the wait ceiling reaches first: with waits of at least 50, 100, 200, 400, 800 ms and then 1 s (half of each ceiling, the jitter's floor), 45 s holds at most 49 attempts |
 //! | [`peek_limit`](SessionBusyRetryLayer::peek_limit) | 4096 bytes | a busy reply is ~100 bytes |
 //!
 //! A call that meets a 12 s cold start therefore makes about 12 attempts (waits of ~0.1, 0.2,
@@ -131,7 +131,7 @@
 //! whose connection drops is still re-sent by the [`ReplayGuardLayer`](crate::ReplayGuardLayer),
 //! each with its whole allowance (see
 //! [`RetryLayer::max_attempts`](crate::retry::RetryLayer::max_attempts)); the call's one
-//! ceiling in time ([`CallBudget`](crate::CallBudget), 60 s by default) bounds them all.
+//! ceiling in time ([`CallBudget`](crate::CallBudget), 90 s by default) bounds them all.
 //!
 //! The allowance is the call's, counted over every layer: stacked inside another retry
 //! layer, this one does not start counting again when the outer one re-sends. Waits are
@@ -271,8 +271,8 @@ pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
     crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy, R>;
 
 impl SessionBusyRetryLayer {
-    /// The layer with its defaults: 30 s of waiting in all (a cold start is waited out by
-    /// time), 2 s per wait, 100 ms base backoff, 40 attempts (never reached before the 30 s),
+    /// The layer with its defaults: 45 s of waiting in all (a cold start is waited out by
+    /// time), 2 s per wait, 100 ms base backoff, 50 attempts (never reached before the 45 s),
     /// a 4 KiB read-ahead. See the [module docs](self) for why.
     pub fn new() -> Self {
         RetryLayer::with_policy(
@@ -282,8 +282,8 @@ impl SessionBusyRetryLayer {
             },
             Backoff::new(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
-                .with_max_attempts(40)
-                .with_max_total_wait(Duration::from_secs(30)),
+                .with_max_attempts(50)
+                .with_max_total_wait(Duration::from_secs(45)),
         )
     }
 }

@@ -290,7 +290,7 @@ impl<P, R> RetryLayer<P, R> {
     /// the kind being decided on count: a cold start's dozen session-busy refusals leave the
     /// throttle's allowance whole, and no refusal eats a tool's re-sends after a drop. The same
     /// holds for [`max_total_wait`](Self::max_total_wait). What counts every attempt and every
-    /// wait is the call's [`CallBudget`](crate::CallBudget): its ceiling in time (60 s from the
+    /// wait is the call's [`CallBudget`](crate::CallBudget): its ceiling in time (90 s from the
     /// first attempt by default) and its cap on attempts in all (100).
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.config.backoff = self.config.backoff.with_max_attempts(max_attempts);

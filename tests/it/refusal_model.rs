@@ -120,7 +120,7 @@ enum RunsOut {
     ThrottleAttempts,
     /// A 429 asking for 11 s: throttling's ceiling of 10 s.
     ThrottleCeiling,
-    /// 45 session-busy refusals: session busy's 30 s ceiling (or its 40 attempts).
+    /// 60 session-busy refusals: session busy's 45 s ceiling (or its 50 attempts).
     Busy,
     /// Two 429s asking for 3 s each under a call ceiling of 4 s.
     CallCeiling,
@@ -175,9 +175,9 @@ impl Case {
             None => {
                 // Fits by construction: session busy waits at most the provisioning, one
                 // backoff past it (2 s) and 2 s per scripted refusal — 12 + 2 + 12 = 26 s of its
-                // 30 s — in at most ~17 + 6 attempts of its 40; throttling at most 2 re-sends of
+                // 45 s — in at most ~17 + 6 attempts of its 50; throttling at most 2 re-sends of
                 // at most 3 s each (its cap is 3 attempts, its ceiling 10 s); 32 s in all, inside
-                // the call's 60 s.
+                // the call's 90 s.
                 match rng.below(3) {
                     0 => provisioning = Duration::from_secs(3),
                     1 => provisioning = Duration::from_secs(12),
@@ -220,7 +220,7 @@ impl Case {
                 refusals.push(Refused::Throttle429(Some(RetryAfter::Seconds(11))));
             }
             Some(RunsOut::Busy) => {
-                for _ in 0..45 {
+                for _ in 0..60 {
                     refusals.push(random_refusal(&mut rng, true));
                 }
             }
@@ -467,8 +467,8 @@ async fn run(case: &Case) {
                 RunsOut::ThrottleCeiling => assert_eq!(resends("throttle"), 0, "{why}"),
                 RunsOut::CallCeiling => assert_eq!(resends("throttle"), 1, "{why}"),
                 RunsOut::Busy => assert!(
-                    (15..=39).contains(&resends("session_busy")),
-                    "30 s of waits of at most 2 s: {why}"
+                    (20..=49).contains(&resends("session_busy")),
+                    "45 s of waits of at most 2 s, or 50 attempts: {why}"
                 ),
             }
         }
