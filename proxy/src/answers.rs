@@ -80,6 +80,9 @@ pub enum Kind {
     /// progress": the runtime session was still starting (or stopping) when the stack's waits
     /// ended. Nothing ran.
     SessionBusy,
+    /// -32010 or 424 `RuntimeClientError` "Runtime initialization time exceeded": the runtime's
+    /// container did not become ready in time, after the stack's one re-send. Nothing ran.
+    NotReady,
     /// Any other refusal (a 4xx): nothing ran.
     Refused,
     /// A 5xx: the server failed.
@@ -97,6 +100,7 @@ impl Kind {
             Kind::NotFound => "not_found",
             Kind::Throttled => "throttled",
             Kind::SessionBusy => "session_busy",
+            Kind::NotReady => "not_ready",
             Kind::Refused => "refused",
             Kind::ServerError => "server_error",
         }
@@ -107,16 +111,23 @@ impl Kind {
     /// leaves to the signer told apart: expired credentials (the error type) and the
     /// authorization method mismatch (AgentCore's message).
     pub fn of(status: StatusCode, headers: &http::HeaderMap, detail: Option<&str>) -> Kind {
-        use agentcore_tower::contract::{PlatformError as E, classify_head};
+        use agentcore_tower::contract::PlatformError as E;
         if matches!(
             agentcore_tower::record::aws_error_type(headers),
             Some("ExpiredTokenException" | "ExpiredToken")
         ) {
             return Kind::ExpiredCredentials;
         }
-        match classify_head(status, headers).map(|c| c.error()) {
+        match agentcore_tower::contract::classify_head(status, headers).map(|c| c.error()) {
             Some(E::AccessDenied) if detail.is_some_and(|d| d.contains(AUTH_METHOD_MISMATCH)) => {
                 Kind::AuthMethodMismatch
+            }
+            // The 424 whose message says the container never became ready: nothing ran.
+            Some(E::RuntimeClientError)
+                if detail
+                    .is_some_and(agentcore_tower::contract::is_initialization_time_exceeded) =>
+            {
+                Kind::NotReady
             }
             Some(error) => Kind::of_platform(error),
             None if status.is_server_error() => Kind::ServerError,
@@ -133,6 +144,7 @@ impl Kind {
             E::ResourceNotFound => Kind::NotFound,
             E::Throttling | E::ServiceQuotaExceeded => Kind::Throttled,
             E::RetryableConflict => Kind::SessionBusy,
+            E::InitializationTimedOut => Kind::NotReady,
             // The runtime's code failed: the tool may have run, nothing was refused.
             E::Internal | E::RuntimeClientError => Kind::ServerError,
             _ => Kind::Refused,
@@ -169,6 +181,10 @@ impl Kind {
                 .to_owned(),
             Kind::SessionBusy => "the runtime session was still starting (or stopping) when the \
                                   proxy's waits ended: nothing ran; send it again in a moment"
+                .to_owned(),
+            Kind::NotReady => "the runtime's container did not become ready in time, twice: \
+                               nothing ran; see the runtime's logs (CloudWatch) for why its \
+                               start-up failed or took longer than its initialization limit"
                 .to_owned(),
             _ => return None,
         })
@@ -279,10 +295,10 @@ impl Call {
     pub fn refusal_in_json_rpc(&self, status: StatusCode, body: &[u8]) -> Option<Vec<u8>> {
         use agentcore_tower::contract::{Form, PlatformError as E, classify_json};
         let class = classify_json(body)?;
-        if !matches!(class.form(), Form::JsonRpc(-32003 | -32005))
+        if !matches!(class.form(), Form::JsonRpc(-32003 | -32005 | -32010))
             || !matches!(
                 class.error(),
-                E::Throttling | E::RetryableConflict | E::Conflict
+                E::Throttling | E::RetryableConflict | E::Conflict | E::InitializationTimedOut
             )
         {
             return None;
