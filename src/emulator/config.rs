@@ -30,6 +30,8 @@ pub enum RetryAfter {
     Seconds(u64),
     /// `Retry-After: <HTTP-date>`, this far in the future.
     DateIn(Duration),
+    /// `x-amz-retry-after: N`, in milliseconds, as AWS services send it, with no `Retry-After`.
+    Milliseconds(u64),
 }
 
 /// A fault the emulator applies to one `tools/call` request.
@@ -43,6 +45,10 @@ pub enum Fault {
     },
     /// The session-busy refusal (in the configured form). Nothing runs.
     Busy,
+    /// The MCP server no longer knows the request's MCP session, as after its idle timeout or
+    /// a restart: the session is forgotten, and the request gets MCP's 404 (-32001 "Session
+    /// not found", no `x-amzn-errortype`). Nothing runs.
+    SessionExpired,
     /// The tool runs, then the connection is dropped without an answer.
     DropAfterRun,
     /// HTTP 500 `InternalServerException`; `after_run` says whether the tool ran first.

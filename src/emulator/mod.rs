@@ -562,19 +562,7 @@ impl Emulator {
     /// Expires the MCP session `id`, in either mode, as a timeout would (or a server that ended
     /// it): a request naming it then gets the 404 of an unknown session. Whether it was live.
     pub fn expire_mcp_session(&self, id: &str) -> bool {
-        let gateway = self
-            .state
-            .mcp_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id)
-            .is_some_and(|s| s.started.elapsed() < self.state.config.gateway_session_timeout);
-        let limits = self.state.limits();
-        let runtime = self
-            .state
-            .runtime()
-            .expire(id, tokio::time::Instant::now(), &limits);
-        gateway || runtime
+        self.state.expire_mcp_session(id)
     }
 
     /// Ends the microVM of runtime session `runtime_session_id` now, as its idle timeout or

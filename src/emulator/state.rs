@@ -54,6 +54,22 @@ pub(crate) struct McpSession {
 }
 
 impl State {
+    /// Expires the MCP session `id`, in either mode, as a timeout would: whether it was live
+    /// (what `Emulator::expire_mcp_session` does, and the fault `SessionExpired`).
+    pub(crate) fn expire_mcp_session(&self, id: &str) -> bool {
+        let gateway = self
+            .mcp_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .is_some_and(|s| s.started.elapsed() < self.config.gateway_session_timeout);
+        let limits = self.limits();
+        let runtime = self
+            .runtime()
+            .expire(id, tokio::time::Instant::now(), &limits);
+        gateway || runtime
+    }
+
     /// Whether bearer tokens are the door (else SigV4).
     pub(super) fn bearer_door(&self) -> bool {
         self.tokens

@@ -1,7 +1,8 @@
 //! A model check of the call: seeded random sequences of refusals of every kind and form — a
 //! runtime session still provisioning, session busy (HTTP 200 with -32005, HTTP 409),
-//! throttling (HTTP 429 without `Retry-After`, with delta-seconds, with an HTTP-date; HTTP 200
-//! with -32003), MCP's 404 for an expired session — sometimes a dropped connection after the
+//! throttling (HTTP 429 without `Retry-After`, with delta-seconds, with an HTTP-date, with
+//! `x-amz-retry-after`; HTTP 200 with -32003), MCP's 404 for an expired session (before the
+//! call or in the middle of its sequence) — sometimes a dropped connection after the
 //! tool ran, then success; through the recommended stack (McpSessionRecoveryLayer above the
 //! guard, throttle, session busy and signer, those four in a random order), against the
 //! emulator on a paused clock, with the defaults.
@@ -69,6 +70,8 @@ enum Refused {
     Busy409,
     Throttle429(Option<RetryAfter>),
     Throttle32003,
+    /// The MCP server has forgotten the call's MCP session: its 404.
+    Expired404,
 }
 
 impl Refused {
@@ -79,11 +82,16 @@ impl Refused {
             Refused::Busy409 => platform(PlatformError::RetryableConflict, PlatformForm::Http),
             Refused::Throttle429(retry_after) => Fault::Throttle { retry_after },
             Refused::Throttle32003 => platform(PlatformError::Throttling, PlatformForm::JsonRpc),
+            Refused::Expired404 => Fault::SessionExpired,
         }
     }
 
     fn is_busy(self) -> bool {
         matches!(self, Refused::Busy200 | Refused::Busy409)
+    }
+
+    fn is_throttle(self) -> bool {
+        matches!(self, Refused::Throttle429(_) | Refused::Throttle32003)
     }
 
     /// The layer whose allowance it spends, and the cause the record names.
@@ -99,6 +107,7 @@ impl Refused {
                 "throttle",
                 "throttled (JSON-RPC -32003, shared with ServiceQuotaExceeded)",
             ),
+            Refused::Expired404 => ("mcp_session", "MCP session expired (HTTP 404)"),
         }
     }
 
@@ -109,6 +118,7 @@ impl Refused {
             Refused::Busy409 => (409, None),
             Refused::Throttle429(_) => (429, None),
             Refused::Throttle32003 => (200, Some(-32003)),
+            Refused::Expired404 => (404, Some(-32001)),
         }
     }
 }
@@ -144,12 +154,14 @@ struct Case {
 }
 
 fn random_refusal(rng: &mut Rng, busy: bool) -> Refused {
-    match (busy, rng.below(4)) {
+    match (busy, rng.below(5)) {
         (true, n) if n < 2 => Refused::Busy200,
         (true, _) => Refused::Busy409,
         (false, 0) => Refused::Throttle429(None),
         (false, 1) => Refused::Throttle429(Some(RetryAfter::Seconds(1 + rng.below(3)))),
         (false, 2) => Refused::Throttle429(Some(RetryAfter::DateIn(Duration::from_secs(2)))),
+        // AWS's own header, in milliseconds.
+        (false, 3) => Refused::Throttle429(Some(RetryAfter::Milliseconds(1_500))),
         (false, _) => Refused::Throttle32003,
     }
 }
@@ -192,6 +204,12 @@ impl Case {
                     let at = rng.below(refusals.len() as u64 + 1) as usize;
                     refusals.insert(at, random_refusal(&mut rng, false));
                 }
+                // An expiry in the middle of the sequence, once (one renewal per expiry), when
+                // the call is in an MCP session and none expired before it.
+                if provisioning.is_zero() && !expired && rng.chance(40) {
+                    let at = rng.below(refusals.len() as u64 + 1) as usize;
+                    refusals.insert(at, Refused::Expired404);
+                }
                 dropped_after_run = rng.chance(30);
             }
             Some(RunsOut::ThrottleAttempts) => {
@@ -207,7 +225,7 @@ impl Case {
                 let third = refusals
                     .iter()
                     .enumerate()
-                    .filter(|(_, r)| !r.is_busy())
+                    .filter(|(_, r)| r.is_throttle())
                     .nth(2)
                     .map(|(at, _)| at)
                     .unwrap();
@@ -395,8 +413,14 @@ async fn run(case: &Case) {
             .filter(|d| matches!(d.verdict(), Verdict::SentAgain { .. }))
             .count()
     };
-    let throttled = case.refusals.iter().filter(|r| !r.is_busy()).count();
-    let busy = case.refusals.len() - throttled;
+    let throttled = case.refusals.iter().filter(|r| r.is_throttle()).count();
+    let busy = case.refusals.iter().filter(|r| r.is_busy()).count();
+    let expiries = usize::from(case.expired)
+        + case
+            .refusals
+            .iter()
+            .filter(|r| **r == Refused::Expired404)
+            .count();
     match case.runs_out {
         None => {
             let answer = answer.unwrap_or_else(|e| {
@@ -409,6 +433,8 @@ async fn run(case: &Case) {
             });
             assert!(took < CallBudget::DEFAULT_MAX_DURATION, "{why}");
             assert_eq!(resends("throttle"), throttled, "{why}");
+            // One renewal of the MCP session, and one re-send, per expiry.
+            assert_eq!(resends("mcp_session"), expiries, "{why}");
             assert!(resends("session_busy") >= busy, "{why}");
             if case.dropped_after_run && case.tool == "counter" {
                 assert_eq!(ran, 1, "ran once before the drop, never again: {why}");
@@ -478,6 +504,7 @@ async fn run(case: &Case) {
 #[tokio::test(start_paused = true)]
 async fn any_sequence_of_refusals_is_waited_out_or_ends_in_the_refusal_that_ran_out() {
     let mut outcomes = [0u32; 5];
+    let mut forms = [0u32; 11];
     for seed in 0..CASES {
         let case = Case::new(seed);
         outcomes[match case.runs_out {
@@ -487,8 +514,25 @@ async fn any_sequence_of_refusals_is_waited_out_or_ends_in_the_refusal_that_ran_
             Some(RunsOut::Busy) => 3,
             Some(RunsOut::CallCeiling) => 4,
         }] += 1;
+        for refused in &case.refusals {
+            let form = match refused {
+                Refused::Busy200 => 0,
+                Refused::Busy409 => 1,
+                Refused::Throttle429(None) => 2,
+                Refused::Throttle429(Some(RetryAfter::Seconds(_))) => 3,
+                Refused::Throttle429(Some(RetryAfter::DateIn(_))) => 4,
+                Refused::Throttle429(Some(_)) => 5,
+                Refused::Throttle32003 => 6,
+                Refused::Expired404 => 7,
+            };
+            forms[form] += 1;
+        }
+        forms[8] += u32::from(case.expired);
+        forms[9] += u32::from(!case.provisioning.is_zero());
+        forms[10] += u32::from(case.dropped_after_run);
         run(&case).await;
     }
-    // Every kind of ending was met.
+    // Every kind of ending was met, and every form of refusal.
     assert!(outcomes.iter().all(|n| *n > 0), "{outcomes:?}");
+    assert!(forms.iter().all(|n| *n > 0), "{forms:?}");
 }

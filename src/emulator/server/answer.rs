@@ -45,6 +45,12 @@ pub(super) fn aws_error(
     )
 }
 
+/// A runtime MCP server's 404 for an MCP session it does not know: the code and message of the
+/// MCP TypeScript SDK's Streamable HTTP transport.
+pub(super) const SESSION_NOT_FOUND_CODE: i64 = -32001;
+
+pub(super) const SESSION_NOT_FOUND_MESSAGE: &str = "Session not found";
+
 /// An MCP server's refusal of a request for its MCP session (400 or 404), nothing run: a
 /// JSON-RPC error with the request's id (or `null`), without `x-amzn-errortype` (the server's
 /// own answer, not the platform's).

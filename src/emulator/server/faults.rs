@@ -8,7 +8,8 @@ use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::answer::{
-    AnswerBody, aws_error, blob, json_answer, listen_stream, respond, with_session,
+    AnswerBody, SESSION_NOT_FOUND_CODE, SESSION_NOT_FOUND_MESSAGE, aws_error, blob, json_answer,
+    listen_stream, mcp_session_refusal, respond, with_session,
 };
 use super::{Answer, DropConnection};
 use crate::emulator::mcp;
@@ -51,6 +52,23 @@ pub(super) async fn serve_mcp(
     // Faults that answer before anything runs.
     match fault {
         Some(Fault::Busy) => return Ok(refuse_busy(state, &inspected.id, session_header)),
+        Some(Fault::SessionExpired) => {
+            let id = call
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = id {
+                state.expire_mcp_session(id);
+            }
+            let refused = mcp_session_refusal(
+                state,
+                &inspected.id,
+                StatusCode::NOT_FOUND,
+                SESSION_NOT_FOUND_CODE,
+                SESSION_NOT_FOUND_MESSAGE,
+            );
+            return Ok(with_session(refused, session_header));
+        }
         Some(Fault::Throttle { retry_after }) => {
             state.record(|a| a.throttled += 1);
             let mut response = aws_error(
@@ -59,14 +77,19 @@ pub(super) async fn serve_mcp(
                 "Rate exceeded",
             );
             if let Some(after) = retry_after {
-                let value = match after {
-                    RetryAfter::Seconds(s) => s.to_string(),
-                    RetryAfter::DateIn(d) => httpdate::fmt_http_date(SystemTime::now() + d),
+                let (name, value) = match after {
+                    RetryAfter::Seconds(s) => (http::header::RETRY_AFTER, s.to_string()),
+                    RetryAfter::DateIn(d) => (
+                        http::header::RETRY_AFTER,
+                        httpdate::fmt_http_date(SystemTime::now() + d),
+                    ),
+                    RetryAfter::Milliseconds(ms) => (
+                        http::HeaderName::from_static("x-amz-retry-after"),
+                        ms.to_string(),
+                    ),
                 };
                 if let Ok(value) = HeaderValue::from_str(&value) {
-                    response
-                        .headers_mut()
-                        .insert(http::header::RETRY_AFTER, value);
+                    response.headers_mut().insert(name, value);
                 }
             }
             return Ok(with_session(response, session_header));

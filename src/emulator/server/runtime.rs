@@ -5,7 +5,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use tokio::time::Instant;
 
-use super::answer::{AnswerBody, aws_error, mcp_session_refusal, respond, with_session};
+use super::answer::{
+    AnswerBody, SESSION_NOT_FOUND_CODE, SESSION_NOT_FOUND_MESSAGE, aws_error, mcp_session_refusal,
+    respond, with_session,
+};
 use super::auth::{
     Auth, METADATA_OPERATION, RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime,
     runtime_metadata,
@@ -292,12 +295,6 @@ fn initialization_timed_out(
         }
     }
 }
-
-/// A runtime MCP server's 404 for an MCP session it does not know: the code and message of the
-/// MCP TypeScript SDK's Streamable HTTP transport.
-const SESSION_NOT_FOUND_CODE: i64 = -32001;
-
-const SESSION_NOT_FOUND_MESSAGE: &str = "Session not found";
 
 /// A stateful runtime MCP server's 400 for a request without `Mcp-Session-Id`: the code and
 /// message of the MCP Python SDK's Streamable HTTP transport (FastMCP's).
