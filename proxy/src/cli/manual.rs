@@ -110,8 +110,8 @@ DESCRIPTION
     session's end, answers 404: a new session is opened with the session's
     own initialize and the request sent once more), the replay guard,
     throttle retry (HTTP 429, honouring Retry-After), session-busy retry (a
-    runtime session still provisioning: a cold start is waited out for up to
-    30 s), then the signer (InvokeAgentRuntime for a runtime, the
+    runtime session still provisioning or stopping: waited out for up to
+    45 s), then the signer (InvokeAgentRuntime for a runtime, the
     request as it is for a URL), which signs (or sets the token) afresh for
     every attempt, over HTTPS (rustls, the webpki roots; http:// only for a
     local test server). A request whose answer may have been lost after it
