@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use agentcore_tower::emulator::{Audit, BusyForm, Emulator, EmulatorConfig, Fault};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::*;
 
 /// How long an answer may take when the proxy waits out a cold start: its session-busy retries

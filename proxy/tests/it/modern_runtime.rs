@@ -4,7 +4,7 @@
 //! that one), nothing runs twice, and a task outlives the limit on one answer: the way to run a
 //! job past AgentCore's 15 minutes per answer, played here with `--timeout 1s`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

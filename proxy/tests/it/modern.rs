@@ -5,7 +5,7 @@
 //! The server is a small 2026-07-28 one written here, which checks the headers against the
 //! body as the revision requires (`agentcore_tower::protocol::check_request_headers`).
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

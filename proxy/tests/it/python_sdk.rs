@@ -3,16 +3,17 @@
 //! pinned to 2026-07-28, against the emulator of either era and, through `--url`, against the
 //! SDK's own 2026-07-28 server; and its Streamable HTTP client against `--listen`.
 //!
-//! The client is `python_sdk/client.py`: it runs the steps it is given and prints one JSON line
-//! per step (the negotiated version, the tools, each result), which the tests compare whole.
-//! The server is `python_sdk/server.py`, which prints a line for each request it got.
+//! The client is `proxy/tests/python_sdk/client.py`: it runs the steps it is given and prints
+//! one JSON line per step (the negotiated version, the tools, each result), which the tests
+//! compare whole. The server is `proxy/tests/python_sdk/server.py`, which prints a line for each
+//! request it got.
 //!
 //! The Python is `AGENTCORE_PYTHON` when set (an interpreter with `mcp==2.3.0` installed), else
 //! a venv made once at `target/python-sdk` (`python3 -m venv`, then `pip install -r
-//! python_sdk/requirements.txt` from PyPI) and kept for later runs while the requirements stay
-//! the same.
+//! proxy/tests/python_sdk/requirements.txt` from PyPI) and kept for later runs while the
+//! requirements stay the same.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -140,7 +141,7 @@ fn assert_has_sdk(python: &Path, what: &str) {
     );
 }
 
-/// The Python running `script` of `python_sdk/`.
+/// The Python running `script` of `proxy/tests/python_sdk/`.
 fn python_command(script: &str) -> Command {
     let mut command = Command::new(python());
     command
@@ -457,7 +458,7 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason()
     );
 }
 
-/// `python_sdk/server.py` running, and the URL it printed.
+/// `proxy/tests/python_sdk/server.py` running, and the URL it printed.
 async fn python_server() -> (Proxy, String) {
     let mut server = Proxy::spawn(python_command("server.py"));
     let line = server.next().await;

@@ -3,7 +3,7 @@
 //! of its forms; `--header` within a Gateway's limits, and a `--listen` client's header that
 //! disagrees with it refused.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

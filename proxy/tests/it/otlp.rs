@@ -9,7 +9,7 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::*;
 
 /// The service name the tests give.

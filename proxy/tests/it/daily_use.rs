@@ -16,7 +16,7 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifi
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::*;
 
 /// The proxy in front of the MCP server at `url` with a bearer token, `args` after.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::*;
 
 const TOKEN: &str = "lifecycle-test-token";
