@@ -145,18 +145,24 @@ DESCRIPTION
     AccessDeniedException: the identity lacks
     bedrock-agentcore:InvokeAgentRuntime, or InvokeGateway), not_found (404
     ResourceNotFoundException: the ARN, URL, qualifier or region),
-    throttled (429 or 402, after the proxy's waits), unauthorized (401),
-    refused (another 4xx), server_error (a 5xx).
+    throttled (429 or 402, after the proxy's waits), session_busy (409, the
+    runtime session still starting or stopping after the proxy's waits),
+    not_ready (424, the runtime's container did not become ready in time),
+    unauthorized (401), refused (another 4xx), server_error (a 5xx). The
+    same refusals in their JSON-RPC form (HTTP 200 with -32003, -32005 or
+    -32010) keep their code and message and say the same in error.data.
 
     check: with the same door options, says where the credentials come
     from (the AWS provider that answered and the profile, or the TOKEN
     option; for expired SSO credentials the aws sso login command to run),
-    the region and the target; then sends initialize and tools/list
-    through the proxy's stack and prints the server's name, the protocol
-    version, each tool with its replay status (declared idempotent,
-    strict, by server annotation with --trust-tool-annotations, or not
-    replayable) and the attempt record of each request, or the error and
-    its kind. On stdout, without a secret; exit 0 only when all is well.
+    the region and the target; then asks the server which protocol it
+    speaks (server/discover of MCP 2026-07-28, else initialize) and lists
+    its tools, through the proxy's stack, and prints the server's name, the
+    protocol version and how it was agreed, each tool with its replay
+    status (declared idempotent, strict, by server annotation with
+    --trust-tool-annotations, or not replayable) and the attempt record of
+    each request, or the error and its kind. On stdout, without a secret;
+    exit 0 only when all is well.
 
 OPTIONS
     --runtime-arn ARN
