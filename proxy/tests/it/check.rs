@@ -2,79 +2,89 @@
 //! server, the tools and their replay status when all is well; non-zero with the kind of what
 //! went wrong otherwise.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 
+use crate::common::{
+    ARN, ExpiredSso, NOBODY, command, credentials_env, http_refusal, pairs, run, runtime_args,
+    start_emulator, strs,
+};
+
 const SECRET: &str = "check-token-s3cr3t";
 
-/// `check` with `args`, the emulator's credentials in the environment and nothing else of AWS.
-fn check(emulator: &Emulator, arn: &str, args: &[&str]) -> Output {
-    let credentials = emulator.credentials();
-    let endpoint = emulator.endpoint();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
+/// `check` with `args` and `env` ([`command`]; no `RUST_LOG`).
+fn check_command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    let mut command = command(&all, env);
+    command.env_remove("RUST_LOG");
     command
-        .args(["check", "--runtime-arn", arn, "--endpoint", &endpoint])
-        .args(args);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AWS_") {
-            command.env_remove(name);
-        }
-    }
-    let nowhere = std::env::temp_dir().join("agentcore-mcp-proxy-check-no-such-aws-config");
-    command
-        .env("AWS_CONFIG_FILE", &nowhere)
-        .env("AWS_SHARED_CREDENTIALS_FILE", &nowhere)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
-        .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
-        .env("AWS_SESSION_TOKEN", credentials.session_token().unwrap())
-        .env("CHECK_TOKEN", SECRET)
-        .output()
-        .unwrap()
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// `check` of the runtime `arn` at `emulator`'s endpoint with `args`, the emulator's
+/// credentials in the environment and nothing else of AWS.
+fn check_of(emulator: &Emulator, arn: &str, args: &[&str]) -> Command {
+    let endpoint = emulator.endpoint();
+    let mut all = vec!["--runtime-arn", arn, "--endpoint", &endpoint];
+    all.extend_from_slice(args);
+    let credentials = credentials_env(emulator);
+    let mut env = pairs(&credentials);
+    env.push(("CHECK_TOKEN", SECRET));
+    check_command(&all, &env)
+}
+
+/// [`check_of`], which must exit with `code`: what it printed.
+fn check(emulator: &Emulator, arn: &str, args: &[&str], code: i32) -> String {
+    printed(check_of(emulator, arn, args), code)
+}
+
+/// [`check`] of `emulator`'s runtime with `args` passes: what it printed, which holds each of
+/// `lines` and ends with `ok`.
+fn passes(emulator: &Emulator, args: &[&str], lines: &[&str]) -> String {
+    let text = check(emulator, emulator.runtime_arn(), args, 0);
+    says(&text, lines);
+    assert!(text.ends_with("ok\n"), "{text}");
+    text
+}
+
+/// `text` holds each of `lines`.
+fn says(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+}
+
+/// What `command` printed on stdout; it must exit with `code`.
+fn printed(command: Command, code: i32) -> String {
+    let (stdout, _) = run(command, code);
+    String::from_utf8_lossy(&stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_passes_against_a_healthy_runtime() {
     // A server of the initialize era: `check` probes with server/discover, then falls back.
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
-    let emulator = Emulator::start(config).await.unwrap();
-    let output = check(
+    let emulator = start_emulator(config).await;
+    let args = ["--idempotent-tool", "add", "--strict-tool", "echo"];
+    let text = passes(
         &emulator,
-        emulator.runtime_arn(),
-        &["--idempotent-tool", "add", "--strict-tool", "echo"],
+        &args,
+        &[
+            "credentials: SigV4, from EnvironmentVariable",
+            "region:      us-east-1",
+            "server:      agentcore-tower-emulator",
+            "protocol:    2025-06-18 (initialize)",
+            // Probed with the current revision first; the emulator's server is met as an older
+            // one.
+            "server/discover: not known",
+            "  add: declared idempotent (--idempotent-tool)",
+            "  echo: strict (--strict-tool)",
+            ": not replayable",
+            // The attempt record of each request.
+            "#1 ",
+        ],
     );
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("credentials: SigV4, from EnvironmentVariable"),
-        "{text}"
-    );
-    assert!(text.contains("region:      us-east-1"), "{text}");
-    assert!(
-        text.contains("server:      agentcore-tower-emulator"),
-        "{text}"
-    );
-    assert!(
-        text.contains("protocol:    2025-06-18 (initialize)"),
-        "{text}"
-    );
-    // Probed with the current revision first; the emulator's server is met as an older one.
-    assert!(text.contains("server/discover: not known"), "{text}");
-    assert!(
-        text.contains("  add: declared idempotent (--idempotent-tool)"),
-        "{text}"
-    );
-    assert!(text.contains("  echo: strict (--strict-tool)"), "{text}");
-    assert!(text.contains(": not replayable"), "{text}");
-    // The attempt record of each request.
-    assert!(text.contains("#1 "), "{text}");
-    assert!(text.ends_with("ok\n"), "{text}");
     let credentials = emulator.credentials();
     assert!(!text.contains(credentials.secret_access_key()), "{text}");
     assert!(
@@ -86,29 +96,18 @@ async fn check_passes_against_a_healthy_runtime() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_meets_a_server_of_the_current_revision_without_initialize() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let output = check(
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let text = passes(
         &emulator,
-        emulator.runtime_arn(),
         &["--idempotent-tool", "add"],
+        &[
+            "server:      agentcore-tower-emulator",
+            "protocol:    2026-07-28 (server/discover; no initialize)",
+            // The tools of the current revision are listed to a client of it.
+            "  add: declared idempotent (--idempotent-tool)",
+            "  confirm: not replayable",
+        ],
     );
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{text}");
-    assert!(
-        text.contains("server:      agentcore-tower-emulator"),
-        "{text}"
-    );
-    assert!(
-        text.contains("protocol:    2026-07-28 (server/discover; no initialize)"),
-        "{text}"
-    );
-    // The tools of the current revision are listed to a client of it.
-    assert!(
-        text.contains("  add: declared idempotent (--idempotent-tool)"),
-        "{text}"
-    );
-    assert!(text.contains("  confirm: not replayable"), "{text}");
-    assert!(text.ends_with("ok\n"), "{text}");
     let audit = emulator.audit();
     let methods: Vec<_> = audit
         .received
@@ -122,64 +121,45 @@ async fn check_meets_a_server_of_the_current_revision_without_initialize() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_fails_with_the_kind_for_an_unknown_runtime_and_the_wrong_door() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let output = check(
-        &emulator,
-        "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
-        &[],
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let text = check(&emulator, NOBODY, &[], 1);
+    says(
+        &text,
+        &["kind:        not_found", "ResourceNotFoundException"],
     );
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
-    assert!(text.contains("kind:        not_found"), "{text}");
-    assert!(text.contains("ResourceNotFoundException"), "{text}");
 
-    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([SECRET]))
-        .await
-        .unwrap();
-    let output = check(&emulator, emulator.runtime_arn(), &[]);
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
-    assert!(text.contains("kind:        auth_method_mismatch"), "{text}");
-    assert!(
-        text.contains("give --bearer-token-env VAR or --bearer-token-command CMD"),
-        "{text}"
+    let emulator = start_emulator(EmulatorConfig::default().bearer_tokens([SECRET])).await;
+    let text = check(&emulator, emulator.runtime_arn(), &[], 1);
+    says(
+        &text,
+        &[
+            "kind:        auth_method_mismatch",
+            "give --bearer-token-env VAR or --bearer-token-command CMD",
+        ],
     );
     // With the token, it passes, and says where the token came from.
-    let output = check(
-        &emulator,
-        emulator.runtime_arn(),
-        &["--bearer-token-env", "CHECK_TOKEN"],
-    );
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{text}");
+    let args = ["--bearer-token-env", "CHECK_TOKEN"];
+    let (stdout, stderr) = run(check_of(&emulator, emulator.runtime_arn(), &args), 0);
+    let text = String::from_utf8_lossy(&stdout);
     assert!(
         text.contains("credentials: bearer token from $CHECK_TOKEN (--bearer-token-env)"),
         "{text}"
     );
     assert!(!text.contains(SECRET), "{text}");
-    assert!(!String::from_utf8_lossy(&output.stderr).contains(SECRET));
+    assert!(!stderr.contains(SECRET));
 }
 
 #[test]
 fn check_does_not_listen() {
-    let output = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"))
-        .args([
-            "check",
-            "--runtime-arn",
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("does not take --listen"));
+    let check = check_command(&["--runtime-arn", ARN, "--listen", "127.0.0.1:0"], &[]);
+    let (_, stderr) = run(check, 2);
+    assert!(stderr.contains("does not take --listen"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttling() {
     use agentcore_tower::contract::PlatformError;
-    use agentcore_tower::emulator::{Fault, PlatformForm, RetryAfter};
+    use agentcore_tower::emulator::{Fault, RetryAfter};
     let cases: [(&[Fault], &str, &str); 3] = [
         // Re-signed once with credentials resolved again (the same here), then delivered.
         (
@@ -189,10 +169,7 @@ async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttli
              --profile NAME)",
         ),
         (
-            &[Fault::Platform {
-                error: PlatformError::AccessDenied,
-                form: PlatformForm::Http,
-            }],
+            &[http_refusal(PlatformError::AccessDenied)],
             "access_denied",
             "not allowed bedrock-agentcore:InvokeAgentRuntime",
         ),
@@ -205,13 +182,11 @@ async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttli
         ),
     ];
     for (faults, kind, advice) in cases {
-        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let emulator = start_emulator(EmulatorConfig::default()).await;
         for fault in faults {
             emulator.push_request_fault(*fault);
         }
-        let output = check(&emulator, emulator.runtime_arn(), &[]);
-        let text = stdout(&output);
-        assert_eq!(output.status.code(), Some(1), "{text}");
+        let text = check(&emulator, emulator.runtime_arn(), &[], 1);
         assert!(text.contains(&format!("kind:        {kind}")), "{text}");
         assert!(text.contains(advice), "{text}");
         assert!(!text.contains("\nok\n"), "{text}");
@@ -221,58 +196,19 @@ async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttli
 /// An SSO profile whose cached token expired: check says so and names the login to run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_the_sso_login_for_an_expired_sso_session() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let home = std::env::temp_dir().join(format!("agentcore-check-sso-{}", std::process::id()));
-    let cache = home.join(".aws/sso/cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    // The cache file of an sso-session is named by the SHA-1 of the session's name.
-    std::fs::write(
-        cache.join("eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json"),
-        r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
-            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
-    )
-    .unwrap();
-    let config = home.join("config");
-    std::fs::write(
-        &config,
-        "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
-         sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
-         sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
-    )
-    .unwrap();
-    let endpoint = emulator.endpoint();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"));
-    command.args([
-        "check",
-        "--runtime-arn",
-        emulator.runtime_arn(),
-        "--endpoint",
-        &endpoint,
-        "--profile",
-        "work",
-    ]);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AWS_") {
-            command.env_remove(name);
-        }
-    }
-    let output = command
-        .env("HOME", &home)
-        .env("AWS_CONFIG_FILE", &config)
-        .env("AWS_SHARED_CREDENTIALS_FILE", home.join("none"))
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&home);
-    let text = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("credentials: SigV4, cannot be resolved, profile work"),
-        "{text}"
-    );
-    assert!(
-        text.contains("run `aws sso login --profile work`"),
-        "{text}"
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let sso = ExpiredSso::new("check-sso");
+    let args = runtime_args(&emulator, &["--profile", "work"]);
+    let mut command = check_command(&strs(&args), &sso.env());
+    // The region is the profile's.
+    command.env_remove("AWS_REGION");
+    let text = printed(command, 1);
+    says(
+        &text,
+        &[
+            "credentials: SigV4, cannot be resolved, profile work",
+            "run `aws sso login --profile work`",
+        ],
     );
     assert!(!text.contains("expired-sso-access-token"), "{text}");
 }

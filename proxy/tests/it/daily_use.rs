@@ -19,20 +19,9 @@ use serde_json::{Value, json};
 use crate::common;
 use common::*;
 
-/// The proxy in front of the MCP server at `url` with a bearer token, `args` after.
+/// The proxy in front of the MCP server at `url` with [`TOKEN`], `args` after.
 fn for_url(url: &str, args: &[&str]) -> Proxy {
-    let mut all = vec!["--url", url, "--bearer-token-env", "DAILY_TOKEN"];
-    all.extend_from_slice(args);
-    Proxy::start_with(&all, &[("DAILY_TOKEN", TOKEN)])
-}
-
-fn names(answer: &Value) -> Vec<&str> {
-    answer["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a tools/list answer: {answer}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect()
+    Proxy::for_url(url, TOKEN, args)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -77,13 +66,9 @@ type Handler = dyn Fn(&Value) -> Reply + Send + Sync;
 /// An MCP Streamable HTTP server at any path (an MCP URL, or a runtime's invocations):
 /// `initialize` opens a session, a notification gets 202, any other request the handler's
 /// reply; with a verifier, a request whose SigV4 signature it refuses gets 403.
-struct Server {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
+type Server = Recorder<Seen>;
 
-impl Server {
+impl Recorder<Seen> {
     async fn start(handler: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Server {
         Self::start_with(None, handler).await
     }
@@ -92,57 +77,29 @@ impl Server {
         verifier: Option<SignatureVerifier>,
         handler: impl Fn(&Value) -> Reply + Send + Sync + 'static,
     ) -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
         let handler: Arc<Handler> = Arc::new(handler);
-        let shared = Arc::new((verifier, handler, seen.clone()));
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let shared = shared.clone();
-                        async move {
-                            let (verifier, handler, seen) = &*shared;
-                            Ok::<_, std::convert::Infallible>(
-                                serve(verifier.as_ref(), handler.as_ref(), seen, request).await,
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
+        let shared = Arc::new((verifier, handler));
+        Recorder::serve(move |seen, request| {
+            let shared = shared.clone();
+            async move {
+                let (verifier, handler) = &*shared;
+                serve(verifier.as_ref(), handler.as_ref(), &seen, request).await
             }
-        });
-        Server { base, seen, task }
+        })
+        .await
     }
 
     fn url(&self) -> String {
         format!("{}/mcp", self.base)
     }
 
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
     /// The tools called, in order.
     fn calls(&self) -> Vec<String> {
-        self.seen()
+        self.recorded()
             .into_iter()
             .filter(|s| s.rpc.as_deref() == Some("tools/call"))
             .map(|s| s.tool.unwrap_or_default())
             .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -152,9 +109,7 @@ async fn serve(
     seen: &Mutex<Vec<Seen>>,
     request: http::Request<hyper::body::Incoming>,
 ) -> http::Response<Streamed> {
-    use http_body_util::BodyExt;
-    let (parts, body) = request.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
+    let (parts, body) = read_request(request).await;
     let message: Option<Value> = serde_json::from_slice(&body).ok();
     let rpc = message
         .as_ref()
@@ -168,14 +123,8 @@ async fn serve(
             .and_then(|m| m.pointer("/params/name"))
             .and_then(Value::as_str)
             .map(str::to_owned),
-        user_id: parts
-            .headers
-            .get("x-amzn-bedrock-agentcore-runtime-user-id")
-            .map(|v| v.to_str().unwrap().to_owned()),
-        tenant_key: parts
-            .headers
-            .get("x-tenant-key")
-            .map(|v| v.to_str().unwrap().to_owned()),
+        user_id: header_of(&parts.headers, "x-amzn-bedrock-agentcore-runtime-user-id"),
+        tenant_key: header_of(&parts.headers, "x-tenant-key"),
     });
     let response = |status: u16, content_type: Option<&str>, body: Streamed| {
         let mut response = http::Response::builder().status(status);
@@ -304,7 +253,7 @@ fn record_of_a_dropped_call() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_slower_than_the_timeout_is_cut_naming_it_and_one_within_it_is_delivered() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
 
     // 5 s of work under --timeout 3s: cut at 3 s, the error names the limit and its value.
     let mut proxy = Proxy::start(&emulator, &["--timeout", "3s"]);
@@ -391,7 +340,7 @@ async fn a_stalled_answer_stream_is_cut_at_the_idle_timeout_over_stdio_and_liste
     drop(proxy);
 
     // The same over --listen: the SSE answer ends with an error event for the request.
-    let listening = Listening::start(&server.url(), &["--idle-timeout", "1500ms"]).await;
+    let listening = Listening::for_url(&server.url(), TOKEN, &["--idle-timeout", "1500ms"]).await;
     let client = listening.client().await;
     let answer = client.post(&call(3, "slow", json!({}))).await;
     assert_eq!(answer.status, 200);
@@ -440,11 +389,12 @@ async fn an_answer_stream_that_never_ends_is_cut_at_the_timeout_though_never_idl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_user_id_goes_with_every_invocation() {
-    let key = "AKIDDAILYUSE0001";
-    let secret = "daily-use-secret-access-key-0a1b2c3d";
-    let credentials = aws_credential_types::Credentials::new(key, secret, None, None, "t");
-    let verifier =
-        SignatureVerifier::new("us-east-1", "bedrock-agentcore").with_credentials(credentials);
+    let signing = SigningKey {
+        key: "AKIDDAILYUSE0001",
+        secret: "daily-use-secret-access-key-0a1b2c3d",
+        session_token: None,
+    };
+    let verifier = signing.verifier("us-east-1", "bedrock-agentcore");
     let server = Server::start_with(Some(verifier), |message| {
         Reply::Json(result(&message["id"], "ran"))
     })
@@ -458,10 +408,7 @@ async fn the_runtime_user_id_goes_with_every_invocation() {
             "--runtime-user-id",
             "alice@example.com",
         ],
-        &[
-            ("AWS_ACCESS_KEY_ID", key),
-            ("AWS_SECRET_ACCESS_KEY", secret),
-        ],
+        &signing.env(),
     );
     proxy.open().await;
     proxy.send(&call(2, "whoami", json!({})));
@@ -471,7 +418,7 @@ async fn the_runtime_user_id_goes_with_every_invocation() {
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
     let seen: Vec<(String, Option<String>, Option<String>)> = server
-        .seen()
+        .recorded()
         .into_iter()
         .map(|s| (s.method, s.rpc, s.user_id))
         .collect();
@@ -492,7 +439,7 @@ async fn the_runtime_user_id_goes_with_every_invocation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_signs_with_the_named_profiles_credentials() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let credentials = emulator.credentials();
     let dir = TempDir::new("profile");
     // The default profile has a key the emulator refuses; `daily` has the emulator's.
@@ -510,22 +457,13 @@ async fn profile_signs_with_the_named_profiles_credentials() {
         "config",
         "[default]\nregion = us-east-1\n\n[profile daily]\nregion = us-east-1\n",
     );
-    let endpoint = emulator.endpoint();
     let files = [
         ("AWS_CONFIG_FILE", config.as_str()),
         ("AWS_SHARED_CREDENTIALS_FILE", shared.as_str()),
     ];
-    let run = |profile: Option<&str>| {
-        let mut args = vec![
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-        ];
-        if let Some(profile) = profile {
-            args.extend_from_slice(&["--profile", profile]);
-        }
-        Proxy::start_with(&args, &files)
+    let run = |profile: Option<&str>| match profile {
+        Some(profile) => Proxy::start_at(&emulator, &["--profile", profile], &files),
+        None => Proxy::start_at(&emulator, &[], &files),
     };
 
     let mut proxy = run(Some("daily"));
@@ -579,24 +517,16 @@ fn daily_use_options_that_do_not_fit_are_usage_errors() {
         ),
     ];
     for (args, expected) in cases {
-        let output = command(args, &[("T", TOKEN)]).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let (stdout, stderr) = run(command(args, &[("T", TOKEN)]), 2);
         assert!(
             stderr.starts_with(&format!("agentcore-mcp-proxy: {expected}")),
             "{args:?}: {stderr}"
         );
-        assert!(output.stdout.is_empty());
+        assert!(stdout.is_empty());
     }
     // Checked by the library's builder, once the AWS configuration is read.
-    let output = command(
-        &["--runtime-arn", ARN, "--runtime-user-id", "tab\there"],
-        &[],
-    )
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let args = ["--runtime-arn", ARN, "--runtime-user-id", "tab\there"];
+    let (_, stderr) = run(command(&args, &[]), 2);
     assert!(
         stderr.contains(
             "agentcore-mcp-proxy: --runtime-user-id: the runtime user id must be 1 to 1024 \
@@ -612,7 +542,7 @@ fn daily_use_options_that_do_not_fit_are_usage_errors() {
 /// `add` (annotated `idempotentHint: true` by the emulator) after a dropped connection, once
 /// listed: the number of times it ran, and the answer.
 async fn add_after_a_drop(trust: bool, drops: usize) -> (u64, Value, String) {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let args: &[&str] = if trust {
         &["--trust-tool-annotations"]
     } else {
@@ -621,7 +551,7 @@ async fn add_after_a_drop(trust: bool, drops: usize) -> (u64, Value, String) {
     let mut proxy = Proxy::start(&emulator, args);
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
-    assert_eq!(names(&proxy.next().await), ["add", "echo", "counter"]);
+    assert_eq!(tool_names(&proxy.next().await), ["add", "echo", "counter"]);
     for _ in 0..drops {
         emulator.push_fault(Fault::DropAfterRun);
     }
@@ -702,7 +632,10 @@ async fn a_trusted_idempotent_tool_that_is_also_destructive_is_not_sent_again() 
     );
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
-    assert_eq!(names(&proxy.next().await), ["set_flag", "purge", "wipe"]);
+    assert_eq!(
+        tool_names(&proxy.next().await),
+        ["set_flag", "purge", "wipe"]
+    );
     // idempotentHint alone: sent again after the 500.
     proxy.send(&call(3, "set_flag", json!({})));
     assert_eq!(text_of(&proxy.next().await), "set_flag ran");
@@ -770,7 +703,7 @@ async fn allow_and_deny_filter_every_page_over_stdio_and_refuse_a_hidden_tool_un
     proxy.open().await;
     proxy.send(&page(2, None));
     let first = proxy.next().await;
-    assert_eq!(names(&first), ["get_issue", "list_issues"]);
+    assert_eq!(tool_names(&first), ["get_issue", "list_issues"]);
     assert_eq!(first["result"]["nextCursor"], "page-2");
     // The second page holds nothing allowed: empty, and still the last.
     proxy.send(&page(3, Some("page-2")));
@@ -780,20 +713,29 @@ async fn allow_and_deny_filter_every_page_over_stdio_and_refuse_a_hidden_tool_un
         json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": []}})
     );
 
-    proxy.send(&call(4, "get_secret", json!({})));
-    assert_eq!(
-        proxy.next().await,
-        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602,
-            "message": "the tool `get_secret` is not available through this proxy: --deny-tool *secret hides it",
-            "data": {"tool": "get_secret", "rule": "--deny-tool *secret"}}})
-    );
-    proxy.send(&call(5, "delete_issue", json!({})));
-    assert_eq!(
-        proxy.next().await,
-        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32602,
-            "message": "the tool `delete_issue` is not available through this proxy: it matches no --allow-tool pattern (get_*, list_?ssues)",
-            "data": {"tool": "delete_issue", "rule": "--allow-tool"}}})
-    );
+    // Each hidden tool's call is refused: the message says why, `data` names the rule.
+    for (id, tool, why, rule) in [
+        (
+            4,
+            "get_secret",
+            "--deny-tool *secret hides it",
+            "--deny-tool *secret",
+        ),
+        (
+            5,
+            "delete_issue",
+            "it matches no --allow-tool pattern (get_*, list_?ssues)",
+            "--allow-tool",
+        ),
+    ] {
+        proxy.send(&call(id, tool, json!({})));
+        assert_eq!(
+            proxy.next().await,
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602,
+                "message": format!("the tool `{tool}` is not available through this proxy: {why}"),
+                "data": {"tool": tool, "rule": rule}}})
+        );
+    }
     proxy.send(&call(6, "get_issue", json!({})));
     assert_eq!(text_of(&proxy.next().await), "get_issue ran");
     let (rest, status, _proxy) = proxy.close().await;
@@ -820,9 +762,12 @@ async fn read_only_shows_read_only_tools_and_refuses_a_tool_it_has_not_seen_list
         "{answer}"
     );
     proxy.send(&page(3, None));
-    assert_eq!(names(&proxy.next().await), ["get_issue", "list_issues"]);
+    assert_eq!(
+        tool_names(&proxy.next().await),
+        ["get_issue", "list_issues"]
+    );
     proxy.send(&page(4, Some("page-2")));
-    assert_eq!(names(&proxy.next().await), ["get_secret"]);
+    assert_eq!(tool_names(&proxy.next().await), ["get_secret"]);
     proxy.send(&call(5, "update_issue", json!({})));
     let answer = proxy.next().await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
@@ -836,17 +781,17 @@ async fn read_only_shows_read_only_tools_and_refuses_a_tool_it_has_not_seen_list
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_json_and_sse_pages_are_filtered_and_a_hidden_tool_is_refused_unsent() {
     let server = Server::start(paginated).await;
-    let listening = Listening::start(&server.url(), &["--deny-tool", "*_issue"]).await;
+    let listening = Listening::for_url(&server.url(), TOKEN, &["--deny-tool", "*_issue"]).await;
     let client = listening.client().await;
     let first = client.post(&page(2, None)).await;
     assert_eq!(first.status, 200);
     let first = first.json();
-    assert_eq!(names(&first), ["list_issues"]);
+    assert_eq!(tool_names(&first), ["list_issues"]);
     assert_eq!(first["result"]["nextCursor"], "page-2");
     let second = client.post(&page(3, Some("page-2"))).await;
     let events = second.events();
     assert_eq!(events.len(), 1);
-    assert_eq!(names(&events[0]), ["get_secret"]);
+    assert_eq!(tool_names(&events[0]), ["get_secret"]);
     assert!(events[0]["result"].get("nextCursor").is_none());
 
     let refused = client.post(&call(4, "update_issue", json!({}))).await;
@@ -861,123 +806,12 @@ async fn over_listen_json_and_sse_pages_are_filtered_and_a_hidden_tool_is_refuse
 }
 
 // ---------------------------------------------------------------------------------------------
-// --listen.
-
-/// The proxy with `--listen 127.0.0.1:0` in front of `url`, once it logged its URL.
-struct Listening {
-    _proxy: Proxy,
-    url: String,
-}
-
-impl Listening {
-    async fn start(url: &str, args: &[&str]) -> Listening {
-        let mut all = vec!["--listen", "127.0.0.1:0"];
-        all.extend_from_slice(args);
-        let proxy = for_url(url, &all);
-        let url = proxy.listen_url().await;
-        Listening { _proxy: proxy, url }
-    }
-
-    /// A client whose MCP session is open.
-    async fn client(&self) -> HttpClient {
-        let mut client = HttpClient {
-            client: hyper_util::client::legacy::Client::builder(
-                hyper_util::rt::TokioExecutor::new(),
-            )
-            .build_http(),
-            url: self.url.clone(),
-            session: None,
-        };
-        let answer = client.post(&initialize(1)).await;
-        assert_eq!(answer.status, 200, "{answer:?}");
-        client.session = answer
-            .headers
-            .get("mcp-session-id")
-            .map(|v| v.to_str().unwrap().to_owned());
-        assert_eq!(client.post(&initialized()).await.status, 202);
-        client
-    }
-}
-
-struct HttpClient {
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<Bytes>,
-    >,
-    url: String,
-    session: Option<String>,
-}
-
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
-    }
-
-    /// The messages of an SSE body.
-    fn events(&self) -> Vec<Value> {
-        assert_eq!(
-            self.headers.get("content-type").unwrap(),
-            "text/event-stream",
-            "{self:?}"
-        );
-        std::str::from_utf8(&self.body)
-            .unwrap()
-            .split("\n\n")
-            .filter(|event| !event.trim().is_empty())
-            .map(|event| {
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data: "))
-                    .collect();
-                serde_json::from_str(&data.join("\n")).unwrap()
-            })
-            .collect()
-    }
-}
-
-impl HttpClient {
-    async fn post(&self, message: &Value) -> Answer {
-        use http_body_util::BodyExt;
-        let mut request = http::Request::post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18");
-        if let Some(session) = &self.session {
-            request = request.header("mcp-session-id", session);
-        }
-        let request = request
-            .body(http_body_util::Full::new(Bytes::from(message.to_string())))
-            .unwrap();
-        let response = tokio::time::timeout(LINE_TIMEOUT, self.client.request(request))
-            .await
-            .expect("an answer in time")
-            .expect("the endpoint answers");
-        let (parts, body) = response.into_parts();
-        let body = tokio::time::timeout(LINE_TIMEOUT, body.collect())
-            .await
-            .expect("the whole body in time")
-            .unwrap()
-            .to_bytes();
-        Answer {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body,
-        }
-    }
-}
+// --help.
 
 #[test]
 fn help_names_each_daily_option_with_its_default() {
-    let help = command(&["--help"], &[]).output().unwrap();
-    assert_eq!(help.status.code(), Some(0));
-    let text = String::from_utf8(help.stdout).unwrap();
+    let (help, _) = run(command(&["--help"], &[]), 0);
+    let text = String::from_utf8(help).unwrap();
     for option in [
         "--timeout DURATION",
         "--idle-timeout DURATION",
@@ -1003,22 +837,29 @@ fn help_names_each_daily_option_with_its_default() {
 const CUSTOM: &str = "X-Amzn-Bedrock-AgentCore-Runtime-Custom-Tenant";
 const SECRET_VALUE: &str = "tenant-s3cr3t-value";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
-    // The allowlist names the tenant header only: another custom header is not passed on.
-    let emulator =
-        Emulator::start(EmulatorConfig::default().header_allowlist([CUSTOM.to_ascii_lowercase()]))
-            .await
-            .unwrap();
-    let tenant = format!("{CUSTOM}={SECRET_VALUE}");
-    let other = "x-amzn-bedrock-agentcore-runtime-custom-other=other-s3cr3t";
-    let mut proxy = Proxy::start(&emulator, &["--header", &tenant, "--header", other]);
+/// initialize, a `tools/list` (#2) answered, then stdin closed: nothing more comes, and the
+/// proxy exits 0.
+async fn list_once(mut proxy: Proxy) -> Proxy {
     proxy.open().await;
     proxy.send(&request(2, "tools/list", json!({})));
     let answer = proxy.next().await;
     assert_eq!(answer["id"], 2, "{answer}");
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!((rest, status.code()), (vec![], Some(0)));
+    proxy.closed_cleanly("nothing more").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_values_reach_the_runtime_signed_and_are_never_logged() {
+    // The allowlist names the tenant header only: another custom header is not passed on.
+    let emulator =
+        start_emulator(EmulatorConfig::default().header_allowlist([CUSTOM.to_ascii_lowercase()]))
+            .await;
+    let tenant = format!("{CUSTOM}={SECRET_VALUE}");
+    let other = "x-amzn-bedrock-agentcore-runtime-custom-other=other-s3cr3t";
+    let proxy = list_once(Proxy::start(
+        &emulator,
+        &["--header", &tenant, "--header", other],
+    ))
+    .await;
     let audit = emulator.audit();
     assert_eq!(audit.signature_failures, 0);
     let posts: Vec<_> = audit
@@ -1054,14 +895,8 @@ async fn header_values_reach_an_mcp_url_on_every_request_and_are_never_logged() 
     })
     .await;
     let header = format!("X-Tenant-Key={SECRET_VALUE}");
-    let mut proxy = for_url(&server.url(), &["--header", &header]);
-    proxy.open().await;
-    proxy.send(&request(2, "tools/list", json!({})));
-    let answer = proxy.next().await;
-    assert_eq!(answer["id"], 2, "{answer}");
-    let (rest, status, proxy) = proxy.close().await;
-    assert_eq!((rest, status.code()), (vec![], Some(0)));
-    let seen = server.seen();
+    let proxy = list_once(for_url(&server.url(), &["--header", &header])).await;
+    let seen = server.recorded();
     assert!(seen.len() >= 3, "{seen:?}");
     for request in seen {
         assert_eq!(
@@ -1104,7 +939,7 @@ fn a_header_outside_the_doors_rules_is_refused_at_start() {
                 .into(),
         ),
         (
-            header_args(&arn, &many.iter().map(String::as_str).collect::<Vec<_>>()),
+            header_args(&arn, &many),
             "--header is given 21 times; a runtime passes at most 20 custom headers".into(),
         ),
     ];
@@ -1126,22 +961,10 @@ fn a_header_outside_the_doors_rules_is_refused_at_start() {
         }
     }
     for (args, expected) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = command(&args, &[("T", TOKEN)]).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let (_, stderr) = run(command(&strs(&args), &[("T", TOKEN)]), 2);
         assert!(stderr.contains(&expected), "{expected}\n{stderr}");
         assert!(!stderr.contains(SECRET_VALUE), "{stderr}");
     }
-}
-
-fn header_args(door: &[&str], headers: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = door.iter().map(|a| a.to_string()).collect();
-    for header in headers {
-        args.push("--header".into());
-        args.push(header.to_string());
-    }
-    args
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1154,7 +977,7 @@ fn header_args(door: &[&str], headers: &[&str]) -> Vec<String> {
 /// messages written after the first request (and wait for EOF), and this test would time out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credential_process_that_reads_stdin_takes_no_message() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let credentials = emulator.credentials();
     let dir = TempDir::new("credential-process");
     let seen = dir.0.join("stdin-seen");
@@ -1173,16 +996,9 @@ async fn a_credential_process_that_reads_stdin_takes_no_message() {
         "config",
         &format!("[profile proc]\nregion = us-east-1\ncredential_process = sh {script}\n"),
     );
-    let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start_with(
-        &[
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-            "--profile",
-            "proc",
-        ],
+    let mut proxy = Proxy::start_at(
+        &emulator,
+        &["--profile", "proc"],
         &[("AWS_CONFIG_FILE", config.as_str())],
     );
     // Everything at once: the credentials are resolved while these wait in the pipe.
@@ -1235,41 +1051,40 @@ async fn error_after(emulator: &Emulator, faults: &[Fault]) -> Value {
     answer["error"].clone()
 }
 
+/// A JSON-RPC error of the `kind` whose message says `advice`.
+fn assert_kind(error: &Value, kind: &str, advice: &str) {
+    assert_eq!(error["data"]["kind"], kind, "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains(advice),
+        "{error}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_refusal_a_user_acts_on_has_its_own_kind_and_advice() {
     use agentcore_tower::contract::PlatformError;
-    use agentcore_tower::emulator::{PlatformForm, RetryAfter};
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    use agentcore_tower::emulator::RetryAfter;
+    let emulator = start_emulator(EmulatorConfig::default()).await;
 
     // Expired credentials: re-signed once with fresh ones (the same here), then delivered.
-    let error = error_after(&emulator, &[Fault::ExpiredToken; 3]).await;
-    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("the AWS credentials have expired: refresh them"),
-        "{error}"
-    );
+    let expired = [Fault::ExpiredToken; 3];
+    let denied = [http_refusal(PlatformError::AccessDenied)];
+    for (faults, kind, advice) in [
+        (
+            &expired[..],
+            "expired_credentials",
+            "the AWS credentials have expired: refresh them",
+        ),
+        (
+            &denied,
+            "access_denied",
+            "not allowed bedrock-agentcore:InvokeAgentRuntime",
+        ),
+    ] {
+        assert_kind(&error_after(&emulator, faults).await, kind, advice);
+    }
 
-    let denied = Fault::Platform {
-        error: PlatformError::AccessDenied,
-        form: PlatformForm::Http,
-    };
-    let error = error_after(&emulator, &[denied]).await;
-    assert_eq!(error["data"]["kind"], "access_denied", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("not allowed bedrock-agentcore:InvokeAgentRuntime"),
-        "{error}"
-    );
-
-    let invalid = Fault::Platform {
-        error: PlatformError::Validation,
-        form: PlatformForm::Http,
-    };
+    let invalid = http_refusal(PlatformError::Validation);
     let error = error_after(&emulator, &[invalid]).await;
     assert_eq!(error["data"]["kind"], "refused", "{error}");
 
@@ -1282,43 +1097,33 @@ async fn each_refusal_a_user_acts_on_has_its_own_kind_and_advice() {
     assert_eq!(error["data"]["httpStatus"], 429, "{error}");
 }
 
+/// The JSON-RPC error that answers `initialize` (#1).
+async fn initialize_error(proxy: &mut Proxy) -> Value {
+    proxy.send(&initialize(1));
+    proxy.next().await["error"].clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
     // A runtime that takes OAuth tokens, called with SigV4.
-    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([TOKEN]))
-        .await
-        .unwrap();
+    let emulator = start_emulator(EmulatorConfig::default().bearer_tokens([TOKEN])).await;
     let mut proxy = Proxy::start(&emulator, &[]);
-    proxy.send(&initialize(1));
-    let error = proxy.next().await["error"].clone();
-    assert_eq!(error["data"]["kind"], "auth_method_mismatch", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("give --bearer-token-env VAR or --bearer-token-command CMD"),
-        "{error}"
+    let error = initialize_error(&mut proxy).await;
+    assert_kind(
+        &error,
+        "auth_method_mismatch",
+        "give --bearer-token-env VAR or --bearer-token-command CMD",
     );
 
     // Another runtime's ARN.
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let credentials = emulator.credentials();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start_with(
-        &[
-            "--runtime-arn",
-            "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123",
-            "--endpoint",
-            &endpoint,
-        ],
-        &[
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-        ],
+    let mut proxy = Proxy::start_signed(
+        &emulator,
+        &["--runtime-arn", NOBODY, "--endpoint", &endpoint],
+        &[],
     );
-    proxy.send(&initialize(1));
-    let error = proxy.next().await["error"].clone();
+    let error = initialize_error(&mut proxy).await;
     assert_eq!(error["data"]["kind"], "not_found", "{error}");
     assert_eq!(
         error["data"]["errorType"], "ResourceNotFoundException",
@@ -1330,46 +1135,14 @@ async fn an_unknown_runtime_and_the_wrong_door_have_their_own_kinds() {
 /// so, with its kind and the login to run for the profile in use.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_sso_session_is_named_with_the_login_to_run() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let dir = TempDir::new("sso");
-    std::fs::create_dir_all(dir.0.join(".aws/sso/cache")).unwrap();
-    // The cache file of an sso-session is named by the SHA-1 of the session's name (check-sso).
-    dir.write(
-        ".aws/sso/cache/eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json",
-        r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
-            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
-    );
-    let config = dir.write(
-        "config",
-        "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
-         sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
-         sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
-    );
-    let home = dir.0.to_str().unwrap().to_owned();
-    let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start_with(
-        &[
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-            "--profile",
-            "work",
-        ],
-        &[
-            ("AWS_CONFIG_FILE", config.as_str()),
-            ("HOME", home.as_str()),
-        ],
-    );
-    proxy.send(&initialize(1));
-    let error = proxy.next().await["error"].clone();
-    assert_eq!(error["data"]["kind"], "expired_credentials", "{error}");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("aws sso login --profile work"),
-        "{error}"
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let sso = ExpiredSso::new("sso");
+    let mut proxy = Proxy::start_at(&emulator, &["--profile", "work"], &sso.env());
+    let error = initialize_error(&mut proxy).await;
+    assert_kind(
+        &error,
+        "expired_credentials",
+        "aws sso login --profile work",
     );
     assert!(!proxy.stderr().contains("expired-sso-access-token"));
 }

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
+use agentcore_tower::emulator::{EmulatorConfig, Fault, PlatformForm};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -21,10 +21,6 @@ fn initialization_exceeded(seconds: u64) -> String {
     )
 }
 
-async fn start(config: EmulatorConfig) -> Emulator {
-    Emulator::start(config).await.unwrap()
-}
-
 /// A tool's answer to request `id`: its text.
 fn tool_text(answer: &Value, id: u64) -> String {
     assert_eq!(answer["id"], id, "{answer}");
@@ -34,7 +30,7 @@ fn tool_text(answer: &Value, id: u64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_initialize_whose_microvm_did_not_initialize_in_time_is_sent_once_more_and_answered() {
     for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
-        let emulator = start(
+        let emulator = start_emulator(
             EmulatorConfig::default()
                 .provisioning(Duration::from_millis(300))
                 .initialization_limit(Duration::from_secs(1)),
@@ -76,8 +72,10 @@ async fn an_initialize_whose_microvm_did_not_initialize_in_time_is_sent_once_mor
 async fn a_call_to_a_runtime_that_never_initializes_gets_the_32010_after_one_re_send() {
     for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
         // 500 ms is named "1s" in the message: whole seconds, rounded up.
-        let emulator =
-            start(EmulatorConfig::default().initialization_limit(Duration::from_millis(500))).await;
+        let emulator = start_emulator(
+            EmulatorConfig::default().initialization_limit(Duration::from_millis(500)),
+        )
+        .await;
         let mut proxy = Proxy::start(&emulator, &[]);
         proxy.open().await;
         emulator.push_fault(Fault::InitializationTimedOut { form });
@@ -142,7 +140,7 @@ async fn a_call_to_a_runtime_that_never_initializes_gets_the_32010_after_one_re_
 async fn a_call_meeting_a_terminating_microvm_waits_for_it_and_its_successor_and_runs_once() {
     // An idle timeout longer than the proxy's longest wait between attempts (2 s), so that
     // the new microVM is not idle between them (AgentCore's is 60 s at least).
-    let emulator = start(
+    let emulator = start_emulator(
         EmulatorConfig::default()
             .idle_timeout(Duration::from_secs(3))
             .termination_delay(Duration::from_secs(2))
@@ -185,7 +183,7 @@ async fn a_plain_mcp_door_to_the_runtime_url_stays_in_one_runtime_session_by_its
         if door == "bearer" {
             config = config.bearer_tokens([TOKEN]);
         }
-        let emulator = start(config).await;
+        let emulator = start_emulator(config).await;
         let url = format!(
             "{}/runtimes/{}/invocations?qualifier=DEFAULT",
             emulator.endpoint(),

@@ -17,7 +17,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-use common::Proxy;
+use common::{Proxy, Serving, read_request, serve_loopback};
 
 const TOKEN: &str = "modern-test-token-5e6f";
 const VERSION: &str = "2026-07-28";
@@ -45,13 +45,7 @@ struct State {
 struct Server {
     url: String,
     state: Arc<Mutex<State>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: Serving,
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -67,13 +61,17 @@ impl Server {
             ..State::default()
         }));
         let shared = state.clone();
-        let (base, task) = common::serve_loopback(move |request| {
+        let (base, task) = serve_loopback(move |request| {
             let state = shared.clone();
             async move { serve(&state, request).await }
         })
         .await;
         let url = format!("{base}/mcp");
-        Server { url, state, task }
+        Server {
+            url,
+            state,
+            _task: task,
+        }
     }
 
     fn seen(&self) -> Vec<Seen> {
@@ -105,8 +103,7 @@ async fn serve(
     state: &Mutex<State>,
     request: http::Request<hyper::body::Incoming>,
 ) -> http::Response<Body> {
-    let (parts, body) = request.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
+    let (parts, body) = read_request(request).await;
     let header = |name: &str| {
         parts
             .headers
@@ -208,14 +205,7 @@ async fn listen(proxy: &mut Proxy) {
 }
 
 fn start_proxy(server: &Server, extra: &[&str]) -> Proxy {
-    let mut args = vec![
-        "--url",
-        server.url.as_str(),
-        "--bearer-token-env",
-        "MODERN_TOKEN",
-    ];
-    args.extend_from_slice(extra);
-    Proxy::start_with(&args, &[("MODERN_TOKEN", TOKEN)])
+    Proxy::for_url(&server.url, TOKEN, extra)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
-use bytes::Bytes;
 use serde_json::{Value, json};
 
-use common::{LINE_TIMEOUT, Proxy};
+use common::{HttpClient, Proxy, start_emulator};
 
 const VERSION: &str = "2026-07-28";
 /// How long `slow_job` runs: longer than the proxy's `--timeout` below.
@@ -53,54 +52,25 @@ impl Client for Proxy {
 
 /// Over `--listen`, as an HTTP client of the revision writes: no `Mcp-Session-Id`, the version
 /// and the standard headers on every POST.
-struct Http {
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<Bytes>,
-    >,
-    url: String,
-}
-
-impl Client for Http {
+impl Client for HttpClient {
     async fn ask(&mut self, request: Value) -> Value {
-        use http_body_util::BodyExt;
-        let mut post = http::Request::post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", VERSION);
-        for (name, value) in &protocol::request_headers(&request, None) {
-            post = post.header(name, value);
-        }
-        let post = post
-            .body(http_body_util::Full::new(Bytes::from(request.to_string())))
-            .unwrap();
-        let response = tokio::time::timeout(LINE_TIMEOUT, self.client.request(post))
-            .await
-            .expect("an answer in time")
-            .expect("the endpoint answers");
-        assert_eq!(response.status(), 200, "{request}");
-        assert!(response.headers().get("mcp-session-id").is_none());
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let text = std::str::from_utf8(&body).unwrap();
+        let headers = protocol::request_headers(&request, None);
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect();
+        let answer = self.send("POST", Some(&request), &headers).await;
+        assert_eq!(answer.status, 200, "{request}");
+        assert!(answer.header("mcp-session-id").is_none());
         // A JSON answer, or an SSE stream whose last message is the answer.
-        let answer = match text.trim_start().starts_with('{') {
-            true => serde_json::from_str(text).unwrap(),
-            false => text
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap())
-                .next_back()
-                .unwrap_or_else(|| panic!("no message in {text:?}")),
-        };
+        let answer = answer.last_message();
         assert_eq!(answer["id"], request["id"], "{answer}");
         answer
     }
 }
 
 async fn emulator() -> Emulator {
-    Emulator::start(EmulatorConfig::default().slow_job_duration(JOB))
-        .await
-        .unwrap()
+    start_emulator(EmulatorConfig::default().slow_job_duration(JOB)).await
 }
 
 /// `server/discover`, an MRTR round trip with `confirm`, a `slow_job` task polled to its end;
@@ -218,10 +188,7 @@ async fn over_listen_an_mrtr_round_trip_and_a_task_run_once_in_one_runtime_sessi
         &emulator,
         &["--timeout", TIMEOUT, "--listen", "127.0.0.1:0"],
     );
-    let mut client = Http {
-        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http(),
-        url: proxy.listen_url().await,
-    };
+    let mut client = HttpClient::new(&proxy.listen_url().await, None);
+    client.protocol_version = Some(VERSION.into());
     discover_confirm_and_a_task(&mut client, &emulator).await;
 }

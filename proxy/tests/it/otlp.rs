@@ -3,9 +3,9 @@
 //! histograms) once the proxy has exited; nothing without the variables that ask for it (or with
 //! those that turn it off); and never a secret.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower::emulator::EmulatorConfig;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -32,35 +32,16 @@ struct Received {
 
 /// An OTLP/HTTP collector on loopback: every request recorded, answered 200 with an empty
 /// message in the request's encoding.
-struct Collector {
-    base: String,
-    received: Arc<Mutex<Vec<Received>>>,
-    task: tokio::task::JoinHandle<()>,
-}
+type Collector = Recorder<Received>;
 
-impl Collector {
+impl Recorder<Received> {
     async fn start() -> Collector {
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = received.clone();
-        let (base, task) = common::serve_loopback(move |request| {
-            let sink = sink.clone();
-            async move { collect(&sink, request).await }
-        })
-        .await;
-        Collector {
-            base,
-            received,
-            task,
-        }
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
+        Recorder::serve(|sink, request| async move { collect(&sink, request).await }).await
     }
 
     /// The bodies received at `path`, as JSON.
     fn json_at(&self, path: &str) -> Vec<Value> {
-        self.received()
+        self.recorded()
             .iter()
             .filter(|r| r.path == path)
             .map(|r| {
@@ -71,31 +52,17 @@ impl Collector {
     }
 }
 
-impl Drop for Collector {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 async fn collect(
     sink: &Mutex<Vec<Received>>,
     request: http::Request<hyper::body::Incoming>,
 ) -> http::Response<http_body_util::Full<Bytes>> {
-    use http_body_util::BodyExt;
-    let (parts, body) = request.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    let header = |name: &str| {
-        parts
-            .headers
-            .get(name)
-            .map(|v| v.to_str().unwrap().to_owned())
-    };
-    let content_type = header("content-type");
+    let (parts, body) = read_request(request).await;
+    let content_type = header_of(&parts.headers, "content-type");
     sink.lock().unwrap().push(Received {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         content_type: content_type.clone(),
-        authorization: header("authorization"),
+        authorization: header_of(&parts.headers, "authorization"),
         body,
     });
     let (content_type, answer) = match content_type.as_deref() {
@@ -140,13 +107,24 @@ fn keys(attributes: &Value) -> Vec<&str> {
 
 /// Every span exported, with the attributes of its resource.
 fn spans(bodies: &[Value]) -> Vec<(Value, Value)> {
+    exported(bodies, "Spans", "spans")
+}
+
+/// Every metric exported, with the attributes of its resource.
+fn metrics(bodies: &[Value]) -> Vec<(Value, Value)> {
+    exported(bodies, "Metrics", "metrics")
+}
+
+/// Every item of a signal exported (`resource{signal}`, `scope{signal}`, then `items`), with
+/// the attributes of its resource.
+fn exported(bodies: &[Value], signal: &str, items: &str) -> Vec<(Value, Value)> {
     let mut all = Vec::new();
     for body in bodies {
-        for resource_spans in body["resourceSpans"].as_array().unwrap() {
-            let resource = resource_spans["resource"]["attributes"].clone();
-            for scope in resource_spans["scopeSpans"].as_array().unwrap() {
-                for span in scope["spans"].as_array().unwrap() {
-                    all.push((resource.clone(), span.clone()));
+        for of_resource in body[format!("resource{signal}")].as_array().unwrap() {
+            let resource = of_resource["resource"]["attributes"].clone();
+            for scope in of_resource[format!("scope{signal}")].as_array().unwrap() {
+                for item in scope[items].as_array().unwrap() {
+                    all.push((resource.clone(), item.clone()));
                 }
             }
         }
@@ -154,20 +132,18 @@ fn spans(bodies: &[Value]) -> Vec<(Value, Value)> {
     all
 }
 
-/// Every metric exported, with the attributes of its resource.
-fn metrics(bodies: &[Value]) -> Vec<(Value, Value)> {
-    let mut all = Vec::new();
-    for body in bodies {
-        for resource_metrics in body["resourceMetrics"].as_array().unwrap() {
-            let resource = resource_metrics["resource"]["attributes"].clone();
-            for scope in resource_metrics["scopeMetrics"].as_array().unwrap() {
-                for metric in scope["metrics"].as_array().unwrap() {
-                    all.push((resource.clone(), metric.clone()));
-                }
-            }
-        }
+/// The one item exported (a span, a metric) named `name`, with its resource's attributes.
+fn the_one<'a>(exported: &'a [(Value, Value)], name: &str) -> &'a (Value, Value) {
+    let named: Vec<&(Value, Value)> = exported.iter().filter(|(_, e)| e["name"] == name).collect();
+    assert_eq!(named.len(), 1, "{name}: {exported:#?}");
+    named[0]
+}
+
+/// Each of `expected` (a key and its value as text) in a list of OTLP key-values.
+fn assert_attributes(attributes: &Value, expected: &[(&str, &str)]) {
+    for (key, value) in expected {
+        assert_eq!(attribute(attributes, key), Some(json!(value)), "{key}");
     }
-    all
 }
 
 /// A number that OTLP/JSON may write as a string (64-bit integers).
@@ -196,7 +172,7 @@ async fn one_call(proxy: &mut Proxy) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let collector = Collector::start().await;
     let mut proxy = Proxy::start_with_otel(
         &emulator,
@@ -225,16 +201,11 @@ async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
     );
     assert!(!stderr.contains("OpenTelemetry: "), "no warning: {stderr}");
 
-    let received = collector.received();
+    let received = collector.recorded();
     assert!(received.iter().all(|r| r.method == "POST"), "{received:?}");
     let spans = spans(&collector.json_at("/v1/traces"));
     // initialize's call span and the call's, one attempt each (the notification's too).
-    let calls: Vec<&(Value, Value)> = spans
-        .iter()
-        .filter(|(_, s)| s["name"] == "tools/call add")
-        .collect();
-    assert_eq!(calls.len(), 1, "{spans:#?}");
-    let (resource, span) = calls[0];
+    let (resource, span) = the_one(&spans, "tools/call add");
     assert_eq!(span["kind"], CLIENT, "{span}");
     assert_eq!(
         span["parentSpanId"].as_str().unwrap_or(""),
@@ -256,30 +227,22 @@ async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
         ],
         "the crate's fields only: {span}"
     );
-    assert_eq!(
-        attribute(attributes, "mcp.method.name"),
-        Some(json!("tools/call"))
+    assert_attributes(
+        attributes,
+        &[
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "add"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("jsonrpc.request.id", "2"),
+        ],
     );
-    assert_eq!(
-        attribute(attributes, "gen_ai.tool.name"),
-        Some(json!("add"))
-    );
-    assert_eq!(
-        attribute(attributes, "gen_ai.operation.name"),
-        Some(json!("execute_tool"))
-    );
-    assert_eq!(
-        attribute(attributes, "jsonrpc.request.id"),
-        Some(json!("2"))
-    );
-    assert_eq!(attribute(resource, "service.name"), Some(json!(SERVICE)));
-    assert_eq!(
-        attribute(resource, "service.version"),
-        Some(json!(env!("CARGO_PKG_VERSION")))
-    );
-    assert_eq!(
-        attribute(resource, "deployment.environment.name"),
-        Some(json!("test"))
+    assert_attributes(
+        resource,
+        &[
+            ("service.name", SERVICE),
+            ("service.version", env!("CARGO_PKG_VERSION")),
+            ("deployment.environment.name", "test"),
+        ],
     );
     let call_id = span["spanId"].as_str().unwrap();
     let trace_id = span["traceId"].as_str().unwrap();
@@ -310,13 +273,12 @@ async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
         ],
         "{attempt}"
     );
-    assert_eq!(
-        attribute(attributes, "http.request.method"),
-        Some(json!("POST"))
-    );
-    assert_eq!(
-        attribute(attributes, "http.response.status_code"),
-        Some(json!("200"))
+    assert_attributes(
+        attributes,
+        &[
+            ("http.request.method", "POST"),
+            ("http.response.status_code", "200"),
+        ],
     );
     // AgentCore joins the trace: the attempt's span is its parent.
     let audit = emulator.audit();
@@ -341,12 +303,7 @@ async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
 
     // The call's duration: one measurement of tools/call.
     let metrics = metrics(&collector.json_at("/v1/metrics"));
-    let durations: Vec<&(Value, Value)> = metrics
-        .iter()
-        .filter(|(_, m)| m["name"] == "mcp.client.operation.duration")
-        .collect();
-    assert_eq!(durations.len(), 1, "{metrics:#?}");
-    let (resource, duration) = durations[0];
+    let (resource, duration) = the_one(&metrics, "mcp.client.operation.duration");
     assert_eq!(attribute(resource, "service.name"), Some(json!(SERVICE)));
     assert_eq!(duration["unit"], "s", "{duration}");
     let points: Vec<&Value> = duration["histogram"]["dataPoints"]
@@ -367,7 +324,7 @@ async fn a_call_is_exported_with_its_attempts_the_resource_and_its_duration() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_exported_unless_the_environment_asks() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let collector = Collector::start().await;
     let endpoint = collector.base.clone();
     let with_password = endpoint.replace("http://", "http://otlp-user:otlp-pa55word@");
@@ -402,7 +359,7 @@ async fn nothing_is_exported_unless_the_environment_asks() {
         one_call(&mut proxy).await;
         let proxy = proxy.closed_cleanly("nothing after the answer").await;
         let stderr = proxy.stderr();
-        assert_eq!(collector.received().len(), 0, "case {i}: {env:?}");
+        assert_eq!(collector.recorded().len(), 0, "case {i}: {env:?}");
         assert!(
             !stderr.contains("exporting OpenTelemetry"),
             "case {i}: {stderr}"
@@ -438,79 +395,36 @@ async fn nothing_is_exported_unless_the_environment_asks() {
 
 /// A forwarder between the proxy and the emulator that keeps every `Authorization` header it
 /// passes on: the signatures the proxy computed.
-struct Forwarder {
-    base: String,
-    authorizations: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
+type Forwarder = Recorder<String>;
 
-impl Forwarder {
+impl Recorder<String> {
     async fn start(to: std::net::SocketAddr) -> Forwarder {
         use http_body_util::BodyExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let authorizations = Arc::new(Mutex::new(Vec::new()));
-        let sink = authorizations.clone();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<http_body_util::Full<Bytes>>();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let sink = sink.clone();
-                let client = client.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |request: http::Request<hyper::body::Incoming>| {
-                            let sink = sink.clone();
-                            let client = client.clone();
-                            async move {
-                                let (mut parts, body) = request.into_parts();
-                                if let Some(value) = parts.headers.get("authorization") {
-                                    sink.lock()
-                                        .unwrap()
-                                        .push(value.to_str().unwrap().to_owned());
-                                }
-                                let body = body.collect().await.unwrap().to_bytes();
-                                // The Host header stays: it is signed.
-                                parts.uri =
-                                    format!("http://{to}{}", parts.uri.path_and_query().unwrap())
-                                        .parse()
-                                        .unwrap();
-                                let request = http::Request::from_parts(
-                                    parts,
-                                    http_body_util::Full::new(body),
-                                );
-                                let answer = client.request(request).await.unwrap();
-                                let (parts, body) = answer.into_parts();
-                                let body = body.collect().await.unwrap().to_bytes();
-                                Ok::<_, std::convert::Infallible>(http::Response::from_parts(
-                                    parts,
-                                    http_body_util::Full::new(body),
-                                ))
-                            }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
+        let client = hyper_client();
+        Recorder::serve(move |sink, request| {
+            let client = client.clone();
+            async move {
+                let (mut parts, body) = read_request(request).await;
+                sink.lock()
+                    .unwrap()
+                    .extend(header_of(&parts.headers, "authorization"));
+                // The Host header stays: it is signed.
+                parts.uri = format!("http://{to}{}", parts.uri.path_and_query().unwrap())
+                    .parse()
+                    .unwrap();
+                let request = http::Request::from_parts(parts, http_body_util::Full::new(body));
+                let answer = client.request(request).await.unwrap();
+                let (parts, body) = answer.into_parts();
+                let body = body.collect().await.unwrap().to_bytes();
+                http::Response::from_parts(parts, http_body_util::Full::new(body))
             }
-        });
-        Forwarder {
-            base,
-            authorizations,
-            task,
-        }
+        })
+        .await
     }
 
     /// The `Signature=` of every request passed on.
     fn signatures(&self) -> Vec<String> {
-        self.authorizations
-            .lock()
-            .unwrap()
+        self.recorded()
             .iter()
             .map(|a| {
                 a.split("Signature=")
@@ -519,12 +433,6 @@ impl Forwarder {
                     .to_owned()
             })
             .collect()
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -567,7 +475,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_is_exported() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let forwarder = Forwarder::start(emulator.addr()).await;
     let credentials = emulator.credentials();
     // Over both encodings: JSON, and protobuf (the default).
@@ -587,7 +495,7 @@ async fn no_secret_is_exported() {
         let proxy = proxy.closed_cleanly("nothing after the answer").await;
         assert_eq!(emulator.audit().signature_failures, 0);
 
-        let received = collector.received();
+        let received = collector.recorded();
         let paths: Vec<&str> = received.iter().map(|r| r.path.as_str()).collect();
         assert!(paths.contains(&"/v1/traces"), "{protocol}: {paths:?}");
         assert!(paths.contains(&"/v1/metrics"), "{protocol}: {paths:?}");
@@ -645,7 +553,7 @@ async fn no_secret_is_exported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_never_answers_holds_the_exit_5_s() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     // Takes connections and reads nothing, answers nothing.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -686,37 +594,12 @@ async fn a_collector_that_never_answers_holds_the_exit_5_s() {
     held.abort();
 }
 
-/// POSTs `message` to the proxy's `--listen` URL (in the MCP session `session`): the status,
-/// the `Mcp-Session-Id` answered, the body.
-async fn post(url: &str, session: Option<&str>, message: &Value) -> (u16, Option<String>, String) {
-    use http_body_util::BodyExt;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<Bytes>>();
-    let mut request = http::Request::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(session) = session {
-        request = request.header("mcp-session-id", session);
-    }
-    let request = request
-        .body(http_body_util::Full::new(Bytes::from(message.to_string())))
-        .unwrap();
-    let answer = client.request(request).await.unwrap();
-    let status = answer.status().as_u16();
-    let session = answer
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let body = answer.into_body().collect().await.unwrap().to_bytes();
-    (status, session, String::from_utf8_lossy(&body).into_owned())
-}
-
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listening_proxy_stopped_by_sigterm_exports_its_calls_before_it_exits() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let collector = Collector::start().await;
-    let mut proxy = Proxy::start_with_otel(
+    let proxy = Proxy::start_with_otel(
         &emulator,
         &["--listen", "127.0.0.1:0"],
         &[
@@ -724,43 +607,20 @@ async fn a_listening_proxy_stopped_by_sigterm_exports_its_calls_before_it_exits(
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ],
     );
-    let url = proxy.listen_url().await;
-    let (status, session, body) = post(&url, None, &initialize(1)).await;
-    assert_eq!(status, 200, "{body}");
-    let session = session.expect("an MCP session");
-    let (status, _, _) = post(&url, Some(&session), &initialized()).await;
-    assert_eq!(status, 202);
-    let (status, _, body) = post(
-        &url,
-        Some(&session),
-        &call(2, "add", json!({"a": 2, "b": 3})),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let listening = Listening::of(proxy).await;
+    let answer = listening
+        .client()
+        .await
+        .post(&call(2, "add", json!({"a": 2, "b": 3})))
+        .await;
+    let body = String::from_utf8_lossy(&answer.body);
+    assert_eq!(answer.status, 200, "{body}");
     assert!(body.contains(r#""text":"5""#), "{body}");
 
-    let pid = proxy.child.id().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let deadline = std::time::Instant::now() + EXIT_TIMEOUT;
-    let status = loop {
-        if let Some(status) = proxy.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", proxy.stderr());
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+    listening.terminated_cleanly().await;
 
     let spans = spans(&collector.json_at("/v1/traces"));
-    let calls = spans
-        .iter()
-        .filter(|(_, s)| s["name"] == "tools/call add")
-        .count();
-    assert_eq!(calls, 1, "{spans:#?}");
+    the_one(&spans, "tools/call add");
     for (resource, _) in &spans {
         assert_eq!(
             attribute(resource, "service.name"),

@@ -25,7 +25,7 @@ use std::time::Duration;
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
-use common::Proxy;
+use common::{Proxy, start_emulator};
 
 /// The SDK release the tests are written against.
 const MCP_VERSION: &str = "2.3.0";
@@ -178,35 +178,11 @@ fn over_http(mode: &str, steps: &[&str], url: &str, token: &str) -> Proxy {
     Proxy::spawn(command)
 }
 
-/// The proxy's arguments and environment for the emulator's runtime.
-fn runtime_door(emulator: &Emulator) -> (Vec<String>, Vec<(&'static str, String)>) {
-    let credentials = emulator.credentials();
-    let args = vec![
-        "--runtime-arn".to_owned(),
-        emulator.runtime_arn().to_owned(),
-        "--endpoint".to_owned(),
-        emulator.endpoint(),
-    ];
-    let env = vec![
-        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
-        (
-            "AWS_SECRET_ACCESS_KEY",
-            credentials.secret_access_key().to_owned(),
-        ),
-        (
-            "AWS_SESSION_TOKEN",
-            credentials.session_token().unwrap().to_owned(),
-        ),
-    ];
-    (args, env)
-}
-
 /// The Python client over stdio through the proxy to the emulator's runtime.
 fn to_runtime(emulator: &Emulator, mode: &str, steps: &[&str]) -> Proxy {
-    let (args, env) = runtime_door(emulator);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    over_stdio(mode, steps, &args, &env)
+    let args = common::runtime_args(emulator, &[]);
+    let env = common::credentials_env(emulator);
+    over_stdio(mode, steps, &common::strs(&args), &common::pairs(&env))
 }
 
 /// The client's next line, which must be `expected`.
@@ -327,6 +303,17 @@ fn modern_invocations(first: &[(&str, Option<&str>)]) -> Vec<(String, Option<Str
     rows(&all)
 }
 
+/// What the runtime saw of a 2026-07-28 client's run of [`STEPS`] after what it sent first
+/// ([`modern_invocations`], [`assert_modern_run`]); `context` follows the audit in a failure.
+fn assert_modern_steps(audit: &Audit, first: &[(&str, Option<&str>)], context: &str) {
+    assert_eq!(
+        invocations(audit),
+        modern_invocations(first),
+        "{audit:?}{context}"
+    );
+    assert_modern_run(audit);
+}
+
 /// Runs [`STEPS`] to their end: the list, the call, the MRTR round trip, then a notification
 /// pushed once the listen stream is acknowledged.
 async fn run_steps(client: &mut Proxy, emulator: &Emulator) {
@@ -347,37 +334,29 @@ async fn run_steps(client: &mut Proxy, emulator: &Emulator) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_mode_over_stdio_lands_on_2026_07_28_at_a_runtime() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut client = to_runtime(&emulator, "auto", &STEPS);
     expect(&mut client, connected(MODERN, "discover", Some(EMULATOR))).await;
     run_steps(&mut client, &emulator).await;
     finished(client).await;
-    let audit = emulator.audit();
-    assert_eq!(
-        invocations(&audit),
-        modern_invocations(&[("server/discover", None)]),
-        "{audit:?}"
-    );
-    assert_modern_run(&audit);
+    assert_modern_steps(&emulator.audit(), &[("server/discover", None)], "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_to_2026_07_28_over_stdio_at_a_runtime() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut client = to_runtime(&emulator, MODERN, &STEPS);
     // A pinned client adopts the version without asking: no server/discover, no server name.
     expect(&mut client, connected(MODERN, "adopted", None)).await;
     run_steps(&mut client, &emulator).await;
     finished(client).await;
-    let audit = emulator.audit();
-    assert_eq!(invocations(&audit), modern_invocations(&[]), "{audit:?}");
-    assert_modern_run(&audit);
+    assert_modern_steps(&emulator.audit(), &[], "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_mode_falls_back_to_initialize_at_a_2025_11_25_runtime() {
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
-    let emulator = Emulator::start(config).await.unwrap();
+    let emulator = start_emulator(config).await;
     let mut client = to_runtime(&emulator, "auto", &["list", r#"call:add:{"a":2,"b":3}"#]);
     expect(
         &mut client,
@@ -425,7 +404,7 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_is_refused_and_nothing_run
     // for that request; it does not fall back (only auto mode does), so the run ends there
     // with nothing run and nothing more sent.
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
-    let emulator = Emulator::start(config).await.unwrap();
+    let emulator = start_emulator(config).await;
     let refused = pinned_at_a_2025_runtime(&emulator).await;
     assert_eq!(refused["step"], "list", "{refused}");
     assert_eq!(refused["error"]["type"], "MCPError", "{refused}");
@@ -449,7 +428,7 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason()
     // works"); over stdio the proxy is the HTTP client and should do the same, so the user
     // reads why.
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
-    let emulator = Emulator::start(config).await.unwrap();
+    let emulator = start_emulator(config).await;
     let refused = pinned_at_a_2025_runtime(&emulator).await;
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -538,35 +517,18 @@ async fn auto_mode_over_stdio_to_the_python_sdks_server_through_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_mode_over_http_through_listen_lands_on_2026_07_28() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let dir = common::TempDir::new("python-sdk-listen");
     let token_file = dir.write("token", TOKEN);
-    let (mut args, env) = runtime_door(&emulator);
-    args.extend(
-        [
-            "--listen",
-            "127.0.0.1:0",
-            "--listen-token-file",
-            &token_file,
-        ]
-        .map(str::to_owned),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    let proxy = Proxy::start_with(&args, &env);
+    let args = common::listen_args(&["--listen-token-file", &token_file]);
+    let proxy = Proxy::start(&emulator, &args);
     let url = proxy.listen_url().await;
 
     let mut client = over_http("auto", &STEPS, &url, TOKEN);
     expect(&mut client, connected(MODERN, "discover", Some(EMULATOR))).await;
     run_steps(&mut client, &emulator).await;
     finished(client).await;
-    let audit = emulator.audit();
-    assert_eq!(
-        invocations(&audit),
-        modern_invocations(&[("server/discover", None)]),
-        "{audit:?}\nproxy stderr:\n{}",
-        proxy.stderr()
-    );
     // Clients without an MCP session share the listener's runtime session.
-    assert_modern_run(&audit);
+    let stderr = format!("\nproxy stderr:\n{}", proxy.stderr());
+    assert_modern_steps(&emulator.audit(), &[("server/discover", None)], &stderr);
 }

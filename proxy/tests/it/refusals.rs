@@ -12,12 +12,13 @@ use agentcore_tower::contract::{PlatformError, SESSION_BUSY_MESSAGE, THROTTLED_M
 use agentcore_tower::emulator::{
     Audit, BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, RetryAfter,
 };
-use bytes::Bytes;
 use http::StatusCode;
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use common::{Proxy, call, command, initialize, initialized, request};
+use common::{
+    HttpClient, Proxy, call, command, header_args, initialize, initialized, listen_args, request,
+    run, start_emulator, strs,
+};
 
 /// How long the burst's `initialize` may take: the 12 s cold start, the 1 s throttle, and room.
 const BURST_ANSWER: Duration = Duration::from_secs(40);
@@ -46,87 +47,10 @@ impl Client for Proxy {
 }
 
 /// An HTTP client of `--listen` on MCP 2025-06-18: the MCP session's id and the negotiated
-/// version on every request after `initialize`.
-struct Http {
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<Bytes>,
-    >,
-    url: String,
-    session: Option<String>,
-    version: Option<String>,
-}
-
-impl Http {
-    async fn of(proxy: &Proxy) -> Http {
-        Http {
-            client: hyper_util::client::legacy::Client::builder(
-                hyper_util::rt::TokioExecutor::new(),
-            )
-            .build_http(),
-            url: proxy.listen_url().await,
-            session: None,
-            version: None,
-        }
-    }
-
-    /// POSTs `message` with `headers` besides the client's own: the status and the answer (a
-    /// JSON body, or the last message of an SSE stream; `Null` for none).
-    async fn post(
-        &mut self,
-        message: &Value,
-        headers: &[(&str, &str)],
-        limit: Duration,
-    ) -> (StatusCode, Value) {
-        let mut post = http::Request::post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(session) = &self.session {
-            post = post.header("mcp-session-id", session);
-        }
-        if let Some(version) = &self.version {
-            post = post.header("mcp-protocol-version", version);
-        }
-        for (name, value) in headers {
-            post = post.header(*name, *value);
-        }
-        let post = post
-            .body(http_body_util::Full::new(Bytes::from(message.to_string())))
-            .unwrap();
-        let response = tokio::time::timeout(limit, self.client.request(post))
-            .await
-            .unwrap_or_else(|_| panic!("no answer within {limit:?} to {message}"))
-            .expect("the endpoint answers");
-        let status = response.status();
-        if let Some(id) = response.headers().get("mcp-session-id") {
-            self.session = Some(id.to_str().unwrap().to_owned());
-        }
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let text = std::str::from_utf8(&body).unwrap().trim();
-        let answer = if text.is_empty() {
-            Value::Null
-        } else if text.starts_with('{') {
-            serde_json::from_str(text).unwrap()
-        } else {
-            text.lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap())
-                .next_back()
-                .unwrap_or_else(|| panic!("no message in {text:?}"))
-        };
-        if let Some(version) = answer
-            .pointer("/result/protocolVersion")
-            .and_then(Value::as_str)
-        {
-            self.version = Some(version.to_owned());
-        }
-        (status, answer)
-    }
-}
-
-impl Client for Http {
+/// version on every request after `initialize` ([`HttpClient::exchange`]).
+impl Client for HttpClient {
     async fn ask(&mut self, request: Value, limit: Duration) -> Value {
-        let (status, answer) = self.post(&request, &[], limit).await;
+        let (status, answer) = post(self, &request, &[], limit).await;
         // A JSON-RPC answer, an error too, comes in an HTTP 200.
         assert_eq!(status, StatusCode::OK, "{answer}");
         assert_eq!(answer["id"], request["id"], "{answer}");
@@ -134,9 +58,27 @@ impl Client for Http {
     }
 
     async fn tell(&mut self, notification: Value) {
-        let (status, answer) = self.post(&notification, &[], ANSWER).await;
+        let (status, answer) = post(self, &notification, &[], ANSWER).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
     }
+}
+
+/// POSTs `message` with `headers` besides the client's own ([`HttpClient::exchange`]): the
+/// status and the answer (a JSON body, or the last message of an SSE stream; `Null` for none).
+async fn post(
+    client: &mut HttpClient,
+    message: &Value,
+    headers: &[(&str, &str)],
+    limit: Duration,
+) -> (StatusCode, Value) {
+    let answer = client.exchange(message, headers, limit).await;
+    let status = StatusCode::from_u16(answer.status).unwrap();
+    (status, answer.last_message())
+}
+
+/// A client of the proxy's `--listen` URL.
+async fn http_of(proxy: &Proxy) -> HttpClient {
+    HttpClient::new(&proxy.listen_url().await, None)
 }
 
 /// The runtime session ids the emulator's requests named.
@@ -155,14 +97,13 @@ fn runtime_sessions(audit: &Audit) -> BTreeSet<Option<String>> {
 /// `RetryableConflictException`, and whose first request after that is throttled once
 /// (`Retry-After: 1`): a burst of clients starting at once.
 async fn burst_runtime() -> Emulator {
-    let emulator = Emulator::start(
+    let emulator = start_emulator(
         EmulatorConfig::default()
             .newest_protocol_version("2025-11-25")
             .provisioning(Duration::from_secs(12))
             .busy_form(BusyForm::Conflict409),
     )
-    .await
-    .unwrap();
+    .await;
     // Provisioning is answered before a request's faults: the first request to get through
     // meets this.
     emulator.push_request_fault(Fault::Throttle {
@@ -225,7 +166,7 @@ async fn a_burst_of_409s_then_a_429_is_waited_out_with_the_defaults_over_stdio_a
     let listen = async {
         let emulator = burst_runtime().await;
         let proxy = Proxy::start(&emulator, &["--listen", "127.0.0.1:0"]);
-        let mut client = Http::of(&proxy).await;
+        let mut client = http_of(&proxy).await;
         through_the_burst(&mut client, &emulator, "--listen").await;
     };
     tokio::join!(stdio, listen);
@@ -275,6 +216,19 @@ fn assert_said_alike(
     }
 }
 
+/// What a refusal's `form` leaves on the `error` delivered: in the JSON-RPC form, the runtime's
+/// code and message (`jsonrpc`), as they came, in an HTTP 200; in the HTTP form, its status.
+fn assert_form(error: &Value, form: PlatformForm, jsonrpc: (i64, &str), http_status: u16) {
+    if form == PlatformForm::JsonRpc {
+        let (code, message) = jsonrpc;
+        assert_eq!(error["code"], code, "{error}");
+        assert_eq!(error["message"], message, "{error}");
+        assert_eq!(error["data"]["httpStatus"], 200, "{error}");
+    } else {
+        assert_eq!(error["data"]["httpStatus"], http_status, "{error}");
+    }
+}
+
 /// Runs `one` for each form, over stdio and `--listen` (`true`), all at once.
 async fn each_form_and_transport<F, Fut>(one: F) -> Vec<Delivered>
 where
@@ -308,17 +262,16 @@ async fn a_session_busy_refusal_delivered_says_session_busy_in_either_form() {
             PlatformForm::JsonRpc => BusyForm::JsonRpc200,
             _ => BusyForm::Conflict409,
         };
-        let emulator = Emulator::start(
+        let emulator = start_emulator(
             EmulatorConfig::default()
                 .provisioning(Duration::from_secs(600))
                 .busy_form(busy),
         )
-        .await
-        .unwrap();
+        .await;
         let started = Instant::now();
         let answer = if listen {
             let proxy = Proxy::start(&emulator, &["--timeout", "3s", "--listen", "127.0.0.1:0"]);
-            Http::of(&proxy).await.ask(initialize(1), ANSWER).await
+            http_of(&proxy).await.ask(initialize(1), ANSWER).await
         } else {
             let mut proxy = Proxy::start(&emulator, &["--timeout", "3s"]);
             proxy.ask(initialize(1), ANSWER).await
@@ -330,14 +283,7 @@ async fn a_session_busy_refusal_delivered_says_session_busy_in_either_form() {
             !error["message"].as_str().unwrap().contains("--timeout"),
             "{error}"
         );
-        if form == PlatformForm::JsonRpc {
-            // The runtime's code and message, as they came.
-            assert_eq!(error["code"], -32005, "{error}");
-            assert_eq!(error["message"], SESSION_BUSY_MESSAGE, "{error}");
-            assert_eq!(error["data"]["httpStatus"], 200, "{error}");
-        } else {
-            assert_eq!(error["data"]["httpStatus"], 409, "{error}");
-        }
+        assert_form(&error, form, (-32005, SESSION_BUSY_MESSAGE), 409);
         let audit = emulator.audit();
         assert_eq!(
             audit.busy_refusals as usize,
@@ -361,7 +307,7 @@ async fn a_session_busy_refusal_delivered_says_session_busy_in_either_form() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttle_delivered_says_throttled_in_either_form() {
     let delivered = each_form_and_transport(|form, listen| async move {
-        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let emulator = start_emulator(EmulatorConfig::default()).await;
         let throttled = Fault::Platform {
             error: PlatformError::Throttling,
             form,
@@ -369,7 +315,7 @@ async fn a_throttle_delivered_says_throttled_in_either_form() {
         let add = call(2, "add", json!({"a": 1, "b": 2}));
         let answer = if listen {
             let proxy = Proxy::start(&emulator, &["--listen", "127.0.0.1:0"]);
-            let mut client = Http::of(&proxy).await;
+            let mut client = http_of(&proxy).await;
             client.ask(initialize(1), ANSWER).await;
             client.tell(initialized()).await;
             for _ in 0..3 {
@@ -385,13 +331,7 @@ async fn a_throttle_delivered_says_throttled_in_either_form() {
             proxy.ask(add, ANSWER).await
         };
         let error = answer["error"].clone();
-        if form == PlatformForm::JsonRpc {
-            assert_eq!(error["code"], -32003, "{error}");
-            assert_eq!(error["message"], THROTTLED_MESSAGE, "{error}");
-            assert_eq!(error["data"]["httpStatus"], 200, "{error}");
-        } else {
-            assert_eq!(error["data"]["httpStatus"], 429, "{error}");
-        }
+        assert_form(&error, form, (-32003, THROTTLED_MESSAGE), 429);
         let audit = emulator.audit();
         assert_eq!(audit.throttled, 3, "{audit:?}");
         assert_eq!(audit.executions_of("add"), 0, "{audit:?}");
@@ -412,13 +352,7 @@ const SECRET: &str = "s3cr3t-value";
 /// is not counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_values_for_a_gateway_are_held_to_agentcores_limits_at_start() {
-    let gateway = |headers: Vec<String>| {
-        let mut args = vec!["--gateway-url".to_owned(), GATEWAY.to_owned()];
-        for header in headers {
-            args.extend(["--header".to_owned(), header]);
-        }
-        args
-    };
+    let gateway = |headers: Vec<String>| header_args(&["--gateway-url", GATEWAY], &headers);
     let many: Vec<String> = (0..21).map(|n| format!("x-tenant-{n}={SECRET}")).collect();
     let cases = [
         (
@@ -448,46 +382,30 @@ async fn header_values_for_a_gateway_are_held_to_agentcores_limits_at_start() {
         ),
     ];
     for (args, expected) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = command(&args, &[]).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{expected}: {stderr}");
+        let (_, stderr) = run(command(&strs(&args), &[]), 2);
         assert!(stderr.contains(&expected), "{expected}\n{stderr}");
         assert!(!stderr.contains(SECRET), "{stderr}");
     }
 
     // Any other MCP URL: no such count (its limits are its own).
-    let mut args = vec!["--url", "http://127.0.0.1:9/mcp", "--bearer-token-env", "T"];
-    for header in &many {
-        args.extend(["--header", header.as_str()]);
-    }
-    let proxy = Proxy::start_with(&args, &[("T", "a-bearer-token-of-the-test")]);
+    let args = header_args(
+        &["--url", "http://127.0.0.1:9/mcp", "--bearer-token-env", "T"],
+        &many,
+    );
+    let proxy = Proxy::start_with(&strs(&args), &[("T", "a-bearer-token-of-the-test")]);
     proxy.closed_cleanly("nothing was asked").await;
 }
 
 /// At the limits, a Gateway is sent every header: 20 of them, each value 4 KB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_headers_of_4_kb_reach_a_gateway() {
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
-    let credentials = emulator.credentials();
+    let emulator = start_emulator(EmulatorConfig::default().gateway(true)).await;
     let url = emulator.gateway_url();
     let headers: Vec<String> = (0..20)
         .map(|n| format!("x-tenant-{n}={}", "v".repeat(4096)))
         .collect();
-    let mut args = vec!["--gateway-url", url.as_str(), "--region", "us-east-1"];
-    for header in &headers {
-        args.extend(["--header", header.as_str()]);
-    }
-    let mut proxy = Proxy::start_with(
-        &args,
-        &[
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-        ],
-    );
+    let args = header_args(&["--gateway-url", &url, "--region", "us-east-1"], &headers);
+    let mut proxy = Proxy::start_signed(&emulator, &strs(&args), &[]);
     let answer = proxy.ask(initialize(1), ANSWER).await;
     assert!(answer.get("result").is_some(), "{answer}");
     proxy.closed_cleanly("nothing more").await;
@@ -501,34 +419,16 @@ async fn twenty_headers_of_4_kb_reach_a_gateway() {
 async fn a_listen_clients_header_that_disagrees_with_header_is_refused() {
     const OURS: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     const THEIRS: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
-    let credentials = emulator.credentials();
+    let emulator = start_emulator(EmulatorConfig::default().gateway(true)).await;
     let url = emulator.gateway_url();
     let header = format!("traceparent={OURS}");
-    let proxy = Proxy::start_with(
-        &[
-            "--gateway-url",
-            &url,
-            "--region",
-            "us-east-1",
-            "--header",
-            &header,
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-        ],
-    );
-    let mut client = Http::of(&proxy).await;
+    let args = listen_args(&["--gateway-url", &url, "--region", "us-east-1"]);
+    let args = header_args(&args, &[header]);
+    let proxy = Proxy::start_signed(&emulator, &strs(&args), &[]);
+    let mut client = http_of(&proxy).await;
 
-    let (status, answer) = client
-        .post(&initialize(1), &[("traceparent", THEIRS)], ANSWER)
-        .await;
+    let opening = initialize(1);
+    let (status, answer) = post(&mut client, &opening, &[("traceparent", THEIRS)], ANSWER).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
@@ -545,9 +445,7 @@ async fn a_listen_clients_header_that_disagrees_with_header_is_refused() {
     assert_eq!(emulator.audit().requests, 0, "nothing sent");
 
     // The same value: no conflict.
-    let (status, answer) = client
-        .post(&initialize(1), &[("traceparent", OURS)], ANSWER)
-        .await;
+    let (status, answer) = post(&mut client, &opening, &[("traceparent", OURS)], ANSWER).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert!(answer.get("result").is_some(), "{answer}");
     // None: `--header`'s.

@@ -3,7 +3,6 @@
 //! MCP client over Streamable HTTP, and the endpoint's guards.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,9 +19,7 @@ const COLD_START_TIMEOUT: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_mcp_session_goes_through_the_proxy() {
     let emulator =
-        Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(300)))
-            .await
-            .unwrap();
+        start_emulator(EmulatorConfig::default().provisioning(Duration::from_millis(300))).await;
     let mut proxy = Proxy::start(&emulator, &["--stop-session-on-exit"]);
 
     // The new runtime session provisions for 300 ms: refused busy, re-sent, answered.
@@ -42,13 +39,7 @@ async fn a_whole_mcp_session_goes_through_the_proxy() {
     proxy.send(&request(2, "tools/list", json!({})));
     let answer = proxy.next().await;
     assert_eq!(answer["id"], 2, "{answer}");
-    let names: Vec<&str> = answer["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["add", "echo", "counter"]);
+    assert_eq!(tool_names(&answer), ["add", "echo", "counter"]);
 
     proxy.send(&call(3, "add", json!({"a": 2, "b": 3})));
     let answer = proxy.next().await;
@@ -96,14 +87,14 @@ async fn a_whole_mcp_session_goes_through_the_proxy() {
 
     // No secret on either stream.
     let credentials = emulator.credentials();
-    let everything = format!("{}\n{}", proxy.stdout_seen.join("\n"), proxy.stderr());
+    let everything = proxy.everything();
     assert!(!everything.contains(credentials.secret_access_key()));
     assert!(!everything.contains(credentials.session_token().unwrap()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_is_answered_while_a_slow_tool_runs_and_exit_waits_for_it() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut proxy = Proxy::start(&emulator, &[]);
     proxy.send(&initialize(1));
     assert_eq!(proxy.next().await["id"], 1);
@@ -135,18 +126,13 @@ async fn a_ping_is_answered_while_a_slow_tool_runs_and_exit_waits_for_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_answers_become_one_line_each_and_the_endpoint_comes_from_the_environment() {
-    let emulator = Emulator::start(EmulatorConfig::default().sse(true))
-        .await
-        .unwrap();
-    let credentials = emulator.credentials();
+    let emulator = start_emulator(EmulatorConfig::default().sse(true)).await;
     let endpoint = emulator.endpoint();
     // The service-specific variable wins over the generic one (which leads nowhere).
-    let mut proxy = Proxy::start_with(
+    let mut proxy = Proxy::start_signed(
+        &emulator,
         &["--runtime-arn", emulator.runtime_arn()],
         &[
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
             ("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", &endpoint),
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
         ],
@@ -173,7 +159,7 @@ async fn sse_answers_become_one_line_each_and_the_endpoint_comes_from_the_enviro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_line_that_is_not_json_gets_a_parse_error_and_the_proxy_carries_on() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut proxy = Proxy::start(&emulator, &[]);
     proxy.send_raw(r#"{"jsonrpc": "2.0", "id": 1, "method": "ping""#);
     let answer = proxy.next().await;
@@ -195,27 +181,19 @@ async fn a_line_that_is_not_json_gets_a_parse_error_and_the_proxy_carries_on() {
     assert_eq!(status.code(), Some(0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_secret_is_printed() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let credentials = emulator.credentials();
-    let wrong_secret = "not-the-emulator-secret-access-key-0123456789";
-    let endpoint = emulator.endpoint();
-    let mut proxy = Proxy::start_with(
-        &[
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-        ],
-        &[
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", wrong_secret),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-        ],
-    );
-    proxy.send(&initialize(1));
-    let answer = proxy.next().await;
+/// A secret access key the emulator does not know.
+const WRONG_SECRET: &str = "not-the-emulator-secret-access-key-0123456789";
+
+/// The proxy for `emulator`'s runtime ([`Proxy::start_at`]), signing with [`WRONG_SECRET`].
+fn with_a_wrong_secret(emulator: &Emulator, args: &[&str]) -> Proxy {
+    let credentials = credentials_env(emulator);
+    let mut env = pairs(&credentials);
+    env[1] = ("AWS_SECRET_ACCESS_KEY", WRONG_SECRET);
+    Proxy::start_at(emulator, args, &env)
+}
+
+/// The JSON-RPC error that answers `initialize` (#1) signed with [`WRONG_SECRET`].
+fn assert_invalid_signature(answer: &Value) {
     assert_eq!(answer["id"], 1, "{answer}");
     assert_eq!(answer["error"]["code"], -32000, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
@@ -228,6 +206,15 @@ async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_sec
         answer["error"]["data"]["errorType"],
         "InvalidSignatureException"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_secret_is_printed() {
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let credentials = emulator.credentials();
+    let mut proxy = with_a_wrong_secret(&emulator, &[]);
+    proxy.send(&initialize(1));
+    assert_invalid_signature(&proxy.next().await);
     assert_eq!(emulator.audit().signature_failures, 1);
 
     // A notification that fails has no id to answer: nothing on stdout.
@@ -236,15 +223,15 @@ async fn an_http_error_without_a_jsonrpc_body_becomes_a_jsonrpc_error_and_no_sec
     assert_eq!(emulator.audit().signature_failures, 2);
 
     // The 403 quotes the canonical request, session token included: redacted everywhere.
-    let everything = format!("{}\n{}", proxy.stdout_seen.join("\n"), proxy.stderr());
-    assert!(!everything.contains(wrong_secret));
+    let everything = proxy.everything();
+    assert!(!everything.contains(WRONG_SECRET));
     assert!(!everything.contains(credentials.session_token().unwrap()));
 }
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_the_stdio_proxy_as_the_end_of_stdin_does() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut proxy = Proxy::start(&emulator, &["--stop-session-on-exit"]);
     proxy.send(&initialize(1));
     assert_eq!(proxy.next().await["id"], 1);
@@ -253,28 +240,10 @@ async fn sigterm_ends_the_stdio_proxy_as_the_end_of_stdin_does() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // stdin stays open: the signal alone ends the run, after the call in flight.
-    let pid = proxy.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    proxy.sigterm();
     let answer = proxy.next().await;
     assert_eq!(text_of(&answer), "3", "{answer}");
-    let deadline = Instant::now() + EXIT_TIMEOUT;
-    let status = loop {
-        if let Some(status) = proxy.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no exit; stderr:\n{}",
-            proxy.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = proxy.exited("SIGTERM").await;
     assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
     assert!(proxy.stderr().contains("SIGTERM: shutting down"));
     assert_eq!(emulator.audit().sessions_stopped, 1);
@@ -300,16 +269,8 @@ fn bad_arguments_get_the_usage_and_exit_code_2() {
         &["--runtime-arn", ARN, "--region", "Not A Region"],
     ];
     for args in cases {
-        let output = command(args, &[])
-            .stdin(Stdio::null())
-            .output()
-            .expect("the proxy runs");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            output.stdout.is_empty(),
-            "{args:?}: stdout is for JSON-RPC only"
-        );
+        let (stdout, stderr) = run(command(args, &[]), 2);
+        assert!(stdout.is_empty(), "{args:?}: stdout is for JSON-RPC only");
         assert!(
             stderr.contains("agentcore-mcp-proxy: "),
             "{args:?}: {stderr}"
@@ -324,10 +285,9 @@ fn bad_arguments_get_the_usage_and_exit_code_2() {
 #[test]
 fn help_reads_like_a_manual_page_and_version_names_the_release() {
     for flag in ["--help", "-h"] {
-        let help = command(&[flag], &[]).stdin(Stdio::null()).output().unwrap();
-        assert_eq!(help.status.code(), Some(0));
-        assert!(help.stderr.is_empty());
-        let text = String::from_utf8(help.stdout).unwrap();
+        let (help, stderr) = run(command(&[flag], &[]), 0);
+        assert!(stderr.is_empty());
+        let text = String::from_utf8(help).unwrap();
         let mut at = 0;
         for section in [
             "NAME\n",
@@ -375,35 +335,15 @@ fn help_reads_like_a_manual_page_and_version_names_the_release() {
         assert!(text.contains("\n    VAR (as --bearer-token-env names it)\n"));
         assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     }
-    let version = command(&["--version"], &[])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(version.status.code(), Some(0));
+    let (version, _) = run(command(&["--version"], &[]), 0);
     assert_eq!(
-        String::from_utf8(version.stdout).unwrap(),
+        String::from_utf8(version).unwrap(),
         format!("agentcore-mcp-proxy {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
 
 // ---------------------------------------------------------------------------------------------
 // --listen: MCP Streamable HTTP on loopback.
-
-/// The emulator's credentials, as the proxy's environment.
-fn credentials_env(emulator: &Emulator) -> Vec<(&'static str, String)> {
-    let credentials = emulator.credentials();
-    vec![
-        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
-        (
-            "AWS_SECRET_ACCESS_KEY",
-            credentials.secret_access_key().to_owned(),
-        ),
-        (
-            "AWS_SESSION_TOKEN",
-            credentials.session_token().unwrap().to_owned(),
-        ),
-    ]
-}
 
 /// A token file, readable by its owner only, removed when dropped.
 struct TokenFile {
@@ -438,290 +378,11 @@ impl Drop for TokenFile {
     }
 }
 
-/// The proxy serving HTTP for `emulator`, and the URL it logged.
-struct Listening {
-    proxy: Proxy,
-    url: String,
-    port: u16,
-}
-
-impl Listening {
-    /// Starts `--listen 127.0.0.1:0` with `args`; waits for the URL in the log.
-    async fn start(emulator: &Emulator, args: &[&str]) -> Listening {
-        Self::start_with(emulator, args, credentials_env(emulator)).await
-    }
-
-    /// Starts `--listen 127.0.0.1:0` with `args` and these AWS variables.
-    async fn start_with(
-        emulator: &Emulator,
-        args: &[&str],
-        env: Vec<(&'static str, String)>,
-    ) -> Listening {
-        let endpoint = emulator.endpoint();
-        let mut all = vec![
-            "--runtime-arn",
-            emulator.runtime_arn(),
-            "--endpoint",
-            &endpoint,
-            "--listen",
-            "127.0.0.1:0",
-        ];
-        all.extend_from_slice(args);
-        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        Self::of(Proxy::start_with(&all, &env)).await
-    }
-
-    /// `--listen 127.0.0.1:0` in front of the MCP server at `url`, with a bearer token.
-    async fn over_url(url: &str, token: &str) -> Listening {
-        Self::of(Proxy::start_with(
-            &[
-                "--url",
-                url,
-                "--bearer-token-env",
-                "MCP_TEST_TOKEN",
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            &[("MCP_TEST_TOKEN", token)],
-        ))
-        .await
-    }
-
-    /// A proxy started with `--listen 127.0.0.1:0`, once it logged its URL.
-    async fn of(proxy: Proxy) -> Listening {
-        let url = proxy.listen_url().await;
-        let port = url
-            .trim_start_matches("http://127.0.0.1:")
-            .trim_end_matches("/mcp")
-            .parse()
-            .unwrap_or_else(|_| panic!("not a loopback URL at /mcp: {url}"));
-        Listening { proxy, url, port }
-    }
-
-    /// SIGTERM, then the exit status.
-    #[cfg(unix)]
-    async fn terminate(mut self) -> (ExitStatus, Proxy) {
-        let pid = self.proxy.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-        let deadline = Instant::now() + EXIT_TIMEOUT;
-        let status = loop {
-            if let Some(status) = self.proxy.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy did not exit {EXIT_TIMEOUT:?} after SIGTERM; stderr:\n{}",
-                self.proxy.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        (status, self.proxy)
-    }
-}
-
-/// An answer of the endpoint.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: http::HeaderMap,
-    body: bytes::Bytes,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    /// The body as one JSON value.
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
-    }
-
-    /// The messages of an SSE body, each event's data.
-    fn events(&self) -> Vec<Value> {
-        assert_eq!(
-            self.header("content-type"),
-            Some("text/event-stream"),
-            "{self:?}"
-        );
-        let text = std::str::from_utf8(&self.body).unwrap();
-        text.split("\n\n")
-            .filter(|event| !event.trim().is_empty())
-            .map(|event| {
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data: "))
-                    .collect();
-                serde_json::from_str(&data.join("\n")).unwrap()
-            })
-            .collect()
-    }
-
-    /// The one message of the answer, JSON or SSE.
-    fn message(&self) -> Value {
-        if self.header("content-type") == Some("text/event-stream") {
-            let mut events = self.events();
-            assert_eq!(events.len(), 1, "{self:?}");
-            events.remove(0)
-        } else {
-            self.json()
-        }
-    }
-}
-
-/// A minimal MCP Streamable HTTP client: the session id and protocol version from the
-/// initialize answer, sent with every later request; a bearer token when given.
-struct HttpClient {
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<bytes::Bytes>,
-    >,
-    url: String,
-    token: Option<String>,
-    session: Option<String>,
-    protocol_version: Option<String>,
-    /// How long an answer may take (head and body each).
-    timeout: Duration,
-}
-
-impl HttpClient {
-    fn new(url: &str, token: Option<&str>) -> HttpClient {
-        HttpClient {
-            client: hyper_util::client::legacy::Client::builder(
-                hyper_util::rt::TokioExecutor::new(),
-            )
-            .build_http(),
-            url: url.to_owned(),
-            token: token.map(str::to_owned),
-            session: None,
-            protocol_version: None,
-            timeout: LINE_TIMEOUT,
-        }
-    }
-
-    /// Sends `method` with the client's headers, then `extra` (which may replace them).
-    async fn send(&self, method: &str, body: Option<&Value>, extra: &[(&str, &str)]) -> Answer {
-        let headers = self.headers(extra);
-        send_within(
-            &self.client,
-            method,
-            &self.url,
-            body,
-            &headers,
-            self.timeout,
-        )
-        .await
-    }
-
-    fn headers<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(String, String)> {
-        let mut headers: Vec<(String, String)> = vec![
-            ("content-type".into(), "application/json".into()),
-            (
-                "accept".into(),
-                "application/json, text/event-stream".into(),
-            ),
-        ];
-        if let Some(token) = &self.token {
-            headers.push(("authorization".into(), format!("Bearer {token}")));
-        }
-        if let Some(session) = &self.session {
-            headers.push(("mcp-session-id".into(), session.clone()));
-        }
-        if let Some(version) = &self.protocol_version {
-            headers.push(("mcp-protocol-version".into(), version.clone()));
-        }
-        for (name, value) in extra {
-            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-            headers.push(((*name).to_owned(), (*value).to_owned()));
-        }
-        headers
-    }
-
-    async fn post(&self, message: &Value) -> Answer {
-        self.send("POST", Some(message), &[]).await
-    }
-
-    /// initialize, then notifications/initialized: the session is open.
-    async fn open(&mut self) -> Value {
-        let answer = self.post(&initialize(1)).await;
-        assert_eq!(answer.status, 200, "{answer:?}");
-        let session = answer
-            .header("mcp-session-id")
-            .unwrap_or_else(|| panic!("no Mcp-Session-Id: {answer:?}"));
-        self.session = Some(session.to_owned());
-        let message = answer.message();
-        self.protocol_version = Some(
-            message["result"]["protocolVersion"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
-        let notified = self.post(&initialized()).await;
-        assert_eq!(notified.status, 202, "{notified:?}");
-        assert!(notified.body.is_empty());
-        message
-    }
-}
-
-async fn send_to(
-    client: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<bytes::Bytes>,
-    >,
-    method: &str,
-    url: &str,
-    body: Option<&Value>,
-    headers: &[(String, String)],
-) -> Answer {
-    send_within(client, method, url, body, headers, LINE_TIMEOUT).await
-}
-
-/// [`send_to`], the answer's head and its body each allowed `limit`.
-async fn send_within(
-    client: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<bytes::Bytes>,
-    >,
-    method: &str,
-    url: &str,
-    body: Option<&Value>,
-    headers: &[(String, String)],
-    limit: Duration,
-) -> Answer {
-    use http_body_util::BodyExt;
-    let mut request = http::Request::builder().method(method).uri(url);
-    for (name, value) in headers {
-        request = request.header(name, value);
-    }
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let request = request
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .unwrap();
-    let response = tokio::time::timeout(limit, client.request(request))
-        .await
-        .expect("an answer in time")
-        .expect("the endpoint answers");
-    let (parts, body) = response.into_parts();
-    let body = tokio::time::timeout(limit, body.collect())
-        .await
-        .expect("the whole body in time")
-        .unwrap()
-        .to_bytes();
-    Answer {
-        status: parts.status.as_u16(),
-        headers: parts.headers,
-        body,
-    }
-}
-
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_over_http_runs_a_session_through_listen() {
     let emulator =
-        Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(300)))
-            .await
-            .unwrap();
+        start_emulator(EmulatorConfig::default().provisioning(Duration::from_millis(300))).await;
     let token = "s3cr3t-local-token-0123456789abcdef";
     let file = TokenFile::new(&format!("{token}\n"));
     let listening = Listening::start(&emulator, &["--listen-token-file", file.arg()]).await;
@@ -739,29 +400,13 @@ async fn an_mcp_client_over_http_runs_a_session_through_listen() {
 
     let answer = client.post(&request(2, "tools/list", json!({}))).await;
     assert_eq!(answer.status, 200, "{answer:?}");
-    let names: Vec<String> = answer.message()["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(names, ["add", "echo", "counter"]);
+    assert_eq!(tool_names(&answer.message()), ["add", "echo", "counter"]);
 
     // Requests run concurrently: a ping is answered while a slow tool runs.
     emulator.push_fault(Fault::Slow(Duration::from_secs(2)));
     let slow = {
-        let headers = client.headers(&[]);
-        let (http, url) = (client.client.clone(), client.url.clone());
-        tokio::spawn(async move {
-            send_to(
-                &http,
-                "POST",
-                &url,
-                Some(&call(3, "add", json!({"a": 2, "b": 3}))),
-                &headers,
-            )
-            .await
-        })
+        let client = client.clone();
+        tokio::spawn(async move { client.post(&call(3, "add", json!({"a": 2, "b": 3}))).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let sent = Instant::now();
@@ -816,8 +461,7 @@ async fn an_mcp_client_over_http_runs_a_session_through_listen() {
     assert!(delete.status == 200 || delete.status == 204, "{delete:?}");
     assert_eq!(emulator.audit().sessions_stopped, 1);
 
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = listening.terminated_cleanly().await;
     let audit = emulator.audit();
     assert_eq!(audit.sessions_stopped, 1, "nothing more to stop: {audit:?}");
     assert_eq!(audit.signature_failures, 0, "{audit:?}");
@@ -833,9 +477,7 @@ async fn an_mcp_client_over_http_runs_a_session_through_listen() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_exit() {
-    let emulator = Emulator::start(EmulatorConfig::default().sse(true))
-        .await
-        .unwrap();
+    let emulator = start_emulator(EmulatorConfig::default().sse(true)).await;
     let listening = Listening::start(&emulator, &["--stop-session-on-exit"]).await;
     let mut first = HttpClient::new(&listening.url, None);
     let mut second = HttpClient::new(&listening.url, None);
@@ -891,8 +533,7 @@ async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_e
     assert_eq!(audit.sessions_started, 3, "{audit:?}");
 
     // SIGTERM with --stop-session-on-exit: every runtime session is stopped, exit 0.
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = listening.terminated_cleanly().await;
     assert_eq!(
         emulator.audit().sessions_stopped,
         3,
@@ -903,11 +544,8 @@ async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_e
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_an_aws_error_becomes_a_jsonrpc_error_and_no_secret_is_printed() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
-    let wrong_secret = "not-the-emulator-secret-access-key-0123456789";
-    let mut env = credentials_env(&emulator);
-    env[1].1 = wrong_secret.to_owned();
-    let listening = Listening::start_with(&emulator, &[], env).await;
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let listening = Listening::of(with_a_wrong_secret(&emulator, &listen_args(&[]))).await;
     let client = HttpClient::new(&listening.url, None);
 
     // A request: HTTP 200 with its JSON-RPC error, not a 403 an MCP client takes for OAuth.
@@ -915,19 +553,7 @@ async fn over_http_an_aws_error_becomes_a_jsonrpc_error_and_no_secret_is_printed
     let answer = client.post(&initialize(1)).await;
     bodies.push_str(&String::from_utf8_lossy(&answer.body));
     assert_eq!(answer.status, 200, "{answer:?}");
-    let error = answer.json();
-    assert_eq!(error["id"], 1, "{error}");
-    assert_eq!(error["error"]["code"], -32000, "{error}");
-    let message = error["error"]["message"].as_str().unwrap();
-    assert!(
-        message.starts_with("AgentCore answered HTTP 403 Forbidden (InvalidSignatureException): "),
-        "{message}"
-    );
-    assert_eq!(error["error"]["data"]["httpStatus"], 403);
-    assert_eq!(
-        error["error"]["data"]["errorType"],
-        "InvalidSignatureException"
-    );
+    assert_invalid_signature(&answer.json());
 
     // A notification has no id to answer: HTTP 502, the error naming why.
     let answer = client.post(&initialized()).await;
@@ -937,14 +563,7 @@ async fn over_http_an_aws_error_becomes_a_jsonrpc_error_and_no_secret_is_printed
     assert_eq!(emulator.audit().signature_failures, 2);
 
     // Not JSON: a parse error, nothing sent.
-    let answer = send_to(
-        &client.client,
-        "POST",
-        &client.url,
-        None,
-        &client.headers(&[]),
-    )
-    .await;
+    let answer = client.send("POST", None, &[]).await;
     assert_eq!(answer.status, 400, "{answer:?}");
     assert_eq!(answer.json()["error"]["code"], -32700);
     assert_eq!(emulator.audit().requests, 2);
@@ -952,13 +571,13 @@ async fn over_http_an_aws_error_becomes_a_jsonrpc_error_and_no_secret_is_printed
     // The 403 quotes the canonical request, session token included: redacted everywhere.
     let credentials = emulator.credentials();
     let everything = format!("{bodies}\n{}", listening.proxy.stderr());
-    assert!(!everything.contains(wrong_secret));
+    assert!(!everything.contains(WRONG_SECRET));
     assert!(!everything.contains(credentials.session_token().unwrap()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_refuses_hostile_origins_and_missing_or_wrong_tokens() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start_emulator(EmulatorConfig::default()).await;
     let token = "the-right-token-0123456789abcdef";
     let file = TokenFile::new(token);
     let listening = Listening::start(&emulator, &["--listen-token-file", file.arg()]).await;
@@ -1004,6 +623,7 @@ async fn listen_refuses_hostile_origins_and_missing_or_wrong_tokens() {
             &client.url,
             Some(&initialize(1)),
             &headers,
+            LINE_TIMEOUT,
         )
         .await;
         assert_eq!(answer.status, *status, "{what}: {answer:?}");
@@ -1021,6 +641,7 @@ async fn listen_refuses_hostile_origins_and_missing_or_wrong_tokens() {
         &client.url.replace("/mcp", "/other"),
         Some(&initialize(1)),
         &client.headers(&[]),
+        LINE_TIMEOUT,
     )
     .await;
     assert_eq!(elsewhere.status, 404, "{elsewhere:?}");
@@ -1103,35 +724,27 @@ fn listen_refuses_non_loopback_addresses_and_unusable_token_files() {
     for (args, expected) in cases {
         let mut all = vec!["--runtime-arn", ARN];
         all.extend_from_slice(args);
-        let output = command(&all, &[]).stdin(Stdio::null()).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        let (stdout, stderr) = run(command(&all, &[]), 2);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
-        assert!(output.stdout.is_empty());
+        assert!(stdout.is_empty());
     }
 
     // A port already taken: the proxy cannot start (exit 1), and says why.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
-    let output = command(
-        &[
-            "--runtime-arn",
-            ARN,
-            "--endpoint",
-            "http://127.0.0.1:9",
-            "--listen",
-            &address,
-        ],
-        &[
-            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
-            ("AWS_SECRET_ACCESS_KEY", "example"),
-        ],
-    )
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let args = [
+        "--runtime-arn",
+        ARN,
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--listen",
+        &address,
+    ];
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "example"),
+    ];
+    let (_, stderr) = run(command(&args, &env), 1);
     assert!(
         stderr.contains(&format!("cannot listen on {address}")),
         "{stderr}"
@@ -1190,27 +803,20 @@ const SERVER_SESSION: &str = "in-test-mcp-session-0123456789";
 /// A small MCP Streamable HTTP server at `/mcp` (any query): initialize opens a session (its id
 /// in `Mcp-Session-Id`, required afterwards), `tools/list`, `tools/call` of `echo`, `ping`, a
 /// notification (202), DELETE (200, the session ended); every request recorded.
-struct McpServer {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
+type McpServer = Recorder<Seen>;
 
-impl McpServer {
+impl Recorder<Seen> {
     async fn start(auth: ServerAuth) -> McpServer {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let shared = Arc::new((auth, seen.clone()));
-        let (base, task) = common::serve_loopback(move |request| {
-            let shared = shared.clone();
+        let auth = Arc::new(auth);
+        Recorder::serve(move |seen, request| {
+            let auth = auth.clone();
             async move {
-                let (auth, seen) = &*shared;
                 // The base is the request's own authority: the server knows where it listens.
                 let base = format!("http://{}", request.headers()["host"].to_str().unwrap());
-                serve(auth, &base, seen, request).await
+                serve(&auth, &base, &seen, request).await
             }
         })
-        .await;
-        McpServer { base, seen, task }
+        .await
     }
 
     /// The requests seen, in the order of an MCP session: a client over `--listen` may send
@@ -1218,7 +824,7 @@ impl McpServer {
     /// kind's own requests stay in the order they came). Over stdio the proxy keeps the order
     /// itself (`over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing_is_overtaken`).
     fn seen(&self) -> Vec<Seen> {
-        let mut seen = self.seen.lock().unwrap().clone();
+        let mut seen = self.recorded();
         seen.sort_by_key(|s| match (s.method.as_str(), s.rpc.as_deref()) {
             ("POST", Some("initialize")) => 0,
             ("POST", Some("notifications/initialized")) => 1,
@@ -1228,11 +834,23 @@ impl McpServer {
         });
         seen
     }
-}
 
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// What the server got since it was last cleared, as it got it: the JSON-RPC method of a
+    /// POST, the HTTP method of another request.
+    fn order(&self) -> Vec<String> {
+        self.recorded()
+            .iter()
+            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
+            .collect()
+    }
+
+    /// The `Last-Event-ID` of each GET, in order.
+    fn last_event_ids(&self) -> Vec<Option<String>> {
+        self.recorded()
+            .iter()
+            .filter(|s| s.method == "GET")
+            .map(|s| s.last_event_id.clone())
+            .collect()
     }
 }
 
@@ -1242,15 +860,8 @@ async fn serve(
     seen: &Mutex<Vec<Seen>>,
     request: http::Request<hyper::body::Incoming>,
 ) -> http::Response<http_body_util::Full<bytes::Bytes>> {
-    use http_body_util::BodyExt;
-    let (parts, body) = request.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    let header = |name: &str| {
-        parts
-            .headers
-            .get(name)
-            .map(|v| v.to_str().unwrap().to_owned())
-    };
+    let (parts, body) = read_request(request).await;
+    let header = |name: &str| header_of(&parts.headers, name);
     let message: Option<Value> = serde_json::from_slice(&body).ok();
     let rpc = message
         .as_ref()
@@ -1408,7 +1019,10 @@ fn shape(seen: &[Seen]) -> Vec<(&str, Option<&str>, u16)> {
 
 /// A request as the in-test server saw it: method, JSON-RPC method, the token, the session
 /// id, the status.
-fn summary(seen: &Seen) -> (String, Option<String>, Option<String>, Option<String>, u16) {
+type Row = (String, Option<String>, Option<String>, Option<String>, u16);
+
+/// [`Row`] of a request the in-test server saw.
+fn summary(seen: &Seen) -> Row {
     (
         seen.method.clone(),
         seen.rpc.clone(),
@@ -1420,13 +1034,7 @@ fn summary(seen: &Seen) -> (String, Option<String>, Option<String>, Option<Strin
     )
 }
 
-fn row(
-    method: &str,
-    rpc: Option<&str>,
-    token: &str,
-    session: bool,
-    status: u16,
-) -> (String, Option<String>, Option<String>, Option<String>, u16) {
+fn row(method: &str, rpc: Option<&str>, token: &str, session: bool, status: u16) -> Row {
     (
         method.to_owned(),
         rpc.map(str::to_owned),
@@ -1434,6 +1042,36 @@ fn row(
         session.then(|| SERVER_SESSION.to_owned()),
         status,
     )
+}
+
+/// What the in-test server saw of [`run_session`] with `token`, each request once; through an
+/// MCP door (a Gateway, an MCP URL, not a runtime), the GET of the server's stream and the
+/// DELETE that ends the session at exit too.
+fn session_rows(token: &str, mcp_door: bool) -> Vec<Row> {
+    let mut rows = vec![
+        row("POST", Some("initialize"), token, false, 200),
+        row("POST", Some("notifications/initialized"), token, true, 202),
+        row("POST", Some("tools/list"), token, true, 200),
+        row("POST", Some("tools/call"), token, true, 200),
+    ];
+    if mcp_door {
+        rows.push(row("GET", None, token, true, 200));
+        rows.push(row("DELETE", None, token, true, 200));
+    }
+    rows
+}
+
+/// The proxy's log names the door (`proxying to {door}`) and the variable its bearer token came
+/// from; nothing the proxy wrote shows the token.
+fn assert_door_logged(proxy: &Proxy, door: &str, variable: &str, token: &str) {
+    let stderr = proxy.stderr();
+    assert!(stderr.contains(&format!("proxying to {door}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("auth=bearer token from ${variable}")),
+        "{stderr}"
+    );
+    let everything = proxy.everything();
+    assert!(!everything.contains(token), "{everything}");
 }
 
 /// An MCP session through the proxy: initialize, initialized, tools/list, tools/call `echo`.
@@ -1467,11 +1105,8 @@ async fn over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing
     let server = McpServer::start(ServerAuth::Bearer("in-order-token-0123".into())).await;
     let url = format!("{}/mcp", server.base);
     for run in 0..20 {
-        server.seen.lock().unwrap().clear();
-        let mut proxy = Proxy::start_with(
-            &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
-            &[("MCP_TEST_TOKEN", "in-order-token-0123")],
-        );
+        server.clear();
+        let mut proxy = Proxy::for_url(&url, "in-order-token-0123", &[]);
         // Back to back, as a client writes them: the server takes `initialized` slowly.
         proxy.send(&initialize(1));
         proxy.send(&initialized());
@@ -1485,13 +1120,7 @@ async fn over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing
         assert_eq!(rest, Vec::<Value>::new());
         assert_eq!(status.code(), Some(0));
         // The order the server answered them in, unsorted.
-        let order: Vec<_> = server
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
-            .collect();
+        let order = server.order();
         // And the server's stream was open before tools/list went out.
         assert_eq!(
             order[..4],
@@ -1506,30 +1135,23 @@ async fn over_stdio_the_handshake_is_serial_the_servers_stream_opens_and_nothing
     }
 }
 
+/// Over stdio at `/mcp/resumable`: initialize and initialized; then the stream's two events
+/// and — resumed 50 ms after it ended, from event 2 — the third.
+async fn open_and_resume(proxy: &mut Proxy) {
+    proxy.open().await;
+    for expected in [server_log(), resource_updated(), list_changed()] {
+        assert_eq!(proxy.next().await, expected);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_the_servers_stream_is_resumed_after_its_last_event() {
     let server = McpServer::start(ServerAuth::Bearer("resumable-token-0123".into())).await;
     let url = format!("{}/mcp/resumable", server.base);
-    let mut proxy = Proxy::start_with(
-        &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
-        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
-    );
-    proxy.send(&initialize(1));
-    assert_eq!(proxy.next().await["id"], 1);
-    proxy.send(&initialized());
-    // The stream's two events, then — resumed 50 ms after it ended, from event 2 — the third.
-    assert_eq!(proxy.next().await, server_log());
-    assert_eq!(proxy.next().await, resource_updated());
-    assert_eq!(proxy.next().await, list_changed());
+    let mut proxy = Proxy::for_url(&url, "resumable-token-0123", &[]);
+    open_and_resume(&mut proxy).await;
     proxy.closed_cleanly("nothing twice").await;
-    let gets: Vec<Option<String>> = server
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.method == "GET")
-        .map(|s| s.last_event_id.clone())
-        .collect();
+    let gets = server.last_event_ids();
     assert_eq!(gets, [None, Some("2".to_owned())]);
 }
 
@@ -1539,47 +1161,29 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
     let url = format!("{}/mcp/resumable", server.base);
     let tool_calls = |server: &McpServer| {
         server
-            .seen
-            .lock()
-            .unwrap()
+            .recorded()
             .iter()
             .filter(|s| s.rpc.as_deref() == Some("tools/call"))
             .count()
     };
 
     // Over stdio: the proxy resumes the stream itself, and the client gets the answer once.
-    let mut proxy = Proxy::start_with(
-        &["--url", &url, "--bearer-token-env", "MCP_TEST_TOKEN"],
-        &[("MCP_TEST_TOKEN", "resumable-token-0123")],
-    );
-    proxy.send(&initialize(1));
-    assert_eq!(proxy.next().await["id"], 1);
-    proxy.send(&initialized());
-    for expected in [server_log(), resource_updated(), list_changed()] {
-        assert_eq!(proxy.next().await, expected);
-    }
+    let mut proxy = Proxy::for_url(&url, "resumable-token-0123", &[]);
+    open_and_resume(&mut proxy).await;
     proxy.send(&call(7, "echo", json!({"text": "once"})));
     let answer = proxy.next().await;
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(text_of(&answer), "answered on the resumed stream");
     proxy.closed_cleanly("answered once").await;
     assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
-    let resumed: Vec<Option<String>> = server
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.method == "GET")
-        .map(|s| s.last_event_id.clone())
-        .collect();
+    let resumed = server.last_event_ids();
     assert!(resumed.contains(&Some("call-7".to_owned())), "{resumed:?}");
 
     // Over --listen: the priming event reaches the client as it came, the stream ends without
     // an error, and the client's own GET with Last-Event-ID reaches the server.
-    server.seen.lock().unwrap().clear();
-    let listening = Listening::over_url(&url, "resumable-token-0123").await;
-    let mut client = HttpClient::new(&listening.url, None);
-    client.open().await;
+    server.clear();
+    let listening = Listening::for_url(&url, "resumable-token-0123", &[]).await;
+    let client = listening.client().await;
     let primed = client
         .send("POST", Some(&call(8, "echo", json!({"text": "once"}))), &[])
         .await;
@@ -1597,96 +1201,81 @@ async fn a_tool_calls_stream_ended_early_is_resumed_not_sent_again() {
     assert_eq!(answer["id"], 8, "{answer}");
     assert_eq!(text_of(&answer), "answered on the resumed stream");
     assert_eq!(tool_calls(&server), 1, "resumed, not sent again");
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    listening.terminated_cleanly().await;
+}
+
+/// Over `--listen`, from `server`'s clearing on: the client's GET of its stream and a
+/// `tools/list` (#9), the GET first when `stream_first`, the other `after` it; each answered
+/// 200; the order the server got them in.
+async fn stream_and_list(
+    client: &HttpClient,
+    server: &McpServer,
+    stream_first: bool,
+    after: Duration,
+) -> Vec<String> {
+    server.clear();
+    let stream = async {
+        if !stream_first {
+            tokio::time::sleep(after).await;
+        }
+        client
+            .send("GET", None, &[("accept", "text/event-stream")])
+            .await
+    };
+    let list = async {
+        if stream_first {
+            tokio::time::sleep(after).await;
+        }
+        client
+            .send("POST", Some(&request(9, "tools/list", json!({}))), &[])
+            .await
+    };
+    let (stream, list) = tokio::join!(stream, list);
+    assert_eq!(stream.status, 200, "{stream:?}");
+    assert_eq!(list.status, 200, "{list:?}");
+    server.order()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_sessions_request_never_overtakes_its_stream_on_the_way() {
     let server = McpServer::start(ServerAuth::Bearer("ordered-token-0123".into())).await;
     let url = format!("{}/mcp/resumable", server.base);
-    let listening = Listening::over_url(&url, "ordered-token-0123").await;
-    let mut client = HttpClient::new(&listening.url, None);
-    client.open().await;
+    let listening = Listening::for_url(&url, "ordered-token-0123", &[]).await;
+    let client = listening.client().await;
     for _ in 0..5 {
-        server.seen.lock().unwrap().clear();
         // The client opens its stream, then calls a tool a moment later, as MCP clients do;
         // the server takes 50 ms to open the stream.
-        let stream = client.send("GET", None, &[("accept", "text/event-stream")]);
-        let list = async {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            client
-                .send("POST", Some(&request(9, "tools/list", json!({}))), &[])
-                .await
-        };
-        let (stream, list) = tokio::join!(stream, list);
-        assert_eq!(stream.status, 200, "{stream:?}");
-        assert_eq!(list.status, 200, "{list:?}");
-        let order: Vec<String> = server
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
-            .collect();
+        let order = stream_and_list(&client, &server, true, Duration::from_millis(5)).await;
         assert_eq!(order, ["GET", "tools/list"]);
     }
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    listening.terminated_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_request_right_after_initialized_waits_for_the_clients_stream() {
     let server = McpServer::start(ServerAuth::Bearer("expected-token-0123".into())).await;
     let url = format!("{}/mcp/resumable", server.base);
-    let listening = Listening::over_url(&url, "expected-token-0123").await;
+    let listening = Listening::for_url(&url, "expected-token-0123", &[]).await;
     for _ in 0..5 {
         // A new session each time: the client's request reaches the proxy before the GET it
         // sent first (on a connection of its own), as MCP clients' requests do right after
         // initialized; the server still gets the GET first.
-        let mut client = HttpClient::new(&listening.url, None);
-        client.open().await;
-        server.seen.lock().unwrap().clear();
-        let message = request(9, "tools/list", json!({}));
-        let list = client.send("POST", Some(&message), &[]);
-        let stream = async {
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            client
-                .send("GET", None, &[("accept", "text/event-stream")])
-                .await
-        };
-        let (list, stream) = tokio::join!(list, stream);
-        assert_eq!(stream.status, 200, "{stream:?}");
-        assert_eq!(list.status, 200, "{list:?}");
-        let order: Vec<String> = server
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
-            .collect();
+        let client = listening.client().await;
+        let order = stream_and_list(&client, &server, false, Duration::from_millis(40)).await;
         assert_eq!(order, ["GET", "tools/list"]);
     }
     // A client that never opens a stream: its requests go on (after the short wait, once).
-    let mut client = HttpClient::new(&listening.url, None);
-    client.open().await;
-    server.seen.lock().unwrap().clear();
+    let client = listening.client().await;
+    server.clear();
     for id in [10, 11] {
         let list = client
             .send("POST", Some(&request(id, "tools/list", json!({}))), &[])
             .await;
         assert_eq!(list.status, 200, "{list:?}");
     }
-    let order: Vec<String> = server
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.rpc.clone().unwrap_or_else(|| s.method.clone()))
-        .collect();
+    let order = server.order();
     assert_eq!(order, ["tools/list", "tools/list"]);
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    listening.terminated_cleanly().await;
 }
 
 #[cfg(unix)]
@@ -1707,17 +1296,11 @@ async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
     // The first token was refused once; the command ran once more, and its token served the
     // rest, the DELETE that ends the session at exit included.
     let seen = server.seen();
+    let mut expected = vec![row("POST", Some("initialize"), stale, false, 401)];
+    expected.extend(session_rows(fresh, true));
     assert_eq!(
         seen.iter().map(summary).collect::<Vec<_>>(),
-        [
-            row("POST", Some("initialize"), stale, false, 401),
-            row("POST", Some("initialize"), fresh, false, 200),
-            row("POST", Some("notifications/initialized"), fresh, true, 202),
-            row("POST", Some("tools/list"), fresh, true, 200),
-            row("POST", Some("tools/call"), fresh, true, 200),
-            row("GET", None, fresh, true, 200),
-            row("DELETE", None, fresh, true, 200),
-        ],
+        expected,
         "stderr:\n{}",
         proxy.stderr()
     );
@@ -1732,7 +1315,7 @@ async fn a_token_command_runs_again_after_a_401_and_its_token_is_never_shown() {
         "{stderr}"
     );
     assert!(stderr.contains("MCP session ended"), "{stderr}");
-    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    let everything = proxy.everything();
     for secret in [stale, fresh, "q-9d8c7b6a"] {
         assert!(
             !everything.contains(secret),
@@ -1771,7 +1354,7 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
         server.seen().iter().map(summary).collect::<Vec<_>>(),
         [row("POST", Some("initialize"), wrong, false, 401)]
     );
-    let everything = format!("{}\n{}", proxy.stdout_seen.join("\n"), proxy.stderr());
+    let everything = proxy.everything();
     assert!(!everything.contains(wrong), "{everything}");
 
     // The right token: the session runs, and is ended at exit.
@@ -1780,23 +1363,9 @@ async fn a_refused_gateway_token_from_a_variable_is_answered_without_a_resend() 
     let proxy = proxy.closed_cleanly("nothing more").await;
     assert_eq!(
         server.seen()[1..].iter().map(summary).collect::<Vec<_>>(),
-        [
-            row("POST", Some("initialize"), right, false, 200),
-            row("POST", Some("notifications/initialized"), right, true, 202),
-            row("POST", Some("tools/list"), right, true, 200),
-            row("POST", Some("tools/call"), right, true, 200),
-            row("GET", None, right, true, 200),
-            row("DELETE", None, right, true, 200),
-        ]
+        session_rows(right, true)
     );
-    let stderr = proxy.stderr();
-    assert!(stderr.contains("proxying to AgentCore Gateway"), "{stderr}");
-    assert!(
-        stderr.contains("auth=bearer token from $GATEWAY_TOKEN"),
-        "{stderr}"
-    );
-    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
-    assert!(!everything.contains(right), "{everything}");
+    assert_door_logged(&proxy, "AgentCore Gateway", "GATEWAY_TOKEN", right);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1804,12 +1373,13 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
     let key = "AKIDPROXYTEST0001";
     let secret = "proxy-test-secret-access-key-9a8b7c6d";
     let session_token = "proxy-test-session-token-1f2e3d4c";
-    let credentials =
-        aws_credential_types::Credentials::new(key, secret, Some(session_token.into()), None, "t");
-    let verifier = agentcore_tower::emulator::SignatureVerifier::new("us-west-2", "execute-api")
-        .with_credentials(credentials);
+    let signing = SigningKey {
+        key,
+        secret,
+        session_token: Some(session_token),
+    };
     let server = McpServer::start(ServerAuth::SigV4(
-        verifier,
+        signing.verifier("us-west-2", "execute-api"),
         "/us-west-2/execute-api/aws4_request",
     ))
     .await;
@@ -1824,11 +1394,7 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
             "--region",
             "us-west-2",
         ],
-        &[
-            ("AWS_ACCESS_KEY_ID", key),
-            ("AWS_SECRET_ACCESS_KEY", secret),
-            ("AWS_SESSION_TOKEN", session_token),
-        ],
+        &signing.env(),
     );
     run_session(&mut proxy, true).await;
     let proxy = proxy.closed_cleanly("nothing more").await;
@@ -1857,7 +1423,7 @@ async fn a_sigv4_url_is_signed_for_the_signing_name_and_region_given() {
     let stderr = proxy.stderr();
     assert!(stderr.contains("signing_name=execute-api"), "{stderr}");
     assert!(stderr.contains("region=us-west-2"), "{stderr}");
-    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
+    let everything = proxy.everything();
     assert!(!everything.contains(secret) && !everything.contains(session_token));
 }
 
@@ -1956,10 +1522,8 @@ fn door_and_token_options_that_do_not_go_together_are_usage_errors() {
         ),
     ];
     for (args, expected) in cases {
-        let output = command(args, &[]).stdin(Stdio::null()).output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(output.stdout.is_empty(), "{args:?}");
+        let (stdout, stderr) = run(command(args, &[]), 2);
+        assert!(stdout.is_empty(), "{args:?}");
         assert!(
             stderr.contains(&format!("agentcore-mcp-proxy: {expected}\n\nusage: ")),
             "{args:?}: {stderr}"
@@ -1967,13 +1531,9 @@ fn door_and_token_options_that_do_not_go_together_are_usage_errors() {
     }
 
     // SigV4 for a URL needs a region, and none is configured.
-    let output = command(&["--url", url, "--signing-name", "execute-api"], &[])
-        .env_remove("AWS_REGION")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let mut unsigned = command(&["--url", url, "--signing-name", "execute-api"], &[]);
+    unsigned.env_remove("AWS_REGION");
+    let (_, stderr) = run(unsigned, 2);
     assert!(
         stderr.contains(
             "agentcore-mcp-proxy: --url with SigV4 needs a region to sign for: give --region \
@@ -1986,20 +1546,13 @@ fn door_and_token_options_that_do_not_go_together_are_usage_errors() {
 #[cfg(unix)]
 #[test]
 fn a_failing_token_command_stops_the_start_and_is_named_without_its_output() {
-    let output = command(
-        &[
-            "--url",
-            "https://example.com/mcp",
-            "--bearer-token-command",
-            "echo partial-token-8e7d6c; echo 'login required: run my-idp login' >&2; exit 3",
-        ],
-        &[],
-    )
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let args = [
+        "--url",
+        "https://example.com/mcp",
+        "--bearer-token-command",
+        "echo partial-token-8e7d6c; echo 'login required: run my-idp login' >&2; exit 3",
+    ];
+    let (stdout, stderr) = run(command(&args, &[]), 1);
     assert!(
         stderr.contains(
             "--bearer-token-command failed (exit status 3; stderr: \"login required: run my-idp \
@@ -2008,27 +1561,20 @@ fn a_failing_token_command_stops_the_start_and_is_named_without_its_output() {
         "{stderr}"
     );
     assert!(!stderr.contains("partial-token-8e7d6c"), "{stderr}");
-    assert!(output.stdout.is_empty());
+    assert!(stdout.is_empty());
 }
 
 #[test]
 fn a_token_every_request_would_refuse_stops_the_start() {
     // Visible ASCII, one word, but shorter than the library's check of every attempt allows.
     for (value, has) in [("shrt7ch", 7), ("two,w0rds", 9)] {
-        let output = command(
-            &[
-                "--url",
-                "https://example.com/mcp",
-                "--bearer-token-env",
-                "MCP_TEST_TOKEN",
-            ],
-            &[("MCP_TEST_TOKEN", value)],
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        let args = [
+            "--url",
+            "https://example.com/mcp",
+            "--bearer-token-env",
+            "MCP_TEST_TOKEN",
+        ];
+        let (stdout, stderr) = run(command(&args, &[("MCP_TEST_TOKEN", value)]), 2);
         assert!(
             stderr.contains(&format!(
                 "--bearer-token-env MCP_TEST_TOKEN: the variable is not a usable bearer token \
@@ -2038,16 +1584,14 @@ fn a_token_every_request_would_refuse_stops_the_start() {
             "{stderr}"
         );
         assert!(!stderr.contains(value), "{stderr}");
-        assert!(output.stdout.is_empty());
+        assert!(stdout.is_empty());
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials_are_needed() {
-    let token = "runtime-oauth-token-0a9b8c7d";
-    let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
-    // No AWS variable but the region: no credentials to find, none needed.
-    let mut proxy = Proxy::start_with(
+/// The proxy for the runtime [`ARN`] at `server` with the bearer token `token` from
+/// `$RUNTIME_TOKEN`: no AWS variable but the region.
+fn at_a_runtime_with_oauth(server: &McpServer, token: &str) -> Proxy {
+    Proxy::start_with(
         &[
             "--runtime-arn",
             ARN,
@@ -2057,7 +1601,15 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
             "RUNTIME_TOKEN",
         ],
         &[("RUNTIME_TOKEN", token)],
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials_are_needed() {
+    let token = "runtime-oauth-token-0a9b8c7d";
+    let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
+    // No AWS variable but the region: no credentials to find, none needed.
+    let mut proxy = at_a_runtime_with_oauth(&server, token);
     run_session(&mut proxy, false).await;
     let proxy = proxy.closed_cleanly("nothing more").await;
     let seen = server.seen();
@@ -2065,12 +1617,7 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
     // without --stop-session-on-exit.
     assert_eq!(
         seen.iter().map(summary).collect::<Vec<_>>(),
-        [
-            row("POST", Some("initialize"), token, false, 200),
-            row("POST", Some("notifications/initialized"), token, true, 202),
-            row("POST", Some("tools/list"), token, true, 200),
-            row("POST", Some("tools/call"), token, true, 200),
-        ]
+        session_rows(token, false)
     );
     let runtime_session = seen[0].runtime_session.clone();
     assert!(runtime_session.as_ref().is_some_and(|id| id.len() >= 33));
@@ -2081,14 +1628,7 @@ async fn a_runtime_with_oauth_inbound_auth_gets_the_token_and_no_aws_credentials
         );
         assert_eq!(seen.runtime_session, runtime_session, "one runtime session");
     }
-    let stderr = proxy.stderr();
-    assert!(stderr.contains("proxying to AgentCore Runtime"), "{stderr}");
-    assert!(
-        stderr.contains("auth=bearer token from $RUNTIME_TOKEN"),
-        "{stderr}"
-    );
-    let everything = format!("{}\n{stderr}", proxy.stdout_seen.join("\n"));
-    assert!(!everything.contains(token), "{everything}");
+    assert_door_logged(&proxy, "AgentCore Runtime", "RUNTIME_TOKEN", token);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2096,20 +1636,8 @@ async fn a_runtimes_stream_ended_early_cannot_be_resumed_and_the_error_says_the_
 {
     let token = "runtime-oauth-token-5e6f7a8b";
     let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
-    let mut proxy = Proxy::start_with(
-        &[
-            "--runtime-arn",
-            ARN,
-            "--endpoint",
-            &server.base,
-            "--bearer-token-env",
-            "RUNTIME_TOKEN",
-        ],
-        &[("RUNTIME_TOKEN", token)],
-    );
-    proxy.send(&initialize(1));
-    assert_eq!(proxy.next().await["id"], 1);
-    proxy.send(&initialized());
+    let mut proxy = at_a_runtime_with_oauth(&server, token);
+    proxy.open().await;
     // The runtime's tool runs and its stream ends after a priming event: a runtime offers no
     // GET to resume it, and sending it again could run the tool twice.
     proxy.send(&call(7, "echo", json!({"text": "end-early"})));
@@ -2146,18 +1674,7 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
     let token = "listen-url-token-4e3d2c1b";
     let server = McpServer::start(ServerAuth::Bearer(token.into())).await;
     let url = format!("{}/mcp", server.base);
-    let listening = Listening::of(Proxy::start_with(
-        &[
-            "--url",
-            &url,
-            "--bearer-token-env",
-            "URL_TOKEN",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &[("URL_TOKEN", token)],
-    ))
-    .await;
+    let listening = Listening::for_url(&url, token, &[]).await;
     let mut client = HttpClient::new(&listening.url, None);
     let opened = client.open().await;
     assert_eq!(
@@ -2172,6 +1689,7 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
         &listening.url,
         Some(&request(7, "ping", json!({}))),
         &[("content-type".into(), "application/json".into())],
+        LINE_TIMEOUT,
     )
     .await;
     assert_eq!(outside.status, 200, "{outside:?}");
@@ -2190,8 +1708,7 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
     let ended = client.send("DELETE", None, &[]).await;
     assert_eq!(ended.status, 200, "{ended:?}");
 
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    let proxy = listening.terminated_cleanly().await;
     let seen = server.seen();
     assert_eq!(
         shape(&seen),
@@ -2213,14 +1730,14 @@ async fn listen_with_a_url_passes_get_and_delete_on_and_names_no_runtime_session
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_is_signed_for_bedrock_agentcore() {
-    let key = "AKIDPROXYTEST0002";
     let secret = "proxy-test-secret-access-key-5e6f7a8b";
-    let credentials = aws_credential_types::Credentials::new(key, secret, None, None, "t");
-    let verifier =
-        agentcore_tower::emulator::SignatureVerifier::new("eu-west-1", "bedrock-agentcore")
-            .with_credentials(credentials);
+    let signing = SigningKey {
+        key: "AKIDPROXYTEST0002",
+        secret,
+        session_token: None,
+    };
     let server = McpServer::start(ServerAuth::SigV4(
-        verifier,
+        signing.verifier("eu-west-1", "bedrock-agentcore"),
         "/eu-west-1/bedrock-agentcore/aws4_request",
     ))
     .await;
@@ -2228,10 +1745,7 @@ async fn a_gateway_is_signed_for_bedrock_agentcore() {
     let url = format!("{}/mcp", server.base);
     let mut proxy = Proxy::start_with(
         &["--gateway-url", &url, "--region", "eu-west-1"],
-        &[
-            ("AWS_ACCESS_KEY_ID", key),
-            ("AWS_SECRET_ACCESS_KEY", secret),
-        ],
+        &signing.env(),
     );
     run_session(&mut proxy, true).await;
     let proxy = proxy.closed_cleanly("nothing more").await;
@@ -2650,8 +2164,7 @@ async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_se
     // The ids the server issued after the client's never reached the client.
     assert_only_the_held_id_was_seen(&audit, &held, &seen);
 
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    listening.terminated_cleanly().await;
 }
 
 /// A gateway's session lost twice mid-session (one expired, then all): the stdio proxy
@@ -2659,13 +2172,13 @@ async fn over_listen_a_12s_cold_start_and_a_replaced_microvm_keep_the_clients_se
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_a_gateway_session_that_expires_mid_session_is_opened_again_and_no_tool_runs_twice()
  {
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
-    let env = credentials_env(&emulator);
-    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let emulator = start_emulator(EmulatorConfig::default().gateway(true)).await;
     let url = emulator.gateway_url();
-    let mut proxy = Proxy::start_with(&["--gateway-url", &url, "--region", "us-east-1"], &env);
+    let mut proxy = Proxy::start_signed(
+        &emulator,
+        &["--gateway-url", &url, "--region", "us-east-1"],
+        &[],
+    );
     proxy.send(&initialize(1));
     let answer = proxy.next().await;
     assert_eq!(
@@ -2726,14 +2239,13 @@ fn gateway_trail() -> Vec<String> {
 /// An emulated runtime whose sessions cold-start for `provisioning` (refused in `form`), with
 /// a stateful MCP server.
 async fn cold_stateful_runtime(provisioning: Duration, form: BusyForm) -> Emulator {
-    Emulator::start(
+    start_emulator(
         EmulatorConfig::default()
             .provisioning(provisioning)
             .busy_form(form)
             .stateful(true),
     )
     .await
-    .unwrap()
 }
 
 /// The server issued three MCP session ids, the client's first: the two it issued later, in
@@ -2776,26 +2288,11 @@ fn assert_gateway_audit(audit: &Audit, trail: Vec<String>) {
 /// with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_clients_session_id() {
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
-    let env = credentials_env(&emulator);
-    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let emulator = start_emulator(EmulatorConfig::default().gateway(true)).await;
     let url = emulator.gateway_url();
-    let listening = Listening::of(Proxy::start_with(
-        &[
-            "--gateway-url",
-            &url,
-            "--region",
-            "us-east-1",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &env,
-    ))
-    .await;
-    let mut client = HttpClient::new(&listening.url, None);
-    client.open().await;
+    let args = listen_args(&["--gateway-url", &url, "--region", "us-east-1"]);
+    let listening = Listening::of(Proxy::start_signed(&emulator, &args, &[])).await;
+    let client = listening.client().await;
     let held = client.session.clone().unwrap();
     let mut seen = Vec::new();
     http_calls(&client, before_the_loss(), &mut seen).await;
@@ -2819,8 +2316,7 @@ async fn over_listen_a_gateway_session_that_expires_mid_session_keeps_the_client
     );
     assert_gateway_audit(&audit, gateway_trail());
     assert_only_the_held_id_was_seen(&audit, &held, &seen);
-    let (status, proxy) = listening.terminate().await;
-    assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+    listening.terminated_cleanly().await;
 }
 
 /// rmcp, the official Rust MCP SDK, as the client of `--listen` (its Streamable HTTP client,
@@ -2883,20 +2379,14 @@ mod with_rmcp {
         let emulator = cold_stateful_runtime(provisioning, BusyForm::JsonRpc200).await;
         let listening = Listening::start(&emulator, &[]).await;
         let wire: Arc<Mutex<Vec<Wire>>> = Arc::default();
-        let http =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<Full<Bytes>>();
+        let http = hyper_client();
         let tap = {
             let wire = wire.clone();
             tower::service_fn(move |request: http::Request<Full<Bytes>>| {
                 let (http, wire) = (http.clone(), wire.clone());
                 async move {
                     use http_body_util::BodyExt;
-                    let header = |headers: &http::HeaderMap| {
-                        headers
-                            .get("mcp-session-id")
-                            .map(|v| v.to_str().unwrap().to_owned())
-                    };
+                    let header = |headers: &http::HeaderMap| header_of(headers, "mcp-session-id");
                     let body = request.body().clone().collect().await.unwrap().to_bytes();
                     let rpc = serde_json::from_slice::<Value>(&body)
                         .ok()
@@ -3038,7 +2528,6 @@ mod with_rmcp {
         );
         assert_eq!(audit.executions_by_id.len(), 6, "{audit:?}");
 
-        let (status, proxy) = listening.terminate().await;
-        assert_eq!(status.code(), Some(0), "stderr:\n{}", proxy.stderr());
+        listening.terminated_cleanly().await;
     }
 }

@@ -1,7 +1,14 @@
 //! What the proxy's tests share: the built binary run as a child process (JSON-RPC lines in on
 //! stdin, one JSON line per answer out on stdout), the messages a client sends, a scratch
-//! directory.
+//! directory; a client of `--listen` ([`listen`]) and what the in-test servers share
+//! ([`serve`]).
 #![allow(dead_code)]
+
+mod listen;
+mod serve;
+
+pub use listen::*;
+pub use serve::*;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -9,7 +16,8 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::Emulator;
+use agentcore_tower::contract::PlatformError;
+use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm, SignatureVerifier};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -19,10 +27,17 @@ pub const LINE_TIMEOUT: Duration = Duration::from_secs(15);
 pub const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// A well-formed runtime ARN, for arguments that are refused before anything is sent.
 pub const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
+/// A runtime ARN the emulator does not know.
+pub const NOBODY: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/nobody-AbC123";
 
 /// The proxy's binary, which cargo builds for this crate's tests.
 pub fn proxy_binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_agentcore-mcp-proxy"))
+}
+
+/// The emulator with `config`, started.
+pub async fn start_emulator(config: EmulatorConfig) -> Emulator {
+    Emulator::start(config).await.unwrap()
 }
 
 /// The proxy as a child process.
@@ -37,22 +52,24 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts the proxy for `emulator`, with the emulator's credentials and endpoint, no real AWS
-    /// configuration, and `args` after `--runtime-arn`.
+    /// Starts the proxy for `emulator`'s runtime ([`runtime_args`]) with the emulator's
+    /// credentials and no real AWS configuration.
     pub fn start(emulator: &Emulator, args: &[&str]) -> Proxy {
-        let credentials = emulator.credentials();
-        let env = [
-            ("AWS_ACCESS_KEY_ID", credentials.access_key_id()),
-            ("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key()),
-            ("AWS_SESSION_TOKEN", credentials.session_token().unwrap()),
-        ];
-        let mut all = vec!["--runtime-arn", emulator.runtime_arn()];
-        all.extend_from_slice(args);
-        let endpoint = emulator.endpoint();
-        if !args.contains(&"--endpoint") {
-            all.extend_from_slice(&["--endpoint", &endpoint]);
-        }
-        Self::start_with(&all, &env)
+        Self::start_signed(emulator, &strs(&runtime_args(emulator, args)), &[])
+    }
+
+    /// Starts the proxy for `emulator`'s runtime ([`runtime_args`]) with, of the AWS
+    /// variables, only the region and `env` (no credentials of the emulator's).
+    pub fn start_at(emulator: &Emulator, args: &[&str], env: &[(&str, &str)]) -> Proxy {
+        Self::start_with(&strs(&runtime_args(emulator, args)), env)
+    }
+
+    /// Starts the proxy with exactly these arguments, the emulator's credentials, then `env`.
+    pub fn start_signed(emulator: &Emulator, args: &[&str], env: &[(&str, &str)]) -> Proxy {
+        let credentials = credentials_env(emulator);
+        let mut all = pairs(&credentials);
+        all.extend_from_slice(env);
+        Self::start_with(args, &all)
     }
 
     /// Starts the proxy with exactly these arguments and, of the AWS variables, only the
@@ -61,8 +78,21 @@ impl Proxy {
         Self::spawn(command(args, env))
     }
 
+    /// Starts the proxy in front of the MCP server at `url` with the bearer token `token` (from
+    /// the variable `MCP_TEST_TOKEN`), `args` after.
+    pub fn for_url(url: &str, token: &str, args: &[&str]) -> Proxy {
+        let mut all = vec!["--url", url, "--bearer-token-env", "MCP_TEST_TOKEN"];
+        all.extend_from_slice(args);
+        Self::start_with(&all, &[("MCP_TEST_TOKEN", token)])
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// All the proxy wrote: its stdout lines so far, then its log.
+    pub fn everything(&self) -> String {
+        format!("{}\n{}", self.stdout_seen.join("\n"), self.stderr())
     }
 
     pub fn send(&mut self, message: &Value) {
@@ -76,7 +106,6 @@ impl Proxy {
         stdin.flush().unwrap();
     }
 
-    /// The next stdout line, which must be one JSON value; panics after [`LINE_TIMEOUT`].
     /// The next `count` messages on stdout, one of them the answer to `id`: that answer, and
     /// the others in the order they came.
     pub async fn answer_among(&mut self, id: u64, count: usize) -> (Value, Vec<Value>) {
@@ -94,6 +123,7 @@ impl Proxy {
         (answer, others)
     }
 
+    /// The next stdout line, which must be one JSON value; panics after [`LINE_TIMEOUT`].
     pub async fn next(&mut self) -> Value {
         self.next_within(LINE_TIMEOUT).await
     }
@@ -130,7 +160,6 @@ impl Proxy {
         self.send(&initialized());
     }
 
-    /// Closes stdin; returns the lines written after that, and the exit status.
     /// Closes stdin: nothing more comes on stdout (`why` says what that means) and the proxy
     /// exits 0.
     pub async fn closed_cleanly(self, why: &str) -> Proxy {
@@ -160,6 +189,7 @@ impl Proxy {
         }
     }
 
+    /// Closes stdin; returns the lines written after that, and the exit status.
     pub async fn close(mut self) -> (Vec<Value>, ExitStatus, Proxy) {
         drop(self.stdin.take());
         let deadline = Instant::now() + EXIT_TIMEOUT;
@@ -178,18 +208,37 @@ impl Proxy {
                 ),
             }
         }
-        let status = loop {
+        let status = self.exited_by(deadline, "stdin closed").await;
+        (rest, status, self)
+    }
+
+    /// The proxy's exit status once it exited; panics after [`EXIT_TIMEOUT`] (`after` says
+    /// what should have ended it).
+    pub async fn exited(&mut self, after: &str) -> ExitStatus {
+        self.exited_by(Instant::now() + EXIT_TIMEOUT, after).await
+    }
+
+    /// The proxy's exit status once it exited; panics at `deadline`.
+    pub async fn exited_by(&mut self, deadline: Instant, after: &str) -> ExitStatus {
+        loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
+                return status;
             }
             assert!(
                 Instant::now() < deadline,
-                "the proxy did not exit {EXIT_TIMEOUT:?} after stdin closed; stderr:\n{}",
+                "the proxy did not exit {EXIT_TIMEOUT:?} after {after}; stderr:\n{}",
                 self.stderr()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        (rest, status, self)
+        }
+    }
+
+    /// Sends the proxy SIGTERM.
+    #[cfg(unix)]
+    pub fn sigterm(&self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
     }
 }
 
@@ -226,6 +275,111 @@ pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
+/// AgentCore's refusal `error`, in its HTTP form, as the emulator's fault.
+pub fn http_refusal(error: PlatformError) -> Fault {
+    Fault::Platform {
+        error,
+        form: PlatformForm::Http,
+    }
+}
+
+/// Runs `command` (the proxy's, from [`command`]) to its end with nothing on stdin; it must
+/// exit with `code`: what it wrote on stdout, and on stderr.
+pub fn run(mut command: Command, code: i32) -> (Vec<u8>, String) {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the proxy runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let args: Vec<_> = command.get_args().collect();
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{args:?}: stdout:\n{}\nstderr:\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    (output.stdout, stderr)
+}
+
+/// The emulator's runtime: `--runtime-arn`, `args`, then `--endpoint` unless `args` name one.
+pub fn runtime_args(emulator: &Emulator, args: &[&str]) -> Vec<String> {
+    let mut all = vec![
+        "--runtime-arn".to_owned(),
+        emulator.runtime_arn().to_owned(),
+    ];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    if !args.contains(&"--endpoint") {
+        all.extend(["--endpoint".to_owned(), emulator.endpoint()]);
+    }
+    all
+}
+
+/// The emulator's credentials, as the proxy's environment.
+pub fn credentials_env(emulator: &Emulator) -> Vec<(&'static str, String)> {
+    let credentials = emulator.credentials();
+    vec![
+        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_owned()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            credentials.secret_access_key().to_owned(),
+        ),
+        (
+            "AWS_SESSION_TOKEN",
+            credentials.session_token().unwrap().to_owned(),
+        ),
+    ]
+}
+
+/// AWS credentials of a test's own, for an in-test server that checks SigV4 signatures.
+pub struct SigningKey {
+    pub key: &'static str,
+    pub secret: &'static str,
+    pub session_token: Option<&'static str>,
+}
+
+impl SigningKey {
+    /// A verifier of signatures by this key for `region` and `service`.
+    pub fn verifier(&self, region: &str, service: &str) -> SignatureVerifier {
+        let credentials = aws_credential_types::Credentials::new(
+            self.key,
+            self.secret,
+            self.session_token.map(str::to_owned),
+            None,
+            "t",
+        );
+        SignatureVerifier::new(region, service).with_credentials(credentials)
+    }
+
+    /// The key as the proxy's environment.
+    pub fn env(&self) -> Vec<(&'static str, &'static str)> {
+        let mut env = vec![
+            ("AWS_ACCESS_KEY_ID", self.key),
+            ("AWS_SECRET_ACCESS_KEY", self.secret),
+        ];
+        env.extend(self.session_token.map(|token| ("AWS_SESSION_TOKEN", token)));
+        env
+    }
+}
+
+/// `args`, then `--header` with each of `headers`.
+pub fn header_args(args: &[&str], headers: &[impl AsRef<str>]) -> Vec<String> {
+    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    for header in headers {
+        all.extend(["--header".to_owned(), header.as_ref().to_owned()]);
+    }
+    all
+}
+
+/// Variables as [`command`] takes them.
+pub fn pairs<'a>(env: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    env.iter().map(|(n, v)| (*n, v.as_str())).collect()
+}
+
+/// Arguments as [`command`] takes them.
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 pub fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -252,6 +406,16 @@ pub fn call(id: u64, tool: &str, arguments: Value) -> Value {
         "tools/call",
         json!({"name": tool, "arguments": arguments}),
     )
+}
+
+/// The tools' names in a `tools/list` answer.
+pub fn tool_names(answer: &Value) -> Vec<&str> {
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools/list answer: {answer}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
 }
 
 pub fn text_of(answer: &Value) -> &str {
@@ -316,31 +480,58 @@ impl Drop for TempDir {
     }
 }
 
+/// A home whose AWS configuration has the profile `work`, of the SSO session `check-sso` whose
+/// cached token expired in 2020; removed when dropped.
+pub struct ExpiredSso {
+    pub dir: TempDir,
+    /// The configuration file.
+    pub config: String,
+    pub home: String,
+}
+
+impl ExpiredSso {
+    pub fn new(name: &str) -> ExpiredSso {
+        let dir = TempDir::new(name);
+        std::fs::create_dir_all(dir.0.join(".aws/sso/cache")).unwrap();
+        // The cache file of an sso-session is named by the SHA-1 of the session's name.
+        dir.write(
+            ".aws/sso/cache/eb14ee413f71370f02c4d13f6204a61ec4e69bb2.json",
+            r#"{"accessToken": "expired-sso-access-token", "expiresAt": "2020-01-01T00:00:00Z",
+            "region": "us-east-1", "startUrl": "https://example.awsapps.com/start"}"#,
+        );
+        let config = dir.write(
+            "config",
+            "[profile work]\nsso_session = check-sso\nsso_account_id = 123456789012\n\
+             sso_role_name = Dev\nregion = us-east-1\n\n[sso-session check-sso]\n\
+             sso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n",
+        );
+        let home = dir.0.to_str().unwrap().to_owned();
+        ExpiredSso { dir, config, home }
+    }
+
+    /// `HOME` and `AWS_CONFIG_FILE`, for the proxy's environment.
+    pub fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("AWS_CONFIG_FILE", self.config.as_str()),
+            ("HOME", self.home.as_str()),
+        ]
+    }
+}
+
 impl Proxy {
     /// Starts the proxy for `emulator` as [`Proxy::start`] does, with `env` set and no `OTEL_*`
     /// variable of the tests' own environment: what turns OpenTelemetry export on is `env`'s
     /// alone.
     pub fn start_with_otel(emulator: &Emulator, args: &[&str], env: &[(&str, &str)]) -> Proxy {
-        let credentials = emulator.credentials();
-        let endpoint = emulator.endpoint();
-        let mut all = vec!["--runtime-arn", emulator.runtime_arn()];
-        all.extend_from_slice(args);
-        if !args.contains(&"--endpoint") {
-            all.extend_from_slice(&["--endpoint", &endpoint]);
-        }
-        let mut command = command(&all, &[]);
+        let mut command = command(&strs(&runtime_args(emulator, args)), &[]);
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("OTEL_") {
                 command.env_remove(name);
             }
         }
         command
-            .env("AWS_ACCESS_KEY_ID", credentials.access_key_id())
-            .env("AWS_SECRET_ACCESS_KEY", credentials.secret_access_key())
-            .env("AWS_SESSION_TOKEN", credentials.session_token().unwrap());
-        for (name, value) in env {
-            command.env(name, value);
-        }
+            .envs(credentials_env(emulator))
+            .envs(env.iter().copied());
         Self::spawn(command)
     }
 
@@ -386,37 +577,4 @@ impl Proxy {
             stderr,
         }
     }
-}
-
-/// Serves HTTP/1 on 127.0.0.1 (a free port), each request answered by `handle`, until the
-/// task is aborted: the base URL (`http://127.0.0.1:PORT`) and the task. The in-test servers
-/// (an MCP server, a collector) share it.
-pub async fn serve_loopback<H, F, B>(handle: H) -> (String, tokio::task::JoinHandle<()>)
-where
-    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: std::future::Future<Output = http::Response<B>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let handle = handle.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let answer = handle(request);
-                    async move { Ok::<_, std::convert::Infallible>(answer.await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (base, task)
 }
