@@ -347,6 +347,20 @@ pub fn http_client() -> hyper_util::client::legacy::Client<
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
 }
 
+/// Sets, once per test binary, a global subscriber that wants every callsite (a bare
+/// registry). A binary's tests run on several threads, some with a scoped subscriber of their
+/// own, and tracing caches each callsite's interest over every dispatcher alive: a callsite first
+/// reached on a thread with none, while another thread is setting its scoped subscriber, can be
+/// cached as wanted by nobody, and that test then misses its spans (tracing's interest cache is
+/// not exact under concurrent registration). With one dispatcher that wants everything always
+/// alive, no callsite is ever cached as unwanted. Call it before setting a scoped subscriber.
+pub fn every_callsite_stays_interesting() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    });
+}
+
 /// What the code under test logs while this is alive: a `fmt` subscriber at TRACE, the
 /// default of the test's thread, writing into memory.
 pub struct Logs {
@@ -356,6 +370,7 @@ pub struct Logs {
 
 impl Logs {
     pub fn capture() -> Self {
+        every_callsite_stays_interesting();
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt;
         let buffer = Arc::new(Mutex::new(Vec::<u8>::new()));

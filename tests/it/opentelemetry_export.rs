@@ -56,6 +56,7 @@ impl Exported {
             tracing_opentelemetry::layer()
                 .with_tracer(tracer_provider.tracer("agentcore-tower-tests")),
         );
+        common::every_callsite_stays_interesting();
         let default = tracing::subscriber::set_default(subscriber);
         // Callsites met before under another subscriber are asked again.
         tracing::callsite::rebuild_interest_cache();

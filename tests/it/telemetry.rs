@@ -225,6 +225,7 @@ async fn run<S>(
     S::Error: std::fmt::Debug,
 {
     let subscriber = tracing_subscriber::registry().with(capture.clone());
+    common::every_callsite_stays_interesting();
     let _default = tracing::subscriber::set_default(subscriber);
     stack.oneshot(request).await.unwrap();
 }
@@ -839,6 +840,7 @@ async fn an_attempt_the_signer_could_not_authenticate_is_not_sent_in_its_span() 
     });
     let stack = bearer_signer(tokens).layer(inner);
     let subscriber = tracing_subscriber::registry().with(capture.clone());
+    common::every_callsite_stays_interesting();
     let _default = tracing::subscriber::set_default(subscriber);
     let error = stack.oneshot(json_request(ADD)).await.unwrap_err();
     assert_eq!(error.record().map(|r| r.len()), Some(1), "{error}");

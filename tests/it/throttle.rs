@@ -624,6 +624,7 @@ async fn tracing_tells_each_resend_without_the_query() {
             .with_ansi(false)
             .with_filter(tracing_subscriber::filter::LevelFilter::DEBUG),
     );
+    common::every_callsite_stays_interesting();
     let _guard = tracing::subscriber::set_default(subscriber);
     // Other tests of this binary, on other threads, may have met the callsites first, with no
     // subscriber: have their interest asked again, now that this thread has one.
