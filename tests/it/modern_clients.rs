@@ -10,9 +10,10 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::common::{Records, tap_into};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use agentcore_tower::protocol::{self, ParamHeaders};
-use agentcore_tower::rmcp::{Exchange, RecordTapLayer, TowerClient};
+use agentcore_tower::rmcp::TowerClient;
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};
 use bytes::Bytes;
 use futures_util::FutureExt as _;
@@ -31,7 +32,6 @@ use tower::{Service, ServiceExt as _};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
 /// Every exchange the tap saw, with its attempt record.
-type Records = Arc<Mutex<Vec<(Exchange, AttemptRecord)>>>;
 /// Every request the HTTP client beneath the signer was handed, in order.
 type Wire = Arc<Mutex<Vec<Sent>>>;
 
@@ -141,13 +141,8 @@ macro_rules! connect {
     ($signer:expr, $uri:expr, $http:expr, $lifecycle:expr) => {{
         let records = Records::default();
         let wire = Wire::default();
-        let sink = records.clone();
         let stack = tower::ServiceBuilder::new()
-            .layer(RecordTapLayer::new(move |exchange, record| {
-                sink.lock()
-                    .unwrap()
-                    .push((exchange.clone(), record.clone()));
-            }))
+            .layer(tap_into(&records))
             .layer(recommended_layers(
                 ReplayGuardLayer::new().idempotent_tools(["add"]),
                 $signer,

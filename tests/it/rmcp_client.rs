@@ -5,8 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{Records, tap_into};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::rmcp::{Exchange, RecordTapLayer, TowerClient, TowerClientError};
+use agentcore_tower::rmcp::{Exchange, TowerClient, TowerClientError};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -27,8 +28,6 @@ use tower::ServiceExt as _;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
-/// Every exchange the tap saw, with its attempt record.
-type Records = Arc<Mutex<Vec<(Exchange, AttemptRecord)>>>;
 
 // ---------------------------------------------------------------------------------------------
 // rmcp over the full stack, against the emulator
@@ -57,13 +56,8 @@ async fn connect_forgetful(
 ) -> Result<(Client, Records), BoxError> {
     let signer = emulator.signer().build()?;
     let records = Records::default();
-    let sink = records.clone();
     let stack = tower::ServiceBuilder::new()
-        .layer(RecordTapLayer::new(move |exchange, record| {
-            sink.lock()
-                .unwrap()
-                .push((exchange.clone(), record.clone()));
-        }))
+        .layer(tap_into(&records))
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
@@ -439,17 +433,12 @@ async fn a_call_dropped_by_a_deadline_still_reaches_the_tap() -> Result<(), BoxE
     let emulator = Emulator::start(EmulatorConfig::default()).await?;
     emulator.push_fault(Fault::Slow(Duration::from_secs(3600)));
     let seen = Records::default();
-    let sink = seen.clone();
     // The deadline outside the tap: the tap's call is dropped, not failed.
     let stack = tower::ServiceBuilder::new()
         .layer(tower::timeout::TimeoutLayer::new(Duration::from_millis(
             300,
         )))
-        .layer(RecordTapLayer::new(move |exchange, record| {
-            sink.lock()
-                .unwrap()
-                .push((exchange.clone(), record.clone()));
-        }))
+        .layer(tap_into(&seen))
         .layer(recommended_layers(
             ReplayGuardLayer::new(),
             emulator.signer().build()?,
@@ -960,13 +949,8 @@ async fn rmcp_over_a_gateway_runs_a_session_and_opens_it_again_after_it_expires(
     let emulator = Emulator::start(EmulatorConfig::default().gateway(true)).await?;
     let signer = emulator.endpoint_signer().build()?;
     let records = Records::default();
-    let sink = records.clone();
     let stack = tower::ServiceBuilder::new()
-        .layer(RecordTapLayer::new(move |exchange, record| {
-            sink.lock()
-                .unwrap()
-                .push((exchange.clone(), record.clone()));
-        }))
+        .layer(tap_into(&records))
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
