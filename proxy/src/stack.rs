@@ -319,7 +319,7 @@ fn guard(args: &Args) -> ReplayGuardLayer {
 /// aws-config's loader: the standard chain, for `--profile`'s profile when given (its
 /// credentials, SSO and assume-role included, and its region).
 pub fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
-    let loader = aws_config::defaults(BehaviorVersion::latest());
+    let loader = aws_config::defaults(BehaviorVersion::latest()).http_client(aws_http_client());
     match &args.profile {
         Some(profile) => {
             if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
@@ -333,6 +333,16 @@ pub fn aws_config_loader(args: &Args) -> aws_config::ConfigLoader {
         }
         None => loader,
     }
+}
+
+/// The HTTP client of aws-config's providers (SSO, STS, instance metadata): HTTPS over rustls
+/// with ring, as the proxy's own client, and the system's root certificates, as aws-config's
+/// default client.
+fn aws_http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::Ring))
+        .build_https()
 }
 
 /// The signing name of AgentCore Gateway (and Runtime).
@@ -357,10 +367,11 @@ pub fn host_region(host: &str) -> Option<&str> {
 /// The region of the AWS configuration alone (environment, profile, instance metadata): what a
 /// bearer-token runtime needs when neither --region nor its ARN names one. No credentials.
 async fn configured_region() -> Option<String> {
-    aws_config::default_provider::region::DefaultRegionChain::builder()
-        .build()
-        .region()
+    aws_config::defaults(BehaviorVersion::latest())
+        .http_client(aws_http_client())
+        .load()
         .await
+        .region()
         .map(|r| r.to_string())
 }
 
