@@ -39,8 +39,10 @@ async fn main() -> Result<(), BoxError> {
     // reqwest's own retries and redirects off (the stack decides re-sends); no proxy from the
     // environment between us and the emulator on 127.0.0.1.
     let client = ReqwestService::with_client(|builder| builder.no_proxy())?;
-    // tower-http's TraceLayer under the signer traces every attempt as it goes on the wire
-    // (method, URL, status, latency; never a header value), to stderr.
+    // The stack's own spans and events, to stderr: the call, each attempt as it goes on the wire
+    // and each layer's decision (never a header value). A tower-http `TraceLayer` fits between
+    // the stack and the client too, and sees every signed attempt (as
+    // `compat/tests/it/with_tower_http.rs` shows).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::DEBUG)
@@ -51,7 +53,6 @@ async fn main() -> Result<(), BoxError> {
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
         .service(client);
 
     let mut session: Option<String> = None;

@@ -117,7 +117,7 @@
 //! runs only when the layer could not (opening the new session failed, or the layer never saw
 //! the session opened), and the 404 reaches rmcp as above.
 //!
-//! `tests/it/rmcp_client.rs` (`an_expired_mcp_session_is_opened_again_and_the_call_runs_once`)
+//! `tests/doors/rmcp_client.rs` (`an_expired_mcp_session_is_opened_again_and_the_call_runs_once`)
 //! shows it with the non-idempotent `counter`: two calls, one 404, one run.
 //!
 //! # What goes out

@@ -426,79 +426,160 @@ impl CallMetrics {
 mod metrics_tests {
     use std::collections::BTreeMap;
     use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
 
     use bytes::Bytes;
     use http::{Request, Response, StatusCode};
     use http_body_util::Full;
-    use opentelemetry::metrics::MeterProvider as _;
-    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-    use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+
+    use opentelemetry::KeyValue;
+    use opentelemetry::metrics::{
+        AsyncInstrument, AsyncInstrumentBuilder, Histogram, HistogramBuilder, InstrumentProvider,
+        Meter, ObservableCounter, ObservableGauge, SyncInstrument,
+    };
     use tower::{Layer, Service, ServiceExt};
 
     use super::Metrics;
     use crate::McpSessionRecoveryLayer;
     use crate::rule::{Failure, Refusal};
 
-    /// A meter provider whose metrics are read with [`exported`].
-    fn provider() -> (SdkMeterProvider, InMemoryMetricExporter) {
-        let exporter = InMemoryMetricExporter::default();
-        let provider = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(exporter.clone()).build())
-            .build();
-        (provider, exporter)
+    /// A data point's key: the instrument, its unit, its attributes as sorted `key=value`.
+    type Key = (String, String, Vec<String>);
+
+    /// Each histogram measurement: its key and the histogram's bucket boundaries.
+    type Measurements = Arc<Mutex<Vec<(Key, Option<Vec<f64>>)>>>;
+    /// An observable instrument, asked for its data points as a reader asks.
+    type Observed = Box<dyn Fn() -> Vec<(Key, String)> + Send + Sync>;
+
+    fn key(name: &str, unit: Option<&str>, attributes: &[KeyValue]) -> Key {
+        let mut list: Vec<String> = attributes
+            .iter()
+            .map(|kv| format!("{}={}", kv.key, kv.value))
+            .collect();
+        list.sort();
+        (name.to_owned(), unit.unwrap_or_default().to_owned(), list)
     }
 
-    /// Each data point exported last: (instrument, unit, its attributes as `key=value`) → its
-    /// value (a sum or gauge) or its count and bounds (a histogram), as text.
-    fn exported(
-        provider: &SdkMeterProvider,
-        exporter: &InMemoryMetricExporter,
-    ) -> BTreeMap<(String, String, Vec<String>), String> {
-        provider.force_flush().unwrap();
-        let mut points = BTreeMap::new();
-        let finished = exporter.get_finished_metrics().unwrap();
-        for metric in finished
-            .last()
-            .into_iter()
-            .flat_map(|r| r.scope_metrics())
-            .flat_map(|s| s.metrics())
-        {
-            let key = |attributes: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
-                let mut list: Vec<String> = attributes
-                    .map(|kv| format!("{}={}", kv.key, kv.value))
-                    .collect();
-                list.sort();
-                (metric.name().to_owned(), metric.unit().to_owned(), list)
-            };
-            match metric.data() {
-                AggregatedMetrics::U64(MetricData::Sum(sum)) => {
-                    for p in sum.data_points() {
-                        points.insert(key(&mut p.attributes()), p.value().to_string());
-                    }
-                }
-                AggregatedMetrics::U64(MetricData::Gauge(gauge)) => {
-                    for p in gauge.data_points() {
-                        points.insert(key(&mut p.attributes()), p.value().to_string());
-                    }
-                }
-                AggregatedMetrics::F64(MetricData::Sum(sum)) => {
-                    for p in sum.data_points() {
-                        points.insert(key(&mut p.attributes()), p.value().to_string());
-                    }
-                }
-                AggregatedMetrics::F64(MetricData::Histogram(histogram)) => {
-                    for p in histogram.data_points() {
-                        let bounds: Vec<f64> = p.bounds().collect();
-                        points.insert(
-                            key(&mut p.attributes()),
-                            format!("count {} bounds {bounds:?}", p.count()),
-                        );
-                    }
-                }
-                other => panic!("{}: {other:?}", metric.name()),
-            }
+    /// A meter of the test's own, through OpenTelemetry's API alone (no SDK): it keeps each
+    /// histogram's measurements and each observable instrument's callback, and [`Self::read`]
+    /// gives what an exporter would be handed.
+    #[derive(Clone, Default)]
+    struct TestMeter {
+        histograms: Measurements,
+        observed: Arc<Mutex<Vec<Observed>>>,
+    }
+
+    struct Recorder {
+        key: (String, Option<String>, Option<Vec<f64>>),
+        histograms: Measurements,
+    }
+
+    impl SyncInstrument<f64> for Recorder {
+        fn measure(&self, _value: f64, attributes: &[KeyValue]) {
+            let (name, unit, bounds) = &self.key;
+            self.histograms
+                .lock()
+                .unwrap()
+                .push((key(name, unit.as_deref(), attributes), bounds.clone()));
         }
-        points
+    }
+
+    /// What one observable instrument's callbacks observe, as text.
+    struct Observations<'a> {
+        name: &'a str,
+        unit: Option<&'a str>,
+        points: Mutex<Vec<(Key, String)>>,
+    }
+
+    impl<T: ToString> AsyncInstrument<T> for Observations<'_> {
+        fn observe(&self, value: T, attributes: &[KeyValue]) {
+            let point = (key(self.name, self.unit, attributes), value.to_string());
+            self.points.lock().unwrap().push(point);
+        }
+    }
+
+    impl TestMeter {
+        fn meter(&self) -> Meter {
+            Meter::new(Arc::new(self.clone()))
+        }
+
+        fn observe<I, T: ToString + 'static>(&self, builder: AsyncInstrumentBuilder<'_, I, T>) {
+            let (name, unit) = (
+                builder.name.to_string(),
+                builder.unit.map(|u| u.to_string()),
+            );
+            let callbacks = builder.callbacks;
+            self.observed.lock().unwrap().push(Box::new(move || {
+                let observations = Observations {
+                    name: &name,
+                    unit: unit.as_deref(),
+                    points: Mutex::new(Vec::new()),
+                };
+                for callback in &callbacks {
+                    callback(&observations);
+                }
+                observations.points.into_inner().unwrap()
+            }));
+        }
+
+        /// Each data point as an exporter would get it now: (instrument, unit, attributes) →
+        /// its value (an observable counter or gauge), or its count and bounds (a histogram).
+        fn read(&self) -> BTreeMap<Key, String> {
+            let mut points: BTreeMap<Key, String> = BTreeMap::new();
+            for observed in self.observed.lock().unwrap().iter() {
+                points.extend(observed());
+            }
+            let mut counts: BTreeMap<Key, (usize, Vec<f64>)> = BTreeMap::new();
+            for (key, bounds) in self.histograms.lock().unwrap().iter() {
+                let entry = counts
+                    .entry(key.clone())
+                    .or_insert((0, bounds.clone().unwrap_or_default()));
+                entry.0 += 1;
+            }
+            points.extend(
+                counts.into_iter().map(|(key, (count, bounds))| {
+                    (key, format!("count {count} bounds {bounds:?}"))
+                }),
+            );
+            points
+        }
+    }
+
+    impl InstrumentProvider for TestMeter {
+        fn f64_histogram(&self, builder: HistogramBuilder<'_, Histogram<f64>>) -> Histogram<f64> {
+            Histogram::new(Arc::new(Recorder {
+                key: (
+                    builder.name.to_string(),
+                    builder.unit.map(|u| u.to_string()),
+                    builder.boundaries,
+                ),
+                histograms: self.histograms.clone(),
+            }))
+        }
+
+        fn u64_observable_counter(
+            &self,
+            builder: AsyncInstrumentBuilder<'_, ObservableCounter<u64>, u64>,
+        ) -> ObservableCounter<u64> {
+            self.observe(builder);
+            ObservableCounter::new()
+        }
+
+        fn f64_observable_counter(
+            &self,
+            builder: AsyncInstrumentBuilder<'_, ObservableCounter<f64>, f64>,
+        ) -> ObservableCounter<f64> {
+            self.observe(builder);
+            ObservableCounter::new()
+        }
+
+        fn u64_observable_gauge(
+            &self,
+            builder: AsyncInstrumentBuilder<'_, ObservableGauge<u64>, u64>,
+        ) -> ObservableGauge<u64> {
+            self.observe(builder);
+            ObservableGauge::new()
+        }
     }
 
     fn point(name: &str, unit: &str, attributes: &[&str]) -> (String, String, Vec<String>) {
@@ -509,10 +590,10 @@ mod metrics_tests {
 
     #[test]
     fn the_retry_budgets_counters_are_instruments() {
-        let (provider, exporter) = provider();
-        let metrics = Metrics::new(&provider.meter("test"));
+        let meter = TestMeter::default();
+        let metrics = Metrics::new(&meter.meter());
         let budget = crate::RetryBudget::new();
-        metrics.observe_budget(&budget, &[opentelemetry::KeyValue::new("runtime", "calc")]);
+        metrics.observe_budget(&budget, &[KeyValue::new("runtime", "calc")]);
         budget
             .withdraw(&Failure::Refused(Refusal::Throttled))
             .unwrap();
@@ -524,7 +605,7 @@ mod metrics_tests {
             .unwrap();
         budget.waited(std::time::Duration::from_millis(1500));
         budget.ended(4, true);
-        let points = exported(&provider, &exporter);
+        let points = meter.read();
         let runtime = "runtime=calc";
         let expected: BTreeMap<_, _> = [
             (
@@ -668,8 +749,8 @@ mod metrics_tests {
 
     #[tokio::test]
     async fn a_sessions_duration_from_initialize_to_delete_or_loss() {
-        let (provider, exporter) = provider();
-        let metrics = Metrics::new(&provider.meter("test"));
+        let meter = TestMeter::default();
+        let metrics = Metrics::new(&meter.meter());
         let known = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let layer = McpSessionRecoveryLayer::new().metrics(metrics);
         let client = layer.layer(server(known.clone()));
@@ -696,7 +777,8 @@ mod metrics_tests {
             .await
             .unwrap();
         assert_eq!(lost.status(), StatusCode::NOT_FOUND);
-        let points: Vec<_> = exported(&provider, &exporter)
+        let points: Vec<_> = meter
+            .read()
             .into_iter()
             .filter(|((name, ..), _)| name == "mcp.client.session.duration")
             .collect();

@@ -312,28 +312,6 @@ pub async fn serve(
     LocalServer { addr, task }
 }
 
-/// rmcp's exchanges, each with its attempt record, as a tap hands them over ([`tap_into`]).
-#[cfg(feature = "rmcp")]
-pub type Records = Arc<
-    Mutex<
-        Vec<(
-            agentcore_tower::rmcp::Exchange,
-            agentcore_tower::AttemptRecord,
-        )>,
-    >,
->;
-
-/// A record tap that keeps every exchange and its attempt record in `records`, in order.
-#[cfg(feature = "rmcp")]
-pub fn tap_into(records: &Records) -> agentcore_tower::rmcp::RecordTapLayer {
-    let sink = records.clone();
-    agentcore_tower::rmcp::RecordTapLayer::new(move |exchange, record| {
-        sink.lock()
-            .unwrap()
-            .push((exchange.clone(), record.clone()));
-    })
-}
-
 /// A POST of `body` to `url` as an MCP client sends it (JSON, either kind of answer
 /// accepted), in the MCP session `session` when there is one.
 pub fn mcp_post(url: &str, session: Option<&str>, body: impl Into<Bytes>) -> Request<Full<Bytes>> {

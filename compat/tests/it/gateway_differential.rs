@@ -54,11 +54,10 @@
 //! without `Host` (asserted), its `host` value is taken from its URI's authority exactly as its
 //! signer takes it, and our `Host` header is compared with that.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use crate::wire::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
 use agentcore_tower::endpoint::McpEndpointLayer;
 use aws_credential_types::Credentials;
 use aws_runtime::auth::sigv4::SigV4Signer;
@@ -72,7 +71,6 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponentsBuilder
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{ConfigBag, Layer as ConfigLayer};
 use bytes::Bytes;
-use common::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
 use http::Method;
 use http_body_util::Full;
 

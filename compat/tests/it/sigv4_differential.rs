@@ -49,11 +49,10 @@
 //! [`CaptureClient`] does the same job with the public `aws_smithy_runtime_api::client::http`
 //! traits: it keeps the one request it is given and answers a canned empty 200.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use crate::wire::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use aws_credential_types::Credentials;
 use aws_sdk_bedrockagentcore::config::retry::RetryConfig;
@@ -72,7 +71,6 @@ use aws_smithy_types::Blob;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
 use bytes::Bytes;
-use common::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
 use http_body_util::Full;
 
 const ACCESS_KEY: &str = "AKIDEXAMPLE";

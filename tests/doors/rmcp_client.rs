@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::{Records, tap_into};
+use crate::records::{Records, tap_into};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::rmcp::{Exchange, TowerClient, TowerClientError};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};

@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use crate::common::{Records, tap_into};
+use crate::records::{Records, tap_into};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use agentcore_tower::protocol::{self, ParamHeaders};
 use agentcore_tower::rmcp::TowerClient;

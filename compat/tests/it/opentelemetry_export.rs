@@ -32,7 +32,7 @@ use tower::{Layer, ServiceBuilder, ServiceExt};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// The tests one at a time: `tracing` caches each callsite's interest over every thread's
-/// subscriber (see `tests/it/telemetry.rs`).
+/// subscriber (see `tests/layers/telemetry.rs`).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The OpenTelemetry SDK's pipelines, in memory, for one test: spans through

@@ -1,6 +1,5 @@
 //! What the differential tests share: the fixed signing time, a request as it would go on the
 //! wire, with its parsed `Authorization`, and what our layer hands the service below it.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

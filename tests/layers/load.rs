@@ -56,7 +56,7 @@ async fn ten_thousand_calls_under_faults() {
         .layer(
             // The layers' correctness under sustained faults, not the retry budget: a third of the
             // attempts failing for the whole run is the storm a budget exists to damp
-            // (tests/it/budget.rs measures that), so the calls here get none.
+            // (tests/layers/budget.rs measures that), so the calls here get none.
             ReplayGuardLayer::new()
                 .idempotent_tools(["add"])
                 .no_retry_budget()

@@ -1,0 +1,33 @@
+//! The library's integration tests of its layers and of the call's promises, in one binary (one
+//! link, not one per file): each layer alone over in-memory services, then the stack together,
+//! in memory and against the emulator. Their companion binary, `tests/doors`, holds the tests of
+//! the doors, the emulator itself and the MCP clients over the stack; the two are split so that
+//! neither crate's compilation needs more than about half a gigabyte. The tests that install a
+//! counting global allocator (`tests/allocations.rs`, `tests/memory.rs`) stay binaries of their
+//! own: an allocator is the whole process's, and the other tests' allocations would count.
+//! Modules that need a feature of the crate are built with it.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod budget;
+#[cfg(feature = "emulator")]
+mod call;
+#[cfg(feature = "emulator")]
+mod contract;
+mod deadline;
+#[cfg(feature = "emulator")]
+mod lifecycle;
+#[cfg(feature = "emulator")]
+mod load;
+mod mcp_session;
+mod module_graph;
+mod replay;
+mod secrets;
+mod session_busy;
+#[cfg(feature = "emulator")]
+mod sigv4;
+mod telemetry;
+#[cfg(feature = "emulator")]
+mod telemetry_emulator;
+mod throttle;
