@@ -52,7 +52,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use crate::wire::{FIXED_AMZ_DATE, Wire, fixed_time, through_our_layer};
+use crate::wire::{
+    Wire, assert_same_body, assert_same_signing, credentials, fixed_time, through_our_layer,
+    tools_call_of_size,
+};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use aws_credential_types::Credentials;
 use aws_sdk_bedrockagentcore::config::retry::RetryConfig;
@@ -74,7 +77,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 const ACCESS_KEY: &str = "AKIDEXAMPLE";
-const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 /// A test value with the characters a real token has (`/`, `+`, `=`).
 const SESSION_TOKEN: &str =
     "IQoJb3JpZ2luX2VjEXAMPLE//////////wEaCXVzLWVhc3QtMSJHMEUCIQD+test/token=";
@@ -223,14 +225,26 @@ impl Case {
         }
     }
 
+    /// A case invoking [`ARN_US_EAST_1`] from a `us-east-1` client.
+    fn us_east_1(name: &'static str) -> Self {
+        Self::new(name, Target::Arn(ARN_US_EAST_1), "us-east-1")
+    }
+
+    /// A case invoking [`RUNTIME_ID`] in [`ACCOUNT`] from a `us-east-1` client, the region given
+    /// on our side too (a runtime id names none).
+    fn runtime_id(name: &'static str) -> Self {
+        let target = Target::RuntimeId {
+            id: RUNTIME_ID,
+            account: ACCOUNT,
+        };
+        Self {
+            our_region: Some("us-east-1"),
+            ..Self::new(name, target, "us-east-1")
+        }
+    }
+
     fn credentials(&self) -> Credentials {
-        Credentials::new(
-            ACCESS_KEY,
-            SECRET_KEY,
-            self.session_token.map(str::to_owned),
-            None,
-            "test",
-        )
+        credentials(ACCESS_KEY, self.session_token)
     }
 }
 
@@ -331,20 +345,7 @@ async fn through_sdk(case: &Case) -> (Wire, Vec<String>) {
         .await
         .unwrap_or_else(|e| panic!("{}: the SDK call failed: {e:?}", case.name));
 
-    let request = capture.expect_request();
-    let body = Bytes::copy_from_slice(
-        request
-            .body()
-            .bytes()
-            .expect("the SDK's payload is in memory"),
-    );
-    let wire = Wire::new(
-        "the SDK",
-        request.method(),
-        request.uri(),
-        request.headers().iter(),
-        body,
-    );
+    let wire = Wire::from_sdk(&capture.expect_request());
     let removed = std::mem::take(&mut *strip.removed.lock().unwrap());
     (wire, removed)
 }
@@ -405,23 +406,9 @@ fn assert_same_request(case: &Case, ours: &Wire, sdk: &Wire, removed_user_agents
     assert_eq!(ours.uri.query(), sdk.uri.query(), "{name}: query");
     assert_eq!(ours.uri, sdk.uri, "{name}: URI");
 
+    assert_same_signing(name, ours, sdk, ACCESS_KEY, case.region, case.session_token);
     let our_auth = ours.authorization("our layer");
     let sdk_auth = sdk.authorization("the SDK");
-    assert_eq!(our_auth.algorithm, "AWS4-HMAC-SHA256", "{name}: algorithm");
-    assert_eq!(our_auth.algorithm, sdk_auth.algorithm, "{name}: algorithm");
-    assert_eq!(
-        sdk_auth.credential,
-        format!(
-            "{ACCESS_KEY}/{}/{}/bedrock-agentcore/aws4_request",
-            &FIXED_AMZ_DATE[..8],
-            case.region
-        ),
-        "{name}: the SDK's credential scope"
-    );
-    assert_eq!(
-        our_auth.credential, sdk_auth.credential,
-        "{name}: credential scope"
-    );
     let sdk_signed = sdk_auth.signed_header_names();
     assert_eq!(
         our_auth.signed_header_names(),
@@ -432,40 +419,6 @@ fn assert_same_request(case: &Case, ours: &Wire, sdk: &Wire, removed_user_agents
         !sdk_signed.iter().any(|h| h == X_AMZ_USER_AGENT),
         "{name}: the SDK signed `{X_AMZ_USER_AGENT}` although it was removed before signing"
     );
-
-    assert_eq!(
-        sdk.header("x-amz-date"),
-        Some(FIXED_AMZ_DATE),
-        "{name}: the SDK's x-amz-date"
-    );
-    assert_eq!(
-        ours.header("x-amz-date"),
-        sdk.header("x-amz-date"),
-        "{name}: x-amz-date"
-    );
-    assert_eq!(
-        sdk.header("x-amz-security-token"),
-        case.session_token,
-        "{name}: the SDK's x-amz-security-token"
-    );
-    assert_eq!(
-        ours.header("x-amz-security-token"),
-        sdk.header("x-amz-security-token"),
-        "{name}: x-amz-security-token"
-    );
-
-    for header in &sdk_signed {
-        let sdk_value = sdk.signed_value(header);
-        assert!(
-            sdk_value.is_some(),
-            "{name}: the SDK signed `{header}` without sending it"
-        );
-        assert_eq!(
-            ours.signed_value(header),
-            sdk_value,
-            "{name}: signed header `{header}`"
-        );
-    }
 
     // Headers outside the signed set: ours may carry only what the SDK carries unsigned too
     // (`x-amzn-trace-id`), with the same value; the SDK carries only that and its own extras.
@@ -498,12 +451,7 @@ fn assert_same_request(case: &Case, ours: &Wire, sdk: &Wire, removed_user_agents
 
     assert_eq!(our_auth.signature, sdk_auth.signature, "{name}: signature");
 
-    assert_eq!(ours.body.len(), case.body.len(), "{name}: our body length");
-    assert!(ours.body == sdk.body, "{name}: the bodies differ");
-    assert!(
-        ours.body == case.body,
-        "{name}: our body is not the payload"
-    );
+    assert_same_body(name, ours, sdk, &case.body, "payload");
 }
 
 /// Runs one case through both and compares.
@@ -515,7 +463,7 @@ async fn check(case: Case) {
 
 #[tokio::test]
 async fn arn_with_colon_and_slash_no_qualifier_no_token() {
-    let case = Case::new("arn", Target::Arn(ARN_US_EAST_1), "us-east-1");
+    let case = Case::us_east_1("arn");
     let (sdk, removed) = through_sdk(&case).await;
     let ours = through_layer(&case).await;
     // Pins the comparison to something non-trivial: the minimal signed set.
@@ -553,11 +501,7 @@ async fn arn_with_qualifier_and_session_token_and_derived_mcp_headers() {
         },
         derived_mcp: Some(("tools/call", "add")),
         body: Bytes::from_static(TOOLS_CALL_ADD.as_bytes()),
-        ..Case::new(
-            "arn+qualifier+token",
-            Target::Arn(ARN_US_EAST_1),
-            "us-east-1",
-        )
+        ..Case::us_east_1("arn+qualifier+token")
     })
     .await;
 }
@@ -567,47 +511,24 @@ async fn arn_with_explicit_region_and_qualifier_no_token() {
     check(Case {
         our_region: Some("us-east-1"),
         qualifier: Some("prod_v2"),
-        ..Case::new(
-            "arn+region+qualifier",
-            Target::Arn(ARN_US_EAST_1),
-            "us-east-1",
-        )
+        ..Case::us_east_1("arn+region+qualifier")
     })
     .await;
 }
 
 #[tokio::test]
 async fn runtime_id_with_account_id_no_qualifier() {
-    check(Case {
-        our_region: Some("us-east-1"),
-        ..Case::new(
-            "runtime id+account",
-            Target::RuntimeId {
-                id: RUNTIME_ID,
-                account: ACCOUNT,
-            },
-            "us-east-1",
-        )
-    })
-    .await;
+    check(Case::runtime_id("runtime id+account")).await;
 }
 
 #[tokio::test]
 async fn runtime_id_with_account_id_qualifier_and_session_token() {
     check(Case {
-        our_region: Some("us-east-1"),
         qualifier: Some("DEFAULT"),
         session_token: Some(SESSION_TOKEN),
         derived_mcp: Some(("tools/call", "add")),
         body: Bytes::from_static(TOOLS_CALL_ADD.as_bytes()),
-        ..Case::new(
-            "runtime id+account+qualifier+token",
-            Target::RuntimeId {
-                id: RUNTIME_ID,
-                account: ACCOUNT,
-            },
-            "us-east-1",
-        )
+        ..Case::runtime_id("runtime id+account+qualifier+token")
     })
     .await;
 }
@@ -629,7 +550,7 @@ async fn every_optional_header_set_explicitly() {
         session_token: Some(SESSION_TOKEN),
         members: Members::all(),
         body: Bytes::from_static(TOOLS_CALL_ADD.as_bytes()),
-        ..Case::new("every header", Target::Arn(ARN_US_EAST_1), "us-east-1")
+        ..Case::us_east_1("every header")
     })
     .await;
 }
@@ -638,21 +559,14 @@ async fn every_optional_header_set_explicitly() {
 async fn empty_body() {
     check(Case {
         body: Bytes::new(),
-        ..Case::new("empty body", Target::Arn(ARN_US_EAST_1), "us-east-1")
+        ..Case::us_east_1("empty body")
     })
     .await;
 }
 
 #[tokio::test]
 async fn one_mib_body_with_derived_mcp_headers() {
-    const MIB: usize = 1 << 20;
     let head = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":""#;
-    let tail = r#""}}}"#;
-    let mut body = Vec::with_capacity(MIB);
-    body.extend_from_slice(head.as_bytes());
-    body.resize(MIB - tail.len(), b'x');
-    body.extend_from_slice(tail.as_bytes());
-    assert_eq!(body.len(), MIB);
     check(Case {
         session_token: Some(SESSION_TOKEN),
         members: Members {
@@ -660,8 +574,8 @@ async fn one_mib_body_with_derived_mcp_headers() {
             ..Members::default()
         },
         derived_mcp: Some(("tools/call", "echo")),
-        body: Bytes::from(body),
-        ..Case::new("1 MiB body", Target::Arn(ARN_US_EAST_1), "us-east-1")
+        body: tools_call_of_size(head, 1 << 20),
+        ..Case::us_east_1("1 MiB body")
     })
     .await;
 }

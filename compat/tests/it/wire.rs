@@ -7,6 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
+use aws_credential_types::Credentials;
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service, ServiceExt};
@@ -16,6 +18,33 @@ pub fn fixed_time() -> SystemTime {
     UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789)
 }
 pub const FIXED_AMZ_DATE: &str = "20231114T221320Z";
+
+/// The secret key both differential tests sign with.
+pub const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+
+/// Static credentials for `access_key` and [`SECRET_KEY`], with `session_token` if any: what
+/// both sides of a case are given.
+pub fn credentials(access_key: &str, session_token: Option<&str>) -> Credentials {
+    Credentials::new(
+        access_key,
+        SECRET_KEY,
+        session_token.map(str::to_owned),
+        None,
+        "test",
+    )
+}
+
+/// A `tools/call` of exactly `size` bytes: `head` (which opens the text argument), `x`s, then
+/// the closing `"}}}`.
+pub fn tools_call_of_size(head: &str, size: usize) -> Bytes {
+    let tail = r#""}}}"#;
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(head.as_bytes());
+    body.resize(size - tail.len(), b'x');
+    body.extend_from_slice(tail.as_bytes());
+    assert_eq!(body.len(), size);
+    Bytes::from(body)
+}
 
 /// What a request would put on the wire, from either side.
 #[derive(Clone, Debug)]
@@ -46,6 +75,18 @@ impl Wire {
             headers: map,
             body,
         }
+    }
+
+    /// The request the SDK's side signed, as it would go on the wire.
+    pub fn from_sdk(request: &HttpRequest) -> Self {
+        let body = request.body().bytes().expect("the SDK's body is in memory");
+        Self::new(
+            "the SDK",
+            request.method(),
+            request.uri(),
+            request.headers().iter(),
+            Bytes::copy_from_slice(body),
+        )
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -126,6 +167,78 @@ impl Authorization {
         names.sort_unstable();
         names
     }
+}
+
+/// Asserts what every differential test compares in the two requests' signing, the SDK's
+/// value pinned and ours equal to it: the algorithm, the credential scope (`access_key` on the
+/// fixed date, `region`, `bedrock-agentcore`), `x-amz-date` (the fixed time),
+/// `x-amz-security-token` (`session_token`), and the value of every header the SDK signed,
+/// which it must have sent.
+pub fn assert_same_signing(
+    name: &str,
+    ours: &Wire,
+    sdk: &Wire,
+    access_key: &str,
+    region: &str,
+    session_token: Option<&str>,
+) {
+    let our_auth = ours.authorization("our layer");
+    let sdk_auth = sdk.authorization("the SDK");
+    assert_eq!(sdk_auth.algorithm, "AWS4-HMAC-SHA256", "{name}: algorithm");
+    assert_eq!(our_auth.algorithm, sdk_auth.algorithm, "{name}: algorithm");
+    assert_eq!(
+        sdk_auth.credential,
+        format!(
+            "{access_key}/{}/{region}/bedrock-agentcore/aws4_request",
+            &FIXED_AMZ_DATE[..8]
+        ),
+        "{name}: the SDK's credential scope"
+    );
+    assert_eq!(
+        our_auth.credential, sdk_auth.credential,
+        "{name}: credential scope"
+    );
+
+    assert_eq!(
+        sdk.header("x-amz-date"),
+        Some(FIXED_AMZ_DATE),
+        "{name}: the SDK's x-amz-date"
+    );
+    assert_eq!(
+        ours.header("x-amz-date"),
+        sdk.header("x-amz-date"),
+        "{name}: x-amz-date"
+    );
+    assert_eq!(
+        sdk.header("x-amz-security-token"),
+        session_token,
+        "{name}: the SDK's x-amz-security-token"
+    );
+    assert_eq!(
+        ours.header("x-amz-security-token"),
+        sdk.header("x-amz-security-token"),
+        "{name}: x-amz-security-token"
+    );
+
+    for header in sdk_auth.signed_header_names() {
+        let sdk_value = sdk.signed_value(&header);
+        assert!(
+            sdk_value.is_some(),
+            "{name}: the SDK signed `{header}` without sending it"
+        );
+        assert_eq!(
+            ours.signed_value(&header),
+            sdk_value,
+            "{name}: signed header `{header}`"
+        );
+    }
+}
+
+/// Asserts that both sides sent `body` (`what` names it in the messages).
+pub fn assert_same_body(name: &str, ours: &Wire, sdk: &Wire, body: &Bytes, what: &str) {
+    assert_eq!(ours.body.len(), body.len(), "{name}: our body length");
+    assert!(ours.body == sdk.body, "{name}: the bodies differ");
+    assert!(ours.body == body, "{name}: our body is not the {what}");
 }
 
 /// The service under our layer in a differential test: it keeps the one request it is handed
