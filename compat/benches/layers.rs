@@ -24,7 +24,6 @@
 //! Run: `cargo bench --bench layers` (add `-- --warm-up-time 1 --measurement-time 3` for a
 //! short run).
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
@@ -35,8 +34,8 @@ use tower::ServiceBuilder;
 mod support;
 
 use support::{
-    answer, call, current_thread_runtime, inner, interleaved, interleaving_wanted, print_median,
-    retry_layers, timed, tools_call,
+    answer, bench_calls, call, current_thread_runtime, inner, interleaved, interleaving_wanted,
+    print_median, retry_layers, timed, tools_call,
 };
 
 fn layers(c: &mut Criterion) {
@@ -71,30 +70,16 @@ fn layers(c: &mut Criterion) {
     });
 
     let mut group = c.benchmark_group("layers");
-    group.bench_function("bare", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&bare, &body).await) })
+    bench_calls(&mut group, "bare", &runtime, || call(&bare, &body));
+    bench_calls(&mut group, "throttle", &runtime, || call(&throttle, &body));
+    bench_calls(&mut group, "session_busy", &runtime, || {
+        call(&session_busy, &body)
     });
-    group.bench_function("throttle", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&throttle, &body).await) })
+    bench_calls(&mut group, "session_busy_no_peek", &runtime, || {
+        call(&session_busy_no_peek, &body)
     });
-    group.bench_function("session_busy", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&session_busy, &body).await) })
-    });
-    group.bench_function("session_busy_no_peek", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&session_busy_no_peek, &body).await) })
-    });
-    group.bench_function("guard", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&guard, &body).await) })
-    });
-    group.bench_function("stack", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&stack, &body).await) })
-    });
+    bench_calls(&mut group, "guard", &runtime, || call(&guard, &body));
+    bench_calls(&mut group, "stack", &runtime, || call(&stack, &body));
     group.finish();
 
     if interleaving_wanted() {

@@ -61,8 +61,8 @@ mod support;
 
 use support::{
     ARN, REGION, RUNTIME_SESSION, allocations_per_call, answer, credentials,
-    current_thread_runtime, interleaved, interleaving_wanted, mcp_request_owned, print_median,
-    raw_signed, retry_layers, time_ratio, timed, tools_call,
+    current_thread_runtime, interleaved, interleaving_wanted, json_response, mcp_request_owned,
+    print_median, raw_signed, retry_layers, time_ratio, timed, tools_call,
 };
 
 const IN_FLIGHT: usize = 64;
@@ -115,13 +115,7 @@ async fn serve(answer: Bytes) -> SocketAddr {
                         async move {
                             let _ = request.into_body().collect().await;
                             ANSWERED.fetch_add(1, Ordering::Relaxed);
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .header("content-type", "application/json")
-                                    .header("content-length", answer.len())
-                                    .body(Full::new(answer))
-                                    .unwrap(),
-                            )
+                            Ok::<_, Infallible>(json_response(answer))
                         }
                     });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -436,13 +430,7 @@ fn decompose<S, B>(
             let bare = bare.clone();
             async move {
                 let bytes = bare.call(Bytes::new()).await;
-                Ok::<_, Infallible>(
-                    Response::builder()
-                        .header("content-type", "application/json")
-                        .header("content-length", bytes.len())
-                        .body(Full::new(bytes))
-                        .unwrap(),
-                )
+                Ok::<_, Infallible>(json_response(bytes))
             }
         })
     };

@@ -24,15 +24,13 @@
 //!
 //! Run: `cargo bench --bench sdk`.
 
-use std::hint::black_box;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 
 #[path = "support/mod.rs"]
 mod support;
 
 use support::{
-    answer, call, current_thread_runtime, interleaved, interleaving_wanted, our_stack,
+    answer, bench_calls, call, current_thread_runtime, interleaved, interleaving_wanted, our_stack,
     print_median, sdk_call, sdk_client, time_ratio, timed, tools_call,
 };
 
@@ -48,14 +46,8 @@ fn sdk(c: &mut Criterion) {
     });
 
     let mut group = c.benchmark_group("sdk");
-    group.bench_function("sdk", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(sdk_call(&client, &body).await) })
-    });
-    group.bench_function("ours", |b| {
-        b.to_async(&runtime)
-            .iter(|| async { black_box(call(&stack, &body).await) })
-    });
+    bench_calls(&mut group, "sdk", &runtime, || sdk_call(&client, &body));
+    bench_calls(&mut group, "ours", &runtime, || call(&stack, &body));
     group.finish();
 
     if interleaving_wanted() {

@@ -44,7 +44,6 @@
 //! Run: `cargo bench -p agentcore-tower-compat --bench telemetry` (add
 //! `-- --warm-up-time 1 --measurement-time 3` for a short run).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,13 +54,13 @@ use agentcore_tower::RecommendedLayers;
 use agentcore_tower::telemetry::{Metrics, TraceContext};
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
-use http::{HeaderMap, Request, Response};
-use http_body_util::Full;
+use http::HeaderMap;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use tower::{Layer, Service, service_fn};
+use tokio::runtime::Runtime;
+use tower::Layer;
 use tracing::Dispatch;
 use tracing::subscriber::NoSubscriber;
 use tracing_subscriber::filter::LevelFilter;
@@ -71,8 +70,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 mod support;
 
 use support::{
-    allocations_per_call, answer, call, current_thread_runtime, inner, interleaved,
-    interleaving_wanted, print_median, signer, time_ratio, tools_call,
+    Callable, InMemory, allocations_per_call, answer, answering, call, current_thread_runtime,
+    inner, interleaved, interleaving_wanted, print_median, signer, time_ratio, tools_call,
 };
 
 #[global_allocator]
@@ -181,55 +180,26 @@ where
     elapsed
 }
 
-/// A response with `body` (HTTP 200, `content-type: application/json`, `content-length`).
-fn json_response(body: Bytes) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(200)
-        .header("content-type", "application/json")
-        .header("content-length", body.len())
-        .body(Full::new(body))
-        .unwrap()
-}
-
 /// The in-memory runtime whose session is busy once per call: it answers every other request
 /// (the first, the third, …) with the session-busy refusal, and the others with `answer`.
 /// Clones share the count.
-fn busy_once(
-    answer: Bytes,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-+ Send {
+fn busy_once(answer: Bytes) -> impl InMemory {
     let sent = Arc::new(AtomicU64::new(0));
-    service_fn(move |_request: Request<Full<Bytes>>| {
+    answering(move |_request| {
         let busy = sent.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
-        let body = if busy {
+        if busy {
             Bytes::from_static(BUSY)
         } else {
             answer.clone()
-        };
-        async move { Ok::<_, Infallible>(json_response(body)) }
+        }
     })
 }
 
 /// The in-memory service answering `answer`, keeping the headers of the last request it got.
-fn capturing(
-    answer: Bytes,
-    seen: Arc<Mutex<HeaderMap>>,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-+ Send {
-    service_fn(move |request: Request<Full<Bytes>>| {
+fn capturing(answer: Bytes, seen: Arc<Mutex<HeaderMap>>) -> impl InMemory {
+    answering(move |request| {
         *seen.lock().unwrap() = request.headers().clone();
-        let answer = answer.clone();
-        async move { Ok::<_, Infallible>(json_response(answer)) }
+        answer.clone()
     })
 }
 
@@ -247,39 +217,59 @@ fn layers(otel: &Otel, with_metrics: bool) -> RecommendedLayers {
         .trace_context(TraceContext::opentelemetry())
 }
 
-/// One call of `stack` under `setup` on `runtime`, the exporters emptied first: the answer and
-/// the names of the spans exported.
-fn traced_call<S, B>(
-    otel: &Otel,
-    setup: Setup,
-    runtime: &tokio::runtime::Runtime,
-    stack: &S,
-    body: &Bytes,
-) -> (Bytes, Vec<String>)
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    otel.clear();
-    let got = runtime.block_on(async {
+/// What every measurement shares: the providers, and the `tools/call` each call sends.
+struct Bench<'a> {
+    otel: &'a Otel,
+    body: &'a Bytes,
+}
+
+impl Bench<'_> {
+    /// One call of `stack` under `setup` on `runtime`, the exporters emptied first: the answer
+    /// and the names of the spans exported.
+    fn traced_call<S: Callable>(
+        &self,
+        setup: Setup,
+        runtime: &Runtime,
+        stack: &S,
+    ) -> (Bytes, Vec<String>) {
+        let Self { otel, body } = *self;
+        otel.clear();
+        let got = runtime.block_on(async {
+            let dispatch = otel.dispatch(setup);
+            let _default = dispatch.as_ref().map(tracing::dispatcher::set_default);
+            call(stack, body).await
+        });
+        let spans = otel.spans.get_finished_spans().unwrap();
+        (got, spans.iter().map(|s| s.name.to_string()).collect())
+    }
+
+    /// The time of [`CALLS`] calls of `stack` under `setup` on `runtime`.
+    fn timed<S: Callable>(&self, setup: Setup, runtime: &Runtime, stack: &S) -> Duration {
+        let Self { otel, body } = *self;
+        runtime.block_on(run(otel, setup, CALLS, || call(stack, body)))
+    }
+
+    /// Mean (allocations, bytes) per call of `stack` under `setup` on `runtime`: 1,000 calls
+    /// after 200 of warm-up.
+    fn allocations<S: Callable>(&self, setup: Setup, runtime: &Runtime, stack: &S) -> (f64, f64) {
+        let Self { otel, body } = *self;
         let dispatch = otel.dispatch(setup);
         let _default = dispatch.as_ref().map(tracing::dispatcher::set_default);
-        call(stack, body).await
-    });
-    let spans = otel.spans.get_finished_spans().unwrap();
-    (got, spans.iter().map(|s| s.name.to_string()).collect())
+        runtime.block_on(async {
+            for _ in 0..200 {
+                black_box(call(stack, body).await);
+            }
+        });
+        otel.clear();
+        let counted = allocations_per_call(runtime, 1_000, || call(stack, body));
+        otel.clear();
+        counted
+    }
 }
 
 /// Checks, one call each, that every set-up does what it says; prints the spans exported.
-fn check(
-    otel: &Otel,
-    runtime: &tokio::runtime::Runtime,
-    paused: &tokio::runtime::Runtime,
-    body: &Bytes,
-    answer: &Bytes,
-) {
+fn check(bench: &Bench, runtime: &Runtime, paused: &Runtime, answer: &Bytes) {
+    let otel = bench.otel;
     let seen = Arc::new(Mutex::new(HeaderMap::new()));
     let plain = layers(otel, false).layer(capturing(answer.clone(), seen.clone()));
     let full = layers(otel, true).layer(capturing(answer.clone(), seen.clone()));
@@ -294,18 +284,18 @@ fn check(
     };
 
     for setup in [Setup::None, Setup::Filtered] {
-        let (got, spans) = traced_call(otel, setup, runtime, &plain, body);
+        let (got, spans) = bench.traced_call(setup, runtime, &plain);
         assert_eq!(&got, answer, "{setup:?}");
         assert!(spans.is_empty(), "{setup:?}: {spans:?}");
         assert_eq!(trace_headers(), (false, false), "{setup:?}");
     }
-    let (got, spans) = traced_call(otel, Setup::Otel, runtime, &plain, body);
+    let (got, spans) = bench.traced_call(Setup::Otel, runtime, &plain);
     assert_eq!(&got, answer);
     assert_eq!(spans.len(), 2, "otel: {spans:?}");
     println!("telemetry: spans exported per call: {spans:?}");
     assert_eq!(trace_headers(), (false, false), "otel, no trace context");
 
-    let (got, spans) = traced_call(otel, Setup::OtelMetrics, runtime, &full, body);
+    let (got, spans) = bench.traced_call(Setup::OtelMetrics, runtime, &full);
     assert_eq!(&got, answer);
     assert_eq!(spans.len(), 2, "otel_metrics: {spans:?}");
     assert_eq!(trace_headers(), (true, true), "otel_metrics: trace headers");
@@ -326,59 +316,14 @@ fn check(
         ]
     );
 
-    let (got, spans) = traced_call(otel, Setup::None, paused, &busy_plain, body);
+    let (got, spans) = bench.traced_call(Setup::None, paused, &busy_plain);
     assert_eq!(&got, answer, "busy_none");
     assert!(spans.is_empty(), "busy_none: {spans:?}");
-    let (got, spans) = traced_call(otel, Setup::OtelMetrics, paused, &busy_full, body);
+    let (got, spans) = bench.traced_call(Setup::OtelMetrics, paused, &busy_full);
     assert_eq!(&got, answer, "busy_otel_metrics");
     assert_eq!(spans.len(), 3, "busy_otel_metrics: {spans:?}");
     println!("telemetry: spans exported per busy call: {spans:?}");
     otel.clear();
-}
-
-/// The time of [`CALLS`] calls of `stack` under `setup` on `runtime`.
-fn timed_under<S, B>(
-    otel: &Otel,
-    setup: Setup,
-    runtime: &tokio::runtime::Runtime,
-    stack: &S,
-    body: &Bytes,
-) -> Duration
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    runtime.block_on(run(otel, setup, CALLS, || call(stack, body)))
-}
-
-/// Mean (allocations, bytes) per call of `stack` under `setup` on `runtime`: 1,000 calls after
-/// 200 of warm-up.
-fn allocations_under<S, B>(
-    otel: &Otel,
-    setup: Setup,
-    runtime: &tokio::runtime::Runtime,
-    stack: &S,
-    body: &Bytes,
-) -> (f64, f64)
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let dispatch = otel.dispatch(setup);
-    let _default = dispatch.as_ref().map(tracing::dispatcher::set_default);
-    runtime.block_on(async {
-        for _ in 0..200 {
-            black_box(call(stack, body).await);
-        }
-    });
-    otel.clear();
-    let counted = allocations_per_call(runtime, 1_000, || call(stack, body));
-    otel.clear();
-    counted
 }
 
 fn telemetry(c: &mut Criterion) {
@@ -392,7 +337,11 @@ fn telemetry(c: &mut Criterion) {
     let body = tools_call(1024);
     let answer = answer(300);
     let otel = Otel::new();
-    check(&otel, &runtime, &paused, &body, &answer);
+    let bench = Bench {
+        otel: &otel,
+        body: &body,
+    };
+    check(&bench, &runtime, &paused, &answer);
 
     let plain = layers(&otel, false).layer(inner(answer.clone()));
     let full = layers(&otel, true).layer(inner(answer.clone()));
@@ -400,28 +349,26 @@ fn telemetry(c: &mut Criterion) {
     let busy_full = layers(&otel, true).layer(busy_once(answer.clone()));
 
     let mut group = c.benchmark_group("telemetry");
-    for (name, setup) in [
-        ("none", Setup::None),
-        ("filtered", Setup::Filtered),
-        ("otel", Setup::Otel),
+    for (name, setup, stack) in [
+        ("none", Setup::None, &plain),
+        ("filtered", Setup::Filtered, &plain),
+        ("otel", Setup::Otel, &plain),
+        ("otel_metrics", Setup::OtelMetrics, &full),
     ] {
         group.bench_function(name, |b| {
             b.to_async(&runtime)
-                .iter_custom(|iters| run(&otel, setup, iters, || call(&plain, &body)))
+                .iter_custom(|iters| run(&otel, setup, iters, || call(stack, &body)))
         });
     }
-    group.bench_function("otel_metrics", |b| {
-        b.to_async(&runtime)
-            .iter_custom(|iters| run(&otel, Setup::OtelMetrics, iters, || call(&full, &body)))
-    });
-    group.bench_function("busy_none", |b| {
-        b.to_async(&paused)
-            .iter_custom(|iters| run(&otel, Setup::None, iters, || call(&busy_plain, &body)))
-    });
-    group.bench_function("busy_otel_metrics", |b| {
-        b.to_async(&paused)
-            .iter_custom(|iters| run(&otel, Setup::OtelMetrics, iters, || call(&busy_full, &body)))
-    });
+    for (name, setup, stack) in [
+        ("busy_none", Setup::None, &busy_plain),
+        ("busy_otel_metrics", Setup::OtelMetrics, &busy_full),
+    ] {
+        group.bench_function(name, |b| {
+            b.to_async(&paused)
+                .iter_custom(|iters| run(&otel, setup, iters, || call(stack, &body)))
+        });
+    }
     group.finish();
 
     if !interleaving_wanted() {
@@ -434,31 +381,32 @@ fn telemetry(c: &mut Criterion) {
             &ratios,
         );
     };
-    let none = || timed_under(&otel, Setup::None, &runtime, &plain, &body);
-    ab(
-        "filtered / none",
-        &|| timed_under(&otel, Setup::Filtered, &runtime, &plain, &body),
-        &none,
-    );
-    ab(
-        "otel / none",
-        &|| timed_under(&otel, Setup::Otel, &runtime, &plain, &body),
-        &none,
-    );
-    ab(
-        "otel_metrics / none",
-        &|| timed_under(&otel, Setup::OtelMetrics, &runtime, &full, &body),
-        &none,
-    );
-    ab(
-        "otel_metrics / otel",
-        &|| timed_under(&otel, Setup::OtelMetrics, &runtime, &full, &body),
-        &|| timed_under(&otel, Setup::Otel, &runtime, &plain, &body),
-    );
+    // Each side: a set-up and the stack it runs, on the running clock.
+    let timed = |(setup, stack)| bench.timed(setup, &runtime, stack);
+    for (label, a, b) in [
+        (
+            "filtered / none",
+            (Setup::Filtered, &plain),
+            (Setup::None, &plain),
+        ),
+        ("otel / none", (Setup::Otel, &plain), (Setup::None, &plain)),
+        (
+            "otel_metrics / none",
+            (Setup::OtelMetrics, &full),
+            (Setup::None, &plain),
+        ),
+        (
+            "otel_metrics / otel",
+            (Setup::OtelMetrics, &full),
+            (Setup::Otel, &plain),
+        ),
+    ] {
+        ab(label, &|| timed(a), &|| timed(b));
+    }
     ab(
         "busy_otel_metrics / busy_none",
-        &|| timed_under(&otel, Setup::OtelMetrics, &paused, &busy_full, &body),
-        &|| timed_under(&otel, Setup::None, &paused, &busy_plain, &body),
+        &|| bench.timed(Setup::OtelMetrics, &paused, &busy_full),
+        &|| bench.timed(Setup::None, &paused, &busy_plain),
     );
 
     // Where `otel_metrics`' allocations beyond `otel` come from: each half alone.
@@ -470,40 +418,23 @@ fn telemetry(c: &mut Criterion) {
     let headers_only = RecommendedLayers::new(signer())
         .trace_context(TraceContext::opentelemetry())
         .layer(inner(answer.clone()));
-    let rows = [
-        (
-            "none",
-            allocations_under(&otel, Setup::None, &runtime, &plain, &body),
-        ),
-        (
-            "filtered",
-            allocations_under(&otel, Setup::Filtered, &runtime, &plain, &body),
-        ),
-        (
-            "otel",
-            allocations_under(&otel, Setup::Otel, &runtime, &plain, &body),
-        ),
-        (
-            "otel_metrics",
-            allocations_under(&otel, Setup::OtelMetrics, &runtime, &full, &body),
-        ),
-        (
-            "  otel + metrics only",
-            allocations_under(&otel, Setup::Otel, &runtime, &metrics_only, &body),
-        ),
-        (
-            "  otel + trace headers only",
-            allocations_under(&otel, Setup::Otel, &runtime, &headers_only, &body),
-        ),
-        (
-            "busy_none",
-            allocations_under(&otel, Setup::None, &paused, &busy_plain, &body),
-        ),
-        (
-            "busy_otel_metrics",
-            allocations_under(&otel, Setup::OtelMetrics, &paused, &busy_full, &body),
-        ),
-    ];
+    let mut rows: Vec<(&str, (f64, f64))> = [
+        ("none", Setup::None, &plain),
+        ("filtered", Setup::Filtered, &plain),
+        ("otel", Setup::Otel, &plain),
+        ("otel_metrics", Setup::OtelMetrics, &full),
+        ("  otel + metrics only", Setup::Otel, &metrics_only),
+        ("  otel + trace headers only", Setup::Otel, &headers_only),
+    ]
+    .map(|(name, setup, stack)| (name, bench.allocations(setup, &runtime, stack)))
+    .into();
+    rows.extend(
+        [
+            ("busy_none", Setup::None, &busy_plain),
+            ("busy_otel_metrics", Setup::OtelMetrics, &busy_full),
+        ]
+        .map(|(name, setup, stack)| (name, bench.allocations(setup, &paused, stack))),
+    );
     println!(
         "telemetry: allocations per call (mean of 1000 calls after 200 warm-up; 1 KiB tools/call, 300-byte answer)"
     );

@@ -31,9 +31,12 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::Blob;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
+use criterion::BenchmarkGroup;
+use criterion::measurement::WallTime;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use tower::layer::util::{Identity as NoLayer, Stack};
+use tower::util::ServiceFn;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 pub const ACCESS_KEY: &str = "AKIDEXAMPLE";
@@ -206,30 +209,53 @@ pub fn retry_layers() -> ServiceBuilder<RetryLayers> {
         .layer(SessionBusyRetryLayer::new())
 }
 
+/// What the in-memory services are: cloneable, `Send`, never failing, answering a
+/// `Full<Bytes>` request with a `Full<Bytes>` response through a `Send` future.
+pub trait InMemory:
+    Service<
+        Request<Full<Bytes>>,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+    + Send
+{
+}
+
+/// Every in-memory service here is a `service_fn` over a cloneable `Send` closure.
+impl<F, Fut> InMemory for ServiceFn<F>
+where
+    F: FnMut(Request<Full<Bytes>>) -> Fut + Clone + Send,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send,
+{
+}
+
+/// A response with `body` (HTTP 200, `content-type: application/json`, `content-length`), as
+/// the in-memory services answer.
+pub fn json_response(body: Bytes) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("content-length", body.len())
+        .body(Full::new(body))
+        .unwrap()
+}
+
+/// An in-memory service answering each request with [`json_response`] of the body
+/// `answer_for` picks for it (it may also look at the request, or count).
+pub fn answering(
+    answer_for: impl Fn(&Request<Full<Bytes>>) -> Bytes + Clone + Send + 'static,
+) -> impl InMemory {
+    service_fn(move |request: Request<Full<Bytes>>| {
+        let body = answer_for(&request);
+        async move { Ok::<_, Infallible>(json_response(body)) }
+    })
+}
+
 /// The in-memory service: answers every request with `answer` (HTTP 200,
 /// `content-type: application/json`, `content-length`, body `Full<Bytes>`).
-pub fn inner(
-    answer: Bytes,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone
-+ Send {
-    service_fn(move |_request: Request<Full<Bytes>>| {
-        let answer = answer.clone();
-        async move {
-            Ok::<_, Infallible>(
-                Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .header("content-length", answer.len())
-                    .body(Full::new(answer))
-                    .unwrap(),
-            )
-        }
-    })
+pub fn inner(answer: Bytes) -> impl InMemory {
+    answering(move |_request| answer.clone())
 }
 
 /// Our full stack over the in-memory service: guard → throttle → session busy → SigV4.
@@ -243,18 +269,46 @@ pub fn our_stack(
     retry_layers().layer(signer()).service(inner(answer))
 }
 
+/// A service [`call`] can call: a stack of layers over an in-memory service (or the
+/// in-memory service alone), whose answer's body it reads.
+pub trait Callable:
+    Service<Request<Full<Bytes>>, Response = Response<Self::Answer>, Error: std::fmt::Debug> + Clone
+{
+    /// The answer's body.
+    type Answer: http_body::Body<Error: std::fmt::Debug>;
+}
+
+impl<S, B> Callable for S
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<B>, Error: std::fmt::Debug> + Clone,
+    B: http_body::Body<Error: std::fmt::Debug>,
+{
+    type Answer = B;
+}
+
 /// One call: the MCP request `oneshot` through a clone of `service`, the answer's body read to
 /// bytes.
-pub async fn call<S, B>(service: &S, body: &Bytes) -> Bytes
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
+pub async fn call<S: Callable>(service: &S, body: &Bytes) -> Bytes {
     let response = service.clone().oneshot(mcp_request(body)).await.unwrap();
     debug_assert_eq!(response.status(), 200);
     response.into_body().collect().await.unwrap().to_bytes()
+}
+
+/// Benches `one` as `name` in `group`: each iteration awaits one call on `runtime`, its output
+/// kept from the optimiser.
+pub fn bench_calls<F, Fut>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    runtime: &tokio::runtime::Runtime,
+    one: F,
+) where
+    F: Fn() -> Fut,
+    Fut: Future,
+{
+    group.bench_function(name, |b| {
+        b.to_async(runtime)
+            .iter(|| async { black_box(one().await) })
+    });
 }
 
 /// The time of `calls` calls of `one`, one after the other, on `runtime`.
