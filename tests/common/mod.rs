@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod hostile;
+pub mod stack;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

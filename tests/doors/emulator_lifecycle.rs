@@ -25,16 +25,13 @@ use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Permission};
 use agentcore_tower::{
-    AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
-    SessionBusyRetryLayer,
+    McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer,
 };
-use bytes::Bytes;
-use common::{http_client, read_all};
-use http::{Request, Response, StatusCode};
-use http_body_util::Full;
+use common::stack::{Answered, Stack, read_whole, resends, send_through};
+use common::{http_client, mcp_post, read_all};
+use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::{Instant, advance};
-use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
@@ -116,18 +113,6 @@ fn counter(id: u64) -> Value {
     )
 }
 
-fn mcp_request(url: &str, mcp_session: Option<&str>, body: &Value) -> Request<Full<Bytes>> {
-    let mut request = Request::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    if let Some(id) = mcp_session {
-        request = request.header("mcp-session-id", id);
-    }
-    request
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
-}
-
 /// One `InvokeAgentRuntime` of runtime session `runtime_session`, signed by the emulator's
 /// signer, sent by a plain hyper client: the raw answer.
 async fn invoke(
@@ -142,7 +127,11 @@ async fn invoke(
         .build()
         .unwrap();
     let stack = ServiceBuilder::new().layer(signer).service(http_client());
-    let request = mcp_request("http://agentcore.invalid/mcp", mcp_session, body);
+    let request = mcp_post(
+        "http://agentcore.invalid/mcp",
+        mcp_session,
+        body.to_string(),
+    );
     read(stack.oneshot(request).await.unwrap()).await
 }
 
@@ -150,7 +139,7 @@ async fn invoke(
 async fn gateway_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Value) -> Raw {
     let signer = emulator.endpoint_signer().build().unwrap();
     let stack = ServiceBuilder::new().layer(signer).service(http_client());
-    let request = mcp_request(&emulator.gateway_url(), mcp_session, body);
+    let request = mcp_post(&emulator.gateway_url(), mcp_session, body.to_string());
     read(stack.oneshot(request).await.unwrap()).await
 }
 
@@ -240,8 +229,15 @@ fn assert_mcp_404(answer: &Raw, id: Value, session: &str) {
     );
 }
 
-/// An answered `initialize` of runtime session `session`: its new `Mcp-Session-Id`.
-fn assert_initialized(answer: &Raw, id: u64, session: &str) -> String {
+/// `initialize` (id `id`) in runtime session `session`, carrying `mcp_session` when there is
+/// one, answered: its new `Mcp-Session-Id`.
+async fn initialized_session(
+    emulator: &Emulator,
+    session: &str,
+    mcp_session: Option<&str>,
+    id: u64,
+) -> String {
+    let answer = invoke(emulator, session, mcp_session, &initialize(id)).await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     assert_eq!(answer.header(RUNTIME_SESSION_ID), Some(session));
     assert_eq!(answer.header("x-amzn-errortype"), None);
@@ -279,8 +275,7 @@ async fn twelve_seconds_of_provisioning_are_busy_refusals_in_either_form() {
         // At 12 s the microVM answers.
         advance(Duration::from_millis(1)).await;
         assert_eq!(started.elapsed(), Duration::from_secs(12), "{form:?}");
-        let answer = invoke(&emulator, SESSION, None, &initialize(4)).await;
-        let mcp_session = assert_initialized(&answer, 4, SESSION);
+        let mcp_session = initialized_session(&emulator, SESSION, None, 4).await;
         let answer = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.text(), "1");
@@ -311,11 +306,7 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
     let busy = invoke(&emulator, SESSION, None, &initialize(1)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, 1, SESSION);
     advance(Duration::from_secs(12)).await;
-    let first = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(2)).await,
-        2,
-        SESSION,
-    );
+    let first = initialized_session(&emulator, SESSION, None, 2).await;
     let initialized = message(None, "notifications/initialized", json!({}));
     let accepted = invoke(&emulator, SESSION, Some(&first), &initialized).await;
     assert_eq!(accepted.status, StatusCode::ACCEPTED, "{accepted:?}");
@@ -353,11 +344,7 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
     assert_mcp_404(&gone, Value::Null, SESSION);
 
     // A new initialize opens a new MCP session in the new microVM, and the call runs.
-    let second = assert_initialized(
-        &invoke(&emulator, SESSION, Some(&first), &initialize(7)).await,
-        7,
-        SESSION,
-    );
+    let second = initialized_session(&emulator, SESSION, Some(&first), 7).await;
     assert_ne!(second, first);
     let ran = invoke(&emulator, SESSION, Some(&second), &counter(8)).await;
     assert_eq!((ran.status, ran.text()), (StatusCode::OK, "3".to_owned()));
@@ -394,11 +381,7 @@ async fn the_idle_timeout_is_a_setting() {
     )
     .await
     .unwrap();
-    let mcp_session = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(1)).await,
-        1,
-        SESSION,
-    );
+    let mcp_session = initialized_session(&emulator, SESSION, None, 1).await;
     advance(Duration::from_millis(59_999)).await;
     let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(2)).await;
     assert_eq!(ran.text(), "1");
@@ -433,11 +416,7 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
         SESSION,
     );
     advance(Duration::from_secs(12)).await;
-    let mcp_session = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(2)).await,
-        2,
-        SESSION,
-    );
+    let mcp_session = initialized_session(&emulator, SESSION, None, 2).await;
     // A call every 10 minutes, never idle, up to a second before 8 hours.
     let mut id = 2;
     let mut runs = 0;
@@ -530,22 +509,10 @@ async fn initialize_always_opens_a_new_mcp_session() {
     let emulator = Emulator::start(EmulatorConfig::default().stateful(true))
         .await
         .unwrap();
-    let first = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(1)).await,
-        1,
-        SESSION,
-    );
+    let first = initialized_session(&emulator, SESSION, None, 1).await;
     // Carrying an id (its own, or one never issued), initialize still gets a new one.
-    let second = assert_initialized(
-        &invoke(&emulator, SESSION, Some(&first), &initialize(2)).await,
-        2,
-        SESSION,
-    );
-    let third = assert_initialized(
-        &invoke(&emulator, SESSION, Some("made-up"), &initialize(3)).await,
-        3,
-        SESSION,
-    );
+    let second = initialized_session(&emulator, SESSION, Some(&first), 2).await;
+    let third = initialized_session(&emulator, SESSION, Some("made-up"), 3).await;
     assert_eq!(BTreeSet::from([&first, &second, &third]).len(), 3);
     // All three live in the microVM.
     for (id, session) in [(4, &first), (5, &second), (6, &third)] {
@@ -572,11 +539,7 @@ async fn a_stateful_server_refuses_what_it_did_not_issue_and_a_lenient_one_takes
     let lenient = Emulator::start(EmulatorConfig::default()).await.unwrap();
     let mut issued = Vec::new();
     for emulator in [&stateful, &lenient] {
-        let mcp_session = assert_initialized(
-            &invoke(emulator, SESSION, None, &initialize(1)).await,
-            1,
-            SESSION,
-        );
+        let mcp_session = initialized_session(emulator, SESSION, None, 1).await;
         let ran = invoke(emulator, SESSION, Some(&mcp_session), &counter(2)).await;
         assert_eq!(ran.text(), "1");
         issued.push(mcp_session);
@@ -643,16 +606,8 @@ async fn expire_mcp_session_ends_one_mcp_session_at_a_runtime() {
         let emulator = Emulator::start(EmulatorConfig::default().stateful(stateful))
             .await
             .unwrap();
-        let a = assert_initialized(
-            &invoke(&emulator, SESSION, None, &initialize(1)).await,
-            1,
-            SESSION,
-        );
-        let b = assert_initialized(
-            &invoke(&emulator, SESSION, None, &initialize(2)).await,
-            2,
-            SESSION,
-        );
+        let a = initialized_session(&emulator, SESSION, None, 1).await;
+        let b = initialized_session(&emulator, SESSION, None, 2).await;
         assert!(emulator.expire_mcp_session(&a));
         assert!(!emulator.expire_mcp_session(&a), "already expired");
         assert!(!emulator.expire_mcp_session("never-issued"));
@@ -697,8 +652,7 @@ async fn end_microvm_makes_the_next_request_a_cold_start() {
     }
     advance(Duration::from_secs(12)).await;
     for (id, session) in [(3, SESSION), (4, OTHER_SESSION)] {
-        let answer = invoke(&emulator, session, None, &initialize(id)).await;
-        mcp_sessions.push(assert_initialized(&answer, id, session));
+        mcp_sessions.push(initialized_session(&emulator, session, None, id).await);
     }
     assert!(emulator.end_microvm(SESSION));
     assert!(!emulator.end_microvm(SESSION), "already ended");
@@ -721,11 +675,7 @@ async fn end_microvm_makes_the_next_request_a_cold_start() {
     advance(Duration::from_millis(1)).await;
     let gone = invoke(&emulator, SESSION, Some(&mcp_sessions[0]), &counter(8)).await;
     assert_mcp_404(&gone, json!(8), SESSION);
-    let again = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(9)).await,
-        9,
-        SESSION,
-    );
+    let again = initialized_session(&emulator, SESSION, None, 9).await;
     let ran = invoke(&emulator, SESSION, Some(&again), &counter(10)).await;
     assert_eq!(ran.text(), "2");
 
@@ -762,7 +712,11 @@ async fn an_unknown_runtime_is_the_platforms_404_with_its_error_type() {
     .build()
     .unwrap();
     let stack = ServiceBuilder::new().layer(signer).service(http_client());
-    let request = mcp_request("http://agentcore.invalid/mcp", Some("any"), &counter(1));
+    let request = mcp_post(
+        "http://agentcore.invalid/mcp",
+        Some("any"),
+        counter(1).to_string(),
+    );
     let answer = read(stack.oneshot(request).await.unwrap()).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND, "{answer:?}");
     assert_eq!(
@@ -942,11 +896,7 @@ async fn a_microvm_that_does_not_initialize_in_time_is_answered_when_its_limit_p
     let busy = invoke(&emulator, SESSION, None, &initialize(3)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, 3, SESSION);
     advance(Duration::from_secs(12)).await;
-    let mcp_session = assert_initialized(
-        &invoke(&emulator, SESSION, None, &initialize(4)).await,
-        4,
-        SESSION,
-    );
+    let mcp_session = initialized_session(&emulator, SESSION, None, 4).await;
     let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
     assert_eq!(ran.text(), "1");
     assert_eq!(
@@ -1001,11 +951,7 @@ async fn a_microvm_past_its_idle_timeout_terminates_for_15_s_refusing_its_reques
         let emulator = Emulator::start(EmulatorConfig::default().busy_form(form))
             .await
             .unwrap();
-        let mcp_session = assert_initialized(
-            &invoke(&emulator, SESSION, None, &initialize(1)).await,
-            1,
-            SESSION,
-        );
+        let mcp_session = initialized_session(&emulator, SESSION, None, 1).await;
         let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(2)).await;
         assert_eq!(ran.text(), "1");
         // Idle for its whole idle timeout: terminating, refused as busy, for 15 s — and the
@@ -1068,7 +1014,7 @@ async fn plain_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Value
     let stack = ServiceBuilder::new()
         .layer(plain_signer(emulator))
         .service(http_client());
-    let request = mcp_request(&invocations_url(emulator), mcp_session, body);
+    let request = mcp_post(&invocations_url(emulator), mcp_session, body.to_string());
     let mut answer = read(stack.oneshot(request).await.unwrap()).await;
     answer.headers.remove(http::header::DATE);
     answer
@@ -1166,64 +1112,14 @@ async fn an_invocation_without_a_runtime_session_id_is_routed_by_its_mcp_session
 // ---- The same faults met by the stack: the session recovery layer, the recommended layers
 // with their defaults, the emulator's signer ----
 
-type Stack = BoxCloneSyncService<Request<Full<Bytes>>, Response<Bytes>, BoxError>;
-
-/// `layers` over hyper-util's client, its answers read whole (their record kept).
-fn boxed<L>(layers: L) -> Stack
-where
-    L: tower::Layer<
-            hyper_util::client::legacy::Client<
-                hyper_util::client::legacy::connect::HttpConnector,
-                Full<Bytes>,
-            >,
-        >,
-    L::Service: tower::Service<Request<Full<Bytes>>> + Clone + Send + Sync + 'static,
-    <L::Service as tower::Service<Request<Full<Bytes>>>>::Response: IntoBytes,
-    <L::Service as tower::Service<Request<Full<Bytes>>>>::Error: Into<BoxError>,
-    <L::Service as tower::Service<Request<Full<Bytes>>>>::Future: Send + 'static,
-{
-    let service = layers.layer(http_client());
-    BoxCloneSyncService::new(
-        service.map_err(Into::into).and_then(
-            |response: <L::Service as tower::Service<_>>::Response| response.into_bytes(),
-        ),
-    )
-}
-
-/// An answer read whole.
-trait IntoBytes: Send + 'static {
-    fn into_bytes(
-        self,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Response<Bytes>, BoxError>> + Send>,
-    >;
-}
-
-impl<B> IntoBytes for Response<B>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: std::fmt::Debug,
-{
-    fn into_bytes(
-        self,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Response<Bytes>, BoxError>> + Send>,
-    > {
-        Box::pin(async move {
-            let (parts, body) = self.into_parts();
-            let (bytes, _) = read_all(body).await;
-            Ok(Response::from_parts(parts, bytes))
-        })
-    }
-}
-
 /// What the proxy runs: session recovery, then the recommended layers (the guard given) and
 /// the emulator's signer.
 fn runtime_stack(layers: RecommendedLayers<SigV4InvokeLayer>) -> Stack {
-    boxed(
+    read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
-            .layer(layers),
+            .layer(layers)
+            .service(http_client()),
     )
 }
 
@@ -1231,47 +1127,9 @@ fn defaults(emulator: &Emulator) -> RecommendedLayers<SigV4InvokeLayer> {
     RecommendedLayers::new(emulator.signer().build().unwrap())
 }
 
-/// An answer through a stack, with its record.
-#[derive(Debug)]
-struct Answered {
-    status: StatusCode,
-    json: Value,
-    session: Option<String>,
-    record: AttemptRecord,
-}
-
-impl Answered {
-    fn text(&self) -> &str {
-        self.json["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no tool result: {self:?}\n{}", self.record))
-    }
-}
-
+/// One POST of `body` to `url` through `stack`, in `mcp_session` when there is one.
 async fn send(stack: &Stack, url: &str, mcp_session: Option<&str>, body: &Value) -> Answered {
-    let answer = stack
-        .clone()
-        .oneshot(mcp_request(url, mcp_session, body))
-        .await
-        .unwrap();
-    let record = AttemptRecord::of_response(&answer)
-        .expect("a record")
-        .clone();
-    let (parts, bytes) = answer.into_parts();
-    let json = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    Answered {
-        status: parts.status,
-        session: parts
-            .headers
-            .get("mcp-session-id")
-            .map(|v| v.to_str().unwrap().to_owned()),
-        json,
-        record,
-    }
+    send_through(stack, mcp_post(url, mcp_session, body.to_string())).await
 }
 
 /// `initialize` and `notifications/initialized` through `stack`: the MCP session.
@@ -1283,19 +1141,6 @@ async fn open(stack: &Stack, url: &str) -> String {
     let accepted = send(stack, url, Some(&mcp_session), &initialized).await;
     assert_eq!(accepted.status, StatusCode::ACCEPTED, "{}", accepted.record);
     mcp_session
-}
-
-/// Each re-send of a record: the layer and why.
-fn resends(record: &AttemptRecord) -> Vec<(&'static str, &'static str)> {
-    record
-        .attempts()
-        .iter()
-        .flat_map(|a| a.decisions().to_vec())
-        .filter_map(|d| match d.verdict() {
-            Verdict::SentAgain { cause, .. } => Some((d.layer(), *cause)),
-            _ => None,
-        })
-        .collect()
 }
 
 const RUNTIME_URL: &str = "http://agentcore.invalid/mcp";
@@ -1608,10 +1453,11 @@ async fn a_plain_mcp_client_at_the_runtime_url_stays_in_its_runtime_session_by_i
     .unwrap();
     // The recommended layers over a plain MCP signer: no runtime session id on any request.
     let url = invocations_url(&emulator);
-    let stack = boxed(
+    let stack = read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
-            .layer(RecommendedLayers::new(plain_signer(&emulator))),
+            .layer(RecommendedLayers::new(plain_signer(&emulator)))
+            .service(http_client()),
     );
     let mcp_session = open(&stack, &url).await;
     for id in 1..=2 {

@@ -13,42 +13,20 @@ use agentcore_tower::contract::PlatformError;
 use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm};
 use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Permission};
-use agentcore_tower::{
-    AttemptRecord, BoxError, McpSessionRecoveryLayer, ReplayGuardLayer, recommended_layers,
-};
+use agentcore_tower::{McpSessionRecoveryLayer, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
-use common::{http_client, read_all};
-use http::{Request, Response, StatusCode};
+use common::stack::{Answered, Stack, read_whole, resends, send_through};
+use common::{http_client, mcp_post};
+use http::{Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceBuilder, ServiceExt};
-
-type Stack = BoxCloneSyncService<Request<Full<Bytes>>, Response<Bytes>, BoxError>;
-
-/// A stack whose answers are read whole (their record kept).
-fn boxed<S, B>(service: S) -> Stack
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send + 'static,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: std::fmt::Debug,
-{
-    BoxCloneSyncService::new(service.map_err(Into::into).and_then(
-        |response: Response<B>| async move {
-            let (parts, body) = response.into_parts();
-            let (bytes, _) = read_all(body).await;
-            Ok::<_, BoxError>(Response::from_parts(parts, bytes))
-        },
-    ))
-}
+use tower::{ServiceBuilder, ServiceExt};
 
 /// What the proxy runs, with the defaults: the session recovery layer outermost, then the
 /// recommended stack (the guard given), to the emulated runtime.
 fn runtime_stack(emulator: &Emulator, guard: ReplayGuardLayer) -> Stack {
-    boxed(
+    read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(
@@ -59,9 +37,18 @@ fn runtime_stack(emulator: &Emulator, guard: ReplayGuardLayer) -> Stack {
     )
 }
 
+/// An MCP client of the emulated runtime over [`runtime_stack`] (the guard given), its
+/// session not yet opened.
+fn runtime_client(emulator: &Emulator, guard: ReplayGuardLayer) -> Client {
+    Client::new(
+        runtime_stack(emulator, guard),
+        "http://agentcore.invalid/mcp".into(),
+    )
+}
+
 /// The same to the emulated gateway.
 fn gateway_stack(emulator: &Emulator) -> Stack {
-    boxed(
+    read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(
@@ -70,23 +57,6 @@ fn gateway_stack(emulator: &Emulator) -> Stack {
             ))
             .service(http_client()),
     )
-}
-
-/// An answer, read whole, with its record.
-#[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    session: Option<String>,
-    json: Value,
-    record: AttemptRecord,
-}
-
-impl Answer {
-    fn text(&self) -> &str {
-        self.json["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no tool result: {self:?}"))
-    }
 }
 
 /// One MCP client session over a stack: the id it was given, its requests.
@@ -108,48 +78,13 @@ impl Client {
         }
     }
 
-    fn request(&self, body: &Value) -> Request<Full<Bytes>> {
-        let mut request = Request::post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(id) = &self.session {
-            request = request.header("mcp-session-id", id);
-        }
-        request
-            .body(Full::new(Bytes::from(body.to_string())))
-            .unwrap()
-    }
-
-    async fn send(&self, body: Value) -> Answer {
-        let answer = self
-            .stack
-            .clone()
-            .oneshot(self.request(&body))
-            .await
-            .unwrap();
-        let record = AttemptRecord::of_response(&answer)
-            .expect("a record")
-            .clone();
-        let (parts, bytes) = answer.into_parts();
-        let json = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&bytes)))
-        };
-        Answer {
-            status: parts.status,
-            session: parts
-                .headers
-                .get("mcp-session-id")
-                .map(|v| v.to_str().unwrap().to_owned()),
-            json,
-            record,
-        }
+    async fn send(&self, body: Value) -> Answered {
+        let request = mcp_post(&self.url, self.session.as_deref(), body.to_string());
+        send_through(&self.stack, request).await
     }
 
     /// `initialize`, then `notifications/initialized`, as an MCP client opens its session.
-    async fn open(&mut self) -> Answer {
+    async fn open(&mut self) -> Answered {
         let answer = self
             .send(
                 json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -171,7 +106,7 @@ impl Client {
     }
 
     /// A `tools/call`: `counter` (not idempotent), `add` or `echo`.
-    async fn call(&mut self, tool: &str, arguments: Value) -> Answer {
+    async fn call(&mut self, tool: &str, arguments: Value) -> Answered {
         let id = self.next_id;
         self.next_id += 1;
         let answer = self
@@ -187,19 +122,6 @@ impl Client {
 
 async fn start(config: EmulatorConfig) -> Emulator {
     Emulator::start(config).await.unwrap()
-}
-
-/// The attempts of a record that were sent again, by which layer and why.
-fn resends(record: &AttemptRecord) -> Vec<(&'static str, &'static str)> {
-    record
-        .attempts()
-        .iter()
-        .flat_map(|a| a.decisions().to_vec())
-        .filter_map(|d| match d.verdict() {
-            Verdict::SentAgain { cause, .. } => Some((d.layer(), *cause)),
-            _ => None,
-        })
-        .collect()
 }
 
 const EXPIRED: &str = "MCP session expired (HTTP 404)";
@@ -218,10 +140,7 @@ async fn cold_starts_of_8_and_12_s_in_either_form_are_waited_out_with_the_defaul
                 .busy_form(form),
         )
         .await;
-        let mut client = Client::new(
-            runtime_stack(&emulator, ReplayGuardLayer::new()),
-            "http://agentcore.invalid/mcp".into(),
-        );
+        let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
         let started = Instant::now();
         let opened = client.open().await;
         let waited = started.elapsed();
@@ -252,10 +171,7 @@ async fn cold_starts_of_8_and_12_s_in_either_form_are_waited_out_with_the_defaul
 #[tokio::test(start_paused = true)]
 async fn after_a_20_minute_idle_gap_the_next_call_meets_a_new_microvm_and_runs_once() {
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(12))).await;
-    let mut client = Client::new(
-        runtime_stack(&emulator, ReplayGuardLayer::new()),
-        "http://agentcore.invalid/mcp".into(),
-    );
+    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
     client.open().await;
     let given = client.session.clone();
     assert_eq!(client.call("counter", json!({})).await.text(), "1");
@@ -310,10 +226,7 @@ async fn a_gateway_session_past_its_timeout_is_recovered() {
 #[tokio::test(start_paused = true)]
 async fn fifty_concurrent_requests_meeting_one_expiry_share_one_initialize() {
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(3))).await;
-    let mut client = Client::new(
-        runtime_stack(&emulator, ReplayGuardLayer::new()),
-        "http://agentcore.invalid/mcp".into(),
-    );
+    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
     client.open().await;
     assert_eq!(emulator.end_microvms(), 1);
     let calls = (0..50u64).map(|i| {
@@ -341,10 +254,7 @@ async fn fifty_concurrent_requests_meeting_one_expiry_share_one_initialize() {
 #[tokio::test(start_paused = true)]
 async fn an_undeclared_tool_answered_404_is_sent_once_more_after_the_new_session_and_runs_once() {
     let emulator = start(EmulatorConfig::default()).await;
-    let mut client = Client::new(
-        runtime_stack(&emulator, ReplayGuardLayer::new()),
-        "http://agentcore.invalid/mcp".into(),
-    );
+    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
     client.open().await;
     assert!(emulator.expire_mcp_session(client.session.as_deref().unwrap()));
     let answer = client.call("counter", json!({})).await;
@@ -366,10 +276,7 @@ async fn an_undeclared_tool_answered_404_is_sent_once_more_after_the_new_session
 #[tokio::test(start_paused = true)]
 async fn a_404_resource_not_found_is_delivered_at_once() {
     let emulator = start(EmulatorConfig::default()).await;
-    let mut client = Client::new(
-        runtime_stack(&emulator, ReplayGuardLayer::new()),
-        "http://agentcore.invalid/mcp".into(),
-    );
+    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
     client.open().await;
     emulator.push_fault(Fault::Platform {
         error: PlatformError::ResourceNotFound,
@@ -410,7 +317,7 @@ async fn a_404_again_right_after_a_recovery_is_delivered() {
             }
         }
     });
-    let stack = boxed(
+    let stack = read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(
@@ -438,10 +345,7 @@ async fn a_404_again_right_after_a_recovery_is_delivered() {
 #[tokio::test(start_paused = true)]
 async fn a_declared_tool_dropped_after_a_12_s_cold_start_is_sent_again() {
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(12))).await;
-    let mut client = Client::new(
-        runtime_stack(&emulator, ReplayGuardLayer::new().idempotent_tools(["add"])),
-        "http://agentcore.invalid/mcp".into(),
-    );
+    let mut client = runtime_client(&emulator, ReplayGuardLayer::new().idempotent_tools(["add"]));
     // The first request of the runtime session is the call: it meets the cold start, then a
     // connection that drops after the tool ran.
     emulator.push_fault(Fault::DropAfterRun);
@@ -478,7 +382,7 @@ async fn with_a_runtime_session_per_mcp_session_the_new_session_stays_on_the_mic
         .runtime_sessions(agentcore_tower::invoke::RuntimeSessions::PerMcpSession)
         .build()
         .unwrap();
-    let stack = boxed(
+    let stack = read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
             .layer(recommended_layers(ReplayGuardLayer::new(), signer))
