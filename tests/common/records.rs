@@ -22,3 +22,35 @@ pub fn tap_into(records: &Records) -> agentcore_tower::rmcp::RecordTapLayer {
             .push((exchange.clone(), record.clone()));
     })
 }
+
+/// Every exchange in `records`, as `POST tools/call add`, sorted (rmcp's GET runs beside its
+/// POSTs, so the order is not theirs to keep).
+pub fn exchanges(records: &Records) -> Vec<String> {
+    let mut all: Vec<String> = records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(e, _)| e.to_string())
+        .collect();
+    all.sort();
+    all
+}
+
+/// The arguments of a `tools/call` of the emulator's `add`.
+pub fn add(a: i64, b: i64) -> rmcp::model::CallToolRequestParams {
+    rmcp::model::CallToolRequestParams::new("add").with_arguments(
+        serde_json::json!({"a": a, "b": b})
+            .as_object()
+            .expect("an object")
+            .clone(),
+    )
+}
+
+/// The texts of a tool's result, in order.
+pub fn text_of(result: &rmcp::model::CallToolResult) -> Vec<&str> {
+    result
+        .content
+        .iter()
+        .map(|c| c.as_text().expect("text content").text.as_str())
+        .collect()
+}

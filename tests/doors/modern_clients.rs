@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use crate::records::{Records, tap_into};
+use crate::records::{Records, add, exchanges, tap_into, text_of};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use agentcore_tower::protocol::{self, ParamHeaders};
 use agentcore_tower::rmcp::TowerClient;
@@ -21,8 +21,7 @@ use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, Full};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::service::RunningService;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
@@ -186,40 +185,11 @@ fn reqwest_client() -> agentcore_tower::reqwest::ReqwestService {
         .expect("a reqwest client")
 }
 
-fn add(a: i64, b: i64) -> CallToolRequestParams {
-    CallToolRequestParams::new("add").with_arguments(
-        json!({"a": a, "b": b})
-            .as_object()
-            .expect("an object")
-            .clone(),
-    )
-}
-
-fn text_of(result: &CallToolResult) -> Vec<&str> {
-    result
-        .content
-        .iter()
-        .map(|c| c.as_text().expect("text content").text.as_str())
-        .collect()
-}
-
 fn status(code: u16) -> Outcome {
     Outcome::Response {
         status: StatusCode::from_u16(code).expect("a status"),
         error_type: agentcore_tower::record::ErrorType::Absent,
     }
-}
-
-/// Every exchange rmcp made, as `POST tools/call add`, sorted (a GET runs beside the POSTs).
-fn exchanges(records: &Records) -> Vec<String> {
-    let mut all: Vec<String> = records
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(e, _)| e.to_string())
-        .collect();
-    all.sort();
-    all
 }
 
 /// The record of the one exchange for `rpc_method`.

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::records::{Records, tap_into};
+use crate::records::{Records, add, exchanges, tap_into, text_of};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::rmcp::{Exchange, TowerClient, TowerClientError};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};
@@ -16,8 +16,8 @@ use http_body_util::{Either, Full};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientJsonRpcMessage,
-    Implementation, JsonRpcMessage, ProtocolVersion,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ClientJsonRpcMessage, Implementation,
+    JsonRpcMessage, ProtocolVersion,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::{
@@ -115,23 +115,6 @@ fn response(status: u16, error_type: Option<&str>) -> Outcome {
     }
 }
 
-fn add(a: i64, b: i64) -> CallToolRequestParams {
-    CallToolRequestParams::new("add").with_arguments(
-        serde_json::json!({"a": a, "b": b})
-            .as_object()
-            .unwrap()
-            .clone(),
-    )
-}
-
-fn text_of(result: &CallToolResult) -> Vec<&str> {
-    result
-        .content
-        .iter()
-        .map(|c| c.as_text().expect("text content").text.as_str())
-        .collect()
-}
-
 #[tokio::test]
 async fn tools_list_returns_the_emulators_three_tools() -> Result<(), BoxError> {
     let emulator = Emulator::start(EmulatorConfig::default()).await?;
@@ -164,15 +147,8 @@ async fn tools_list_returns_the_emulators_three_tools() -> Result<(), BoxError> 
     // answered 405 by SigV4InvokeLayer itself.
     assert_eq!(audit.requests, 3);
     // Every exchange rmcp made, once each (the GET runs concurrently: compare as a set).
-    let mut exchanges: Vec<String> = records
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(e, _)| e.to_string())
-        .collect();
-    exchanges.sort();
     assert_eq!(
-        exchanges,
+        exchanges(&records),
         [
             "DELETE",
             "GET",
