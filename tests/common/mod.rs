@@ -410,3 +410,13 @@ impl std::io::Write for LogWriter {
         Ok(())
     }
 }
+
+/// An `on_record` hook that counts the records it is handed in `fired`.
+pub fn counting_hook(
+    fired: &Arc<std::sync::atomic::AtomicU32>,
+) -> impl Fn(&agentcore_tower::AttemptRecord) + Send + Sync + 'static {
+    let fired = fired.clone();
+    move |_| {
+        fired.fetch_add(1, Ordering::SeqCst);
+    }
+}

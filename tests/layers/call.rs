@@ -813,12 +813,7 @@ async fn on_record_fires_once_even_when_a_layer_is_met_after_the_call_was_droppe
     let fired = Arc::new(AtomicU32::new(0));
     let inner = Scripted::with_fallback([], || Step::Respond(response(200, &[], b"{}")));
     let inner_layer = SessionBusyRetryLayer::new()
-        .on_record({
-            let fired = fired.clone();
-            move |_| {
-                fired.fetch_add(1, Ordering::SeqCst);
-            }
-        })
+        .on_record(common::counting_hook(&fired))
         .layer(inner);
     // A layer in between that hands the request on later, from a task of its own (as a buffer
     // does): the outer call is long dropped by then.
@@ -832,12 +827,7 @@ async fn on_record_fires_once_even_when_a_layer_is_met_after_the_call_was_droppe
     });
     let stack = ServiceBuilder::new()
         .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(1)))
-        .layer(ThrottleRetryLayer::new().on_record({
-            let fired = fired.clone();
-            move |_| {
-                fired.fetch_add(1, Ordering::SeqCst);
-            }
-        }))
+        .layer(ThrottleRetryLayer::new().on_record(common::counting_hook(&fired)))
         .service(late);
     assert!(stack.oneshot(json_request(TOOLS_CALL)).await.is_err());
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -358,14 +358,20 @@ async fn an_error_inside_a_busy_looking_body_is_delivered_not_retried() {
     assert_eq!(error.as_deref(), Some("reset"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn trailers_pass_through() {
+/// A body of `data` then the trailer `x-checksum: 42`, and those trailers.
+fn with_checksum_trailer(data: &[u8]) -> (ScriptedBody, http::HeaderMap) {
     let mut trailers = http::HeaderMap::new();
     trailers.insert("x-checksum", "42".parse().unwrap());
     let body = ScriptedBody::new(vec![
-        Ok(Frame::data(Bytes::copy_from_slice(OK))),
+        Ok(Frame::data(Bytes::copy_from_slice(data))),
         Ok(Frame::trailers(trailers.clone())),
     ]);
+    (body, trailers)
+}
+
+#[tokio::test(start_paused = true)]
+async fn trailers_pass_through() {
+    let (body, trailers) = with_checksum_trailer(OK);
     let (data, got, error, _) = deliver(&[JSON], body).await;
     assert_eq!(error, None);
     assert_eq!(&data[..], OK);
@@ -374,12 +380,7 @@ async fn trailers_pass_through() {
 
 #[tokio::test(start_paused = true)]
 async fn a_busy_reply_with_trailers_is_still_the_refusal() {
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("x-checksum", "42".parse().unwrap());
-    let body = ScriptedBody::new(vec![
-        Ok(Frame::data(Bytes::copy_from_slice(BUSY))),
-        Ok(Frame::trailers(trailers)),
-    ]);
+    let (body, _) = with_checksum_trailer(BUSY);
     let (data, _, _, calls) = deliver(&[JSON], body).await;
     assert_eq!(calls, 2);
     assert_eq!(&data[..], OK);

@@ -566,12 +566,7 @@ async fn an_app_record_gets_the_same_decisions_as_a_crate_record() {
     let inner = Scripted::new([throttled(Some("0")), ok(b"{}")]);
     let hooked = Arc::new(AtomicU32::new(0));
     let svc = ThrottleRetryLayer::new()
-        .on_record({
-            let hooked = hooked.clone();
-            move |_| {
-                hooked.fetch_add(1, Ordering::SeqCst);
-            }
-        })
+        .on_record(common::counting_hook(&hooked))
         .layer(inner);
     let record = AttemptRecord::new();
     let mut request = json_request(TOOLS_CALL);
@@ -612,23 +607,7 @@ async fn stacked_layers_share_one_record_and_one_cap() {
 
 #[tokio::test(start_paused = true)]
 async fn tracing_tells_each_resend_without_the_query() {
-    use tracing_subscriber::layer::SubscriberExt;
-    let buffer = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let writer = {
-        let buffer = buffer.clone();
-        move || BufWriter(buffer.clone())
-    };
-    let subscriber = tracing_subscriber::registry().with(
-        tracing_subscriber::fmt::layer()
-            .with_writer(writer)
-            .with_ansi(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::DEBUG),
-    );
-    common::every_callsite_stays_interesting();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // Other tests of this binary, on other threads, may have met the callsites first, with no
-    // subscriber: have their interest asked again, now that this thread has one.
-    tracing::callsite::rebuild_interest_cache();
+    let logs = common::Logs::capture();
     let inner = Scripted::new([throttled(Some("1")), ok(b"{}")]);
     let svc = ThrottleRetryLayer::new().layer(inner);
     let mut request = json_request(TOOLS_CALL);
@@ -636,7 +615,7 @@ async fn tracing_tells_each_resend_without_the_query() {
         .headers_mut()
         .insert("authorization", "Bearer hunter2".parse().unwrap());
     svc.oneshot(request).await.unwrap();
-    let logs = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(logs.contains("sending again"), "{logs}");
     assert!(logs.contains("attempt=2"), "{logs}");
     assert!(logs.contains("max_attempts=3"), "{logs}");
@@ -644,17 +623,4 @@ async fn tracing_tells_each_resend_without_the_query() {
     assert!(logs.contains("https://runtime.example/mcp"), "{logs}");
     assert!(!logs.contains("secret=query"), "{logs}");
     assert!(!logs.contains("hunter2"), "{logs}");
-}
-
-use tracing_subscriber::Layer as _;
-
-struct BufWriter(Arc<Mutex<Vec<u8>>>);
-impl std::io::Write for BufWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
