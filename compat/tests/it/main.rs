@@ -6,6 +6,8 @@
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
+#[path = "../../../tests/common/records.rs"]
+mod records;
 mod wire;
 
 mod gateway_differential;

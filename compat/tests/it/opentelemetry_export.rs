@@ -229,6 +229,15 @@ fn traced_layers(emulator: &Emulator, exported: &Exported) -> RecommendedLayers 
         .metrics(exported.metrics())
 }
 
+/// The recommended layers over `door` (a signer, or the URL door), traced and measured as in
+/// [`traced_layers`], throttling re-sent after 5 ms: for the hostile server, which throttles.
+fn traced_door<Door>(door: Door, exported: &Exported) -> RecommendedLayers<Door> {
+    RecommendedLayers::new(door)
+        .throttle(ThrottleRetryLayer::new().base_delay(Duration::from_millis(5)))
+        .trace_context(TraceContext::opentelemetry())
+        .metrics(exported.metrics())
+}
+
 /// The `tools/call` requests the emulator received, in order.
 fn tool_calls(emulator: &Emulator) -> Vec<Received> {
     emulator
@@ -937,11 +946,7 @@ async fn a_hostile_echo_gets_no_sigv4_secret_into_any_export() {
     )
     .build()
     .unwrap();
-    let stack = RecommendedLayers::new(signer)
-        .throttle(ThrottleRetryLayer::new().base_delay(Duration::from_millis(5)))
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
+    let stack = traced_door(signer, &exported).layer(http_client());
     for mode in MODES {
         answer(stack.clone(), hostile_call(mode, &with_password())).await;
     }
@@ -999,17 +1004,8 @@ async fn a_hostile_echo_gets_no_bearer_token_into_any_export() {
     let endpoint = McpEndpointLayer::bearer(BearerToken::new(jwt.clone()))
         .build()
         .unwrap();
-    let throttle = || ThrottleRetryLayer::new().base_delay(Duration::from_millis(5));
-    let runtime_stack = RecommendedLayers::new(runtime)
-        .throttle(throttle())
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
-    let endpoint_stack = RecommendedLayers::new(endpoint)
-        .throttle(throttle())
-        .trace_context(TraceContext::opentelemetry())
-        .metrics(exported.metrics())
-        .layer(http_client());
+    let runtime_stack = traced_door(runtime, &exported).layer(http_client());
+    let endpoint_stack = traced_door(endpoint, &exported).layer(http_client());
     for mode in MODES {
         answer(runtime_stack.clone(), hostile_call(mode, &with_password())).await;
         // The endpoint door sends where the request says: the hostile server itself.

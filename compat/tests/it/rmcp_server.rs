@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use agentcore_tower::endpoint::McpEndpointLayer;
-use agentcore_tower::rmcp::{Exchange, RecordTapLayer, TowerClient};
+use agentcore_tower::rmcp::TowerClient;
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, protocol, recommended_layers};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
@@ -32,9 +32,10 @@ use rmcp::{ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
+use crate::records::{Records, add, exchanges, tap_into, text_of};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
-type Records = Arc<Mutex<Vec<(Exchange, AttemptRecord)>>>;
 
 const REGION: &str = "us-west-2";
 const SIGNING_NAME: &str = "execute-api";
@@ -261,13 +262,8 @@ async fn connect_recorded(
     pinned: Option<ProtocolVersion>,
     records: Records,
 ) -> Result<Client, BoxError> {
-    let sink = records.clone();
     let stack = tower::ServiceBuilder::new()
-        .layer(RecordTapLayer::new(move |exchange, record| {
-            sink.lock()
-                .unwrap()
-                .push((exchange.clone(), record.clone()));
-        }))
+        .layer(tap_into(&records))
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer(server)?,
@@ -301,19 +297,9 @@ async fn connect_recorded(
 }
 
 async fn add_2_and_3(client: &Client) -> Result<Vec<String>, BoxError> {
-    let arguments = json!({"a": 2, "b": 3})
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    let result = client
-        .call_tool(CallToolRequestParams::new("add").with_arguments(arguments))
-        .await?;
+    let result = client.call_tool(add(2, 3)).await?;
     assert_eq!(result.is_error, Some(false));
-    Ok(result
-        .content
-        .iter()
-        .map(|c| c.as_text().expect("text").text.clone())
-        .collect())
+    Ok(text_of(&result).into_iter().map(str::to_owned).collect())
 }
 
 /// Every POST sent once, answered 200 (202 for a notification), delivered as it came.
@@ -412,15 +398,8 @@ async fn rmcp_auto_and_an_rmcp_server_speak_2026_07_28_through_the_url_door() ->
         ]
     );
 
-    let mut exchanges: Vec<String> = records
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(e, _)| e.to_string())
-        .collect();
-    exchanges.sort();
     assert_eq!(
-        exchanges,
+        exchanges(&records),
         [
             "POST server/discover",
             "POST tools/call add",
