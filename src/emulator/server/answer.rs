@@ -26,6 +26,11 @@ pub(super) fn respond(
     response
 }
 
+/// A JSON body with this status and no other header.
+pub(super) fn plain_json(status: StatusCode, body: impl Into<Bytes>) -> Response<AnswerBody> {
+    respond(status, &[("content-type", "application/json")], body)
+}
+
 pub(super) fn aws_error(
     status: StatusCode,
     error_type: &str,
@@ -68,11 +73,7 @@ pub(super) fn mcp_session_refusal(
         }
     });
     let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    respond(
-        status,
-        &[("content-type", "application/json")],
-        reply.to_string(),
-    )
+    plain_json(status, reply.to_string())
 }
 
 pub(super) fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody> {
@@ -86,11 +87,7 @@ pub(super) fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody>
             crate::emulator::mcp::sse_event(answer),
         )
     } else {
-        respond(
-            StatusCode::OK,
-            &[("content-type", "application/json")],
-            answer.to_string(),
-        )
+        plain_json(StatusCode::OK, answer.to_string())
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::answer::{AnswerBody, aws_error, respond, with_session};
+use super::answer::{AnswerBody, aws_error, plain_json, respond, with_session};
 use crate::emulator::{Principal, SignatureError, SignatureVerifier, State};
 
 /// How a request presented itself, and the emulator's verdict on it.
@@ -256,12 +256,5 @@ fn metadata(parts: &http::request::Parts, resource: &str, state: &State) -> Resp
         "authorization_servers": [state.config.issuer],
         "bearer_methods_supported": ["header"],
     });
-    with_session(
-        respond(
-            StatusCode::OK,
-            &[("content-type", "application/json")],
-            document.to_string(),
-        ),
-        None,
-    )
+    with_session(plain_json(StatusCode::OK, document.to_string()), None)
 }

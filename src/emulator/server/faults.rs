@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::answer::{
     AnswerBody, SESSION_NOT_FOUND_CODE, SESSION_NOT_FOUND_MESSAGE, aws_error, blob, json_answer,
-    listen_stream, mcp_session_refusal, respond, with_session,
+    listen_stream, mcp_session_refusal, plain_json, respond, with_session,
 };
 use super::{Answer, DropConnection};
 use crate::emulator::mcp;
@@ -33,11 +33,7 @@ pub(super) async fn serve_mcp(
         let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}});
         let response = if *call.era == mcp::Era::Modern {
             // MCP 2026-07-28: a parse error is a 400 (the Python SDK's modern entry).
-            respond(
-                StatusCode::BAD_REQUEST,
-                &[("content-type", "application/json")],
-                reply.to_string(),
-            )
+            plain_json(StatusCode::BAD_REQUEST, reply.to_string())
         } else {
             json_answer(state, &reply)
         };
@@ -50,101 +46,10 @@ pub(super) async fn serve_mcp(
         None => None,
     };
     // Faults that answer before anything runs.
-    match fault {
-        Some(Fault::Busy) => return Ok(refuse_busy(state, &inspected.id, session_header)),
-        Some(Fault::SessionExpired) => {
-            let id = call
-                .headers
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok());
-            if let Some(id) = id {
-                state.expire_mcp_session(id);
-            }
-            let refused = mcp_session_refusal(
-                state,
-                &inspected.id,
-                StatusCode::NOT_FOUND,
-                SESSION_NOT_FOUND_CODE,
-                SESSION_NOT_FOUND_MESSAGE,
-            );
-            return Ok(with_session(refused, session_header));
-        }
-        Some(Fault::Throttle { retry_after }) => {
-            state.record(|a| a.throttled += 1);
-            let mut response = aws_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "ThrottlingException",
-                "Rate exceeded",
-            );
-            if let Some(after) = retry_after {
-                let (name, value) = match after {
-                    RetryAfter::Seconds(s) => (http::header::RETRY_AFTER, s.to_string()),
-                    RetryAfter::DateIn(d) => (
-                        http::header::RETRY_AFTER,
-                        httpdate::fmt_http_date(SystemTime::now() + d),
-                    ),
-                    RetryAfter::Milliseconds(ms) => (
-                        http::HeaderName::from_static("x-amz-retry-after"),
-                        ms.to_string(),
-                    ),
-                };
-                if let Ok(value) = HeaderValue::from_str(&value) {
-                    response.headers_mut().insert(name, value);
-                }
-            }
-            return Ok(with_session(response, session_header));
-        }
-        Some(Fault::ServerError { after_run: false }) => {
-            state.record(|a| a.server_errors += 1);
-            return Ok(with_session(
-                aws_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerException",
-                    "Internal server error",
-                ),
-                session_header,
-            ));
-        }
-        Some(Fault::ConflictLookAlike) => {
-            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": SESSION_BUSY_CODE, "message": "Resource conflict - Resource already exists"}});
-            return Ok(with_session(json_answer(state, &reply), session_header));
-        }
-        Some(Fault::Platform { error, form })
-            if error != crate::contract::PlatformError::RuntimeClientError =>
-        {
-            return Ok(with_session(
-                platform_error(state, error, form, &inspected.id),
-                session_header,
-            ));
-        }
-        Some(Fault::ExpiredToken) => {
-            state.record(|a| a.signature_failures += 1);
-            return Ok(with_session(
-                aws_error(
-                    StatusCode::FORBIDDEN,
-                    "ExpiredTokenException",
-                    "The security token included in the request is expired",
-                ),
-                session_header,
-            ));
-        }
-        // At a gateway (the runtime takes it before): no microVM to wait for.
-        Some(Fault::InitializationTimedOut { form }) => {
-            return Ok(with_session(
-                platform_error(
-                    state,
-                    crate::contract::PlatformError::InitializationTimedOut,
-                    form,
-                    &inspected.id,
-                ),
-                session_header,
-            ));
-        }
-        Some(Fault::HealthCheckFailed) => {
-            let reply = json!({"jsonrpc": "2.0", "id": inspected.id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
-            return Ok(with_session(json_answer(state, &reply), session_header));
-        }
-        _ => {}
+    if let Some(refused) =
+        fault.and_then(|fault| answer_before_run(fault, &inspected.id, &call, state))
+    {
+        return Ok(with_session(refused, session_header));
     }
     // `blob` answers of the `initialize` era only: its streamed answer has no 2026-07-28 form.
     if is_tool_call
@@ -162,53 +67,131 @@ pub(super) async fn serve_mcp(
     }
     let answer = mcp::answer(value, &call, state).await;
     // Faults after the call ran.
-    match fault {
+    let response = match fault {
         Some(Fault::DropAfterRun) => {
             state.record(|a| a.dropped += 1);
             return Err(DropConnection);
         }
-        Some(Fault::ServerError { after_run: true }) => {
-            state.record(|a| a.server_errors += 1);
-            return Ok(with_session(
-                aws_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalServerException",
-                    "Internal server error",
-                ),
-                session_header,
-            ));
+        Some(Fault::ServerError { after_run: true }) => internal_error(state),
+        Some(Fault::Platform { error, form }) => platform_error(state, error, form, &inspected.id),
+        Some(Fault::BusyAfterRun) => plain_json(StatusCode::OK, busy_reply(&inspected.id)),
+        Some(Fault::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            served(answer, state)
         }
-        Some(Fault::Platform { error, form }) => {
-            return Ok(with_session(
-                platform_error(state, error, form, &inspected.id),
-                session_header,
-            ));
-        }
-        Some(Fault::BusyAfterRun) => {
-            let mut response = respond(
-                StatusCode::OK,
-                &[("content-type", "application/json")],
-                busy_reply(&inspected.id),
-            );
-            response = with_session(response, session_header);
-            return Ok(response);
-        }
-        Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
-        _ => {}
-    }
-    let response = match answer {
+        _ => served(answer, state),
+    };
+    Ok(with_session(response, session_header))
+}
+
+/// The MCP server's answer as it goes out.
+fn served(answer: mcp::Reply, state: &State) -> Response<AnswerBody> {
+    match answer {
         mcp::Reply::Accepted => respond(StatusCode::ACCEPTED, &[], Bytes::new()),
         mcp::Reply::Answer(StatusCode::OK, answer) => json_answer(state, &answer),
         // An error with a status of its own is plain JSON, as rmcp's and the Python SDK's
         // 2026-07-28 servers send it.
-        mcp::Reply::Answer(status, answer) => respond(
-            status,
-            &[("content-type", "application/json")],
-            answer.to_string(),
-        ),
+        mcp::Reply::Answer(status, answer) => plain_json(status, answer.to_string()),
         mcp::Reply::Listen(events) => listen_stream(events),
+    }
+}
+
+/// The answer of a fault met before the request runs, or `None` when the fault waits for the
+/// run (or is met elsewhere).
+fn answer_before_run(
+    fault: Fault,
+    id: &Value,
+    call: &mcp::Call<'_>,
+    state: &State,
+) -> Option<Response<AnswerBody>> {
+    let response = match fault {
+        Fault::Busy => refuse_busy(state, id),
+        Fault::SessionExpired => {
+            let session = call
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok());
+            if let Some(session) = session {
+                state.expire_mcp_session(session);
+            }
+            mcp_session_refusal(
+                state,
+                id,
+                StatusCode::NOT_FOUND,
+                SESSION_NOT_FOUND_CODE,
+                SESSION_NOT_FOUND_MESSAGE,
+            )
+        }
+        Fault::Throttle { retry_after } => throttled(state, retry_after),
+        Fault::ServerError { after_run: false } => internal_error(state),
+        Fault::ConflictLookAlike => {
+            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": SESSION_BUSY_CODE, "message": "Resource conflict - Resource already exists"}});
+            json_answer(state, &reply)
+        }
+        Fault::Platform { error, form }
+            if error != crate::contract::PlatformError::RuntimeClientError =>
+        {
+            platform_error(state, error, form, id)
+        }
+        Fault::ExpiredToken => {
+            state.record(|a| a.signature_failures += 1);
+            aws_error(
+                StatusCode::FORBIDDEN,
+                "ExpiredTokenException",
+                "The security token included in the request is expired",
+            )
+        }
+        // At a gateway (the runtime takes it before): no microVM to wait for.
+        Fault::InitializationTimedOut { form } => platform_error(
+            state,
+            crate::contract::PlatformError::InitializationTimedOut,
+            form,
+            id,
+        ),
+        Fault::HealthCheckFailed => {
+            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32010, "message": "Runtime health check failed or timed out"}});
+            json_answer(state, &reply)
+        }
+        _ => return None,
     };
-    Ok(with_session(response, session_header))
+    Some(response)
+}
+
+/// `ThrottlingException`, with the `Retry-After` (or `x-amz-retry-after`) asked for.
+fn throttled(state: &State, retry_after: Option<RetryAfter>) -> Response<AnswerBody> {
+    state.record(|a| a.throttled += 1);
+    let mut response = aws_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "ThrottlingException",
+        "Rate exceeded",
+    );
+    if let Some(after) = retry_after {
+        let (name, value) = match after {
+            RetryAfter::Seconds(s) => (http::header::RETRY_AFTER, s.to_string()),
+            RetryAfter::DateIn(d) => (
+                http::header::RETRY_AFTER,
+                httpdate::fmt_http_date(SystemTime::now() + d),
+            ),
+            RetryAfter::Milliseconds(ms) => (
+                http::HeaderName::from_static("x-amz-retry-after"),
+                ms.to_string(),
+            ),
+        };
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// `InternalServerException`, before or after the request ran.
+fn internal_error(state: &State) -> Response<AnswerBody> {
+    state.record(|a| a.server_errors += 1);
+    aws_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalServerException",
+        "Internal server error",
+    )
 }
 
 /// A row of the runtime's error table, in the form asked for, as the contract and the API
@@ -269,9 +252,8 @@ fn platform_error(
                 E::Validation => StatusCode::BAD_REQUEST,
                 E::RuntimeClientError | E::InitializationTimedOut => StatusCode::FAILED_DEPENDENCY,
                 E::RequestUnacceptable => {
-                    return respond(
+                    return plain_json(
                         StatusCode::NOT_ACCEPTABLE,
-                        &[("content-type", "application/json")],
                         json!({"message": message}).to_string(),
                     );
                 }
@@ -282,23 +264,16 @@ fn platform_error(
     }
 }
 
-pub(super) fn refuse_busy(
-    state: &State,
-    id: &Value,
-    session_header: Option<(&str, &str)>,
-) -> Response<AnswerBody> {
+/// The platform's refusal of a request while its runtime session is busy, in the configured
+/// form.
+pub(super) fn refuse_busy(state: &State, id: &Value) -> Response<AnswerBody> {
     state.record(|a| a.busy_refusals += 1);
-    let response = match state.busy_form() {
+    match state.busy_form() {
         BusyForm::Conflict409 => aws_error(
             StatusCode::CONFLICT,
             "RetryableConflictException",
             "The session is being provisioned or torn down; retry.",
         ),
-        _ => respond(
-            StatusCode::OK,
-            &[("content-type", "application/json")],
-            busy_reply(id),
-        ),
-    };
-    with_session(response, session_header)
+        _ => plain_json(StatusCode::OK, busy_reply(id)),
+    }
 }

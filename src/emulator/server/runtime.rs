@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::answer::{
     AnswerBody, SESSION_NOT_FOUND_CODE, SESSION_NOT_FOUND_MESSAGE, aws_error, mcp_session_refusal,
-    respond, with_session,
+    plain_json, respond, with_session,
 };
 use super::auth::{
     Auth, METADATA_OPERATION, RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime,
@@ -193,7 +193,10 @@ async fn invoke(
     // terminates after its idle timeout or lifetime, and while a new one provisions.
     if arrival.terminating {
         state.record(|a| a.busy_terminating += 1);
-        return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
+        return Ok(with_session(
+            refuse_busy(state, &inspected.id),
+            Some(session_header),
+        ));
     }
     // A microVM that does not become ready in time: the platform gives up on it when it has
     // been starting for the limit, and answers before anything reaches the container.
@@ -207,7 +210,10 @@ async fn invoke(
         return Ok(with_session(answer, Some(session_header)));
     }
     if arrival.provisioning {
-        return Ok(refuse_busy(state, &inspected.id, Some(session_header)));
+        return Ok(with_session(
+            refuse_busy(state, &inspected.id),
+            Some(session_header),
+        ));
     }
     let refused = match check {
         McpCheck::Accepted => None,
@@ -287,11 +293,7 @@ fn initialization_timed_out(
         ),
         _ => {
             let reply = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32010, "message": message}});
-            respond(
-                StatusCode::OK,
-                &[("content-type", "application/json")],
-                reply.to_string(),
-            )
+            plain_json(StatusCode::OK, reply.to_string())
         }
     }
 }
