@@ -7,12 +7,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::answer::{AnswerBody, aws_error, mcp_session_refusal, respond, with_session};
-use super::auth::{
-    Auth, GATEWAY_METADATA_PATH, METADATA_OPERATION, authenticate, gateway_challenge,
-    gateway_metadata,
-};
+use super::auth::{Auth, GATEWAY_METADATA_PATH, authenticate, gateway_challenge, gateway_metadata};
 use super::faults::serve_mcp;
-use super::{Answer, received};
+use super::{Answer, record_metadata_request, record_received};
 use crate::emulator::mcp;
 use crate::emulator::{McpSession, Principal, State};
 
@@ -21,23 +18,12 @@ use crate::emulator::{McpSession, Principal, State};
 pub(super) async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &State) -> Answer {
     let path = parts.uri.path();
     if state.bearer_door() && path == GATEWAY_METADATA_PATH {
-        state.record(|a| {
-            a.received.push(received(
-                parts,
-                body,
-                Some(METADATA_OPERATION.to_owned()),
-                &Auth::Unchecked,
-                Some(&[]),
-            ))
-        });
+        record_metadata_request(state, parts, body);
         return Ok(gateway_metadata(parts, state));
     }
     let auth = authenticate(parts, body, state);
-    let operation = (path == "/mcp").then(|| "mcp".to_owned());
-    state.record(|a| {
-        a.received
-            .push(received(parts, body, operation, &auth, Some(&[])))
-    });
+    let operation = (path == "/mcp").then_some("mcp");
+    record_received(state, parts, body, operation, &auth);
     let principal = match auth {
         Auth::Signed(key) => Principal::AccessKey(key),
         Auth::Bearer(principal) => principal,

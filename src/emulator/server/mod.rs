@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{Received, State};
 use crate::body::ReadToBytes;
 use answer::{AnswerBody, aws_error};
-use auth::{Auth, scheme};
+use auth::{Auth, METADATA_OPERATION, scheme};
 use gateway::gateway;
 use runtime::runtime;
 
@@ -75,14 +75,32 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
     }
 }
 
-/// What the audit keeps of a request (never a token).
-fn received(
+/// Keeps in the audit a request for the protected-resource metadata, which is never checked.
+fn record_metadata_request(state: &State, parts: &http::request::Parts, body: &[u8]) {
+    record_received(
+        state,
+        parts,
+        body,
+        Some(METADATA_OPERATION),
+        &Auth::Unchecked,
+    );
+}
+
+/// Keeps in the audit what it keeps of a request (never a token): the `operation` its path
+/// names, the verdict on its `auth`, and the custom headers the runtime passes (those of its
+/// allowlist; none at a gateway).
+fn record_received(
+    state: &State,
     parts: &http::request::Parts,
     body: &[u8],
-    operation: Option<String>,
+    operation: Option<&str>,
     auth: &Auth,
-    allowlist: Option<&[String]>,
-) -> Received {
+) {
+    let allowlist = if state.config.gateway {
+        Some(&[][..])
+    } else {
+        state.config.header_allowlist.as_deref()
+    };
     let header = |name: &str| {
         parts
             .headers
@@ -111,9 +129,9 @@ fn received(
             (name.as_str().to_owned(), value)
         })
         .collect();
-    Received {
+    let received = Received {
         custom_headers,
-        operation,
+        operation: operation.map(str::to_owned),
         http_method: parts.method.to_string(),
         authorization: scheme(parts),
         signed: matches!(auth, Auth::Signed(_)),
@@ -131,5 +149,6 @@ fn received(
         traceparent: header("traceparent"),
         amzn_trace_id: header("x-amzn-trace-id"),
         meta_traceparent: text("/params/_meta/traceparent"),
-    }
+    };
+    state.record(|a| a.received.push(received));
 }

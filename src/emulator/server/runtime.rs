@@ -9,12 +9,9 @@ use super::answer::{
     AnswerBody, SESSION_NOT_FOUND_CODE, SESSION_NOT_FOUND_MESSAGE, aws_error, mcp_session_refusal,
     plain_json, respond, with_session,
 };
-use super::auth::{
-    Auth, METADATA_OPERATION, RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime,
-    runtime_metadata,
-};
+use super::auth::{RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime, runtime_metadata};
 use super::faults::{refuse_busy, serve_mcp};
-use super::{Answer, RUNTIME_SESSION_ID, received};
+use super::{Answer, RUNTIME_SESSION_ID, record_metadata_request, record_received};
 use crate::emulator::lifecycle::McpCheck;
 use crate::emulator::mcp;
 use crate::emulator::{PlatformForm, Routed, State};
@@ -24,28 +21,12 @@ use crate::emulator::{PlatformForm, Routed, State};
 pub(super) async fn runtime(parts: &http::request::Parts, body: &Bytes, state: &State) -> Answer {
     let bearer = state.bearer_door();
     if bearer && let Some(arn) = metadata_route(parts.uri.path()) {
-        state.record(|a| {
-            a.received.push(received(
-                parts,
-                body,
-                Some(METADATA_OPERATION.to_owned()),
-                &Auth::Unchecked,
-                state.config.header_allowlist.as_deref(),
-            ))
-        });
+        record_metadata_request(state, parts, body);
         return Ok(runtime_metadata(parts, &arn, state));
     }
     let auth = authenticate(parts, body, state);
-    let operation = route(parts.uri.path()).map(|(_, operation)| operation.to_owned());
-    state.record(|a| {
-        a.received.push(received(
-            parts,
-            body,
-            operation,
-            &auth,
-            state.config.header_allowlist.as_deref(),
-        ))
-    });
+    let operation = route(parts.uri.path()).map(|(_, operation)| operation);
+    record_received(state, parts, body, operation, &auth);
     // A SigV4 runtime checks the signature before anything else (as it always has here); a
     // bearer runtime must know the runtime first, since the runtime decides the door.
     if !bearer && let Some(refused) = refuse_runtime(&auth, parts, state) {
