@@ -42,7 +42,7 @@ use crate::answers::{
 use crate::call::ResBody;
 use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, shutdown_signal};
+use crate::{STOP_TIMEOUT, Signals};
 use sse_relay::SseRelay;
 
 /// The endpoint's path.
@@ -139,15 +139,10 @@ pub async fn run(
     });
     let (shutdown, shutting_down) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
+    let mut signals = Signals::watch();
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            name = &mut signal => {
-                info!("{name}: shutting down");
-                break;
-            }
+        let Some(accepted) = signals.unless(listener.accept()).await else {
+            break;
         };
         while connections.try_join_next().is_some() {}
         let (stream, peer) = match accepted {
@@ -184,6 +179,9 @@ pub async fn run(
                 }
             }
         });
+    }
+    if let Some(name) = signals.came() {
+        info!("{name}: shutting down");
     }
     drop(listener);
     let _ = shutdown.send(true);

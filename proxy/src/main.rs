@@ -23,6 +23,7 @@ mod stdio;
 mod tokens;
 mod tools;
 
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -242,6 +243,37 @@ async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>
             };
             stdio::run(input, built.stack, built.uri, built.kind, tools, at_exit).await
         }
+    }
+}
+
+/// SIGINT or SIGTERM, watched over the whole loop of a transport.
+struct Signals {
+    signal: Pin<Box<dyn Future<Output = &'static str>>>,
+    came: Option<&'static str>,
+}
+
+impl Signals {
+    fn watch() -> Signals {
+        Signals {
+            signal: Box::pin(shutdown_signal()),
+            came: None,
+        }
+    }
+
+    /// What `next` gives, or `None` once a signal has come ([`Signals::came`]).
+    async fn unless<T>(&mut self, next: impl Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            value = next => Some(value),
+            name = &mut self.signal => {
+                self.came = Some(name);
+                None
+            }
+        }
+    }
+
+    /// The name of the signal that came, if one did.
+    fn came(&self) -> Option<&'static str> {
+        self.came
     }
 }
 

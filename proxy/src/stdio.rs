@@ -32,7 +32,7 @@ use crate::call::ResBody;
 use crate::sse::{Event, SseParser};
 use crate::stack::{Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, shutdown_signal};
+use crate::{STOP_TIMEOUT, Signals};
 use in_flight::{Cancel, Cancellable, InFlight};
 pub use lines::{MessagesIn, take_stdin};
 use lines::{line_of, read_stdin, write_stdout};
@@ -131,17 +131,11 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     // The server's own stream, once the session is initialized.
     let mut stream: Option<tokio::task::JoinHandle<()>> = None;
-    let signal = shutdown_signal();
-    tokio::pin!(signal);
+    let mut signals = Signals::watch();
     loop {
-        let line = tokio::select! {
-            line = stdin.recv() => line,
-            name = &mut signal => {
-                info!("{name}: shutting down");
-                None
-            }
+        let Some(line) = signals.unless(stdin.recv()).await.flatten() else {
+            break;
         };
-        let Some(line) = line else { break };
         while tasks.try_join_next().is_some() {}
         let line = match line {
             Ok(line) => line,
@@ -205,16 +199,11 @@ pub async fn run(
                 }
                 None
             };
-            tokio::select! {
-                opened = step => {
-                    if opened.is_some() {
-                        stream = opened;
-                    }
-                }
-                name = &mut signal => {
-                    info!("{name}: shutting down");
-                    break;
-                }
+            let Some(opened) = signals.unless(step).await else {
+                break;
+            };
+            if opened.is_some() {
+                stream = opened;
             }
         } else {
             let done = proxy.clone();
@@ -238,6 +227,9 @@ pub async fn run(
         }
     }
 
+    if let Some(name) = signals.came() {
+        info!("{name}: shutting down");
+    }
     debug!(in_flight = tasks.len(), "stdin closed");
     // The streams the client held open end with it: nothing is waited for on them.
     proxy.in_flight().retain(|_, request| {
