@@ -247,9 +247,9 @@ pub async fn run(
     }
     match at_exit {
         AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
-            proxy.stop_session().await;
+            proxy.end(&STOP_RUNTIME_SESSION).await;
         }
-        AtExit::EndMcpSession if proxy.has_session() => proxy.end_session().await,
+        AtExit::EndMcpSession if proxy.has_session() => proxy.end(&END_MCP_SESSION).await,
         _ => {}
     }
     drop(proxy);
@@ -749,36 +749,31 @@ impl Proxy {
         session.id.is_some()
     }
 
-    /// Ends the MCP session with a plain MCP DELETE (an MCP endpoint). A server may refuse to
-    /// let clients end sessions (405), or have ended it already (404): nothing to warn about.
-    async fn end_session(&self) {
+    /// Ends the session with a DELETE, for up to [`STOP_TIMEOUT`], and logs how it went.
+    async fn end(&self, ending: &Ending) {
         let request = self.request(Method::DELETE, Bytes::new(), None);
-        let ending = Ending {
-            done: "MCP session ended",
-            doing: "ending the MCP session",
-            expires_anyway: true,
-        };
         match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(result) => log_ending(result, &ending).await,
-            Err(_) => warn!("ending the MCP session took longer than {STOP_TIMEOUT:?}"),
-        }
-    }
-
-    /// Ends the MCP session with a DELETE, which the signing layer turns into
-    /// `StopRuntimeSession`.
-    async fn stop_session(&self) {
-        let request = self.request(Method::DELETE, Bytes::new(), None);
-        let ending = Ending {
-            done: "runtime session stopped",
-            doing: "stopping the runtime session",
-            expires_anyway: false,
-        };
-        match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(result) => log_ending(result, &ending).await,
-            Err(_) => warn!("stopping the runtime session took longer than {STOP_TIMEOUT:?}"),
+            Ok(result) => log_ending(result, ending).await,
+            Err(_) => warn!("{} took longer than {STOP_TIMEOUT:?}", ending.doing),
         }
     }
 }
+
+/// Ends the MCP session with a plain MCP DELETE (an MCP endpoint). A server may refuse to let
+/// clients end sessions (405), or have ended it already (404): nothing to warn about.
+const END_MCP_SESSION: Ending = Ending {
+    done: "MCP session ended",
+    doing: "ending the MCP session",
+    expires_anyway: true,
+};
+
+/// Ends the MCP session with a DELETE, which the signing layer turns into
+/// `StopRuntimeSession`.
+const STOP_RUNTIME_SESSION: Ending = Ending {
+    done: "runtime session stopped",
+    doing: "stopping the runtime session",
+    expires_anyway: false,
+};
 
 /// How a relayed answer ended.
 enum Relayed {
