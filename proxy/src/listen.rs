@@ -40,6 +40,7 @@ use crate::answers::{
     is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
 use crate::call::ResBody;
+use crate::sse::is_event_stream;
 use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, Signals};
@@ -356,10 +357,7 @@ impl Endpoint {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
         let call = Call::of_held(&parts.extensions, held);
-        let sse = parts
-            .headers
-            .get(CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let sse = is_event_stream(&parts.headers);
         if status.is_success() {
             self.track(&parts.headers);
         }

@@ -2,6 +2,13 @@
 
 use std::time::Duration;
 
+/// Whether an answer's head says its body is an event stream (`text/event-stream`).
+pub fn is_event_stream(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
 /// One event of a stream, as far as a relay needs it: its type (`event:`; none is
 /// `message`), its data (`None` for a block with no `data:` line, such as `retry:` alone),
 /// and the `id:` and `retry:` it set.

@@ -29,7 +29,7 @@ use crate::answers::{
     upstream,
 };
 use crate::call::ResBody;
-use crate::sse::{Event, SseParser};
+use crate::sse::{Event, SseParser, is_event_stream};
 use crate::stack::{Kind, Stack};
 use crate::tools::Tools;
 use crate::{STOP_TIMEOUT, Signals};
@@ -514,10 +514,7 @@ impl Proxy {
         if status == http::StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
         }
-        let sse = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let sse = is_event_stream(response.headers());
         if !status.is_success() || !sse {
             return Err(format!("{} answered HTTP {}", upstream(), status.as_u16()));
         }
@@ -585,10 +582,7 @@ impl Proxy {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
         let call = Call::of_held(&parts.extensions, held);
-        let sse = parts
-            .headers
-            .get(CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let sse = is_event_stream(&parts.headers);
         if initialize && status.is_success() {
             let mut session = self.session.write().unwrap_or_else(|p| p.into_inner());
             session.id = parts.headers.get("mcp-session-id").cloned();
