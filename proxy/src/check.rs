@@ -17,6 +17,7 @@ use tower::ServiceExt;
 use agentcore_tower::protocol;
 
 use crate::answers::{describe_failure, describe_status, read_small_answer};
+use crate::call::ResBody;
 use crate::cli::{Args, Door, TokenSource, shown};
 use crate::stack::{self, Mode, StartError};
 use crate::tools::replay_status;
@@ -270,15 +271,8 @@ impl Session {
     async fn discover(&mut self) -> Discovery {
         let message = json!({"jsonrpc": "2.0", "id": 0, "method": "server/discover",
             "params": {"_meta": client_meta()}});
-        let response = match self.stack.clone().oneshot(self.request(&message)).await {
-            Ok(response) => response,
-            Err(error) => {
-                let (text, data) = describe_failure(error.as_ref());
-                println!("server/discover: failed");
-                println!("error:       {text}");
-                print_record(data.get("attempts"));
-                return Discovery::Failed;
-            }
+        let Some(response) = self.send("server/discover", &message).await else {
+            return Discovery::Failed;
         };
         let (status, headers, body) = read_small_answer(response).await;
         let older =
@@ -331,19 +325,24 @@ impl Session {
         }
     }
 
-    /// Sends one request: its result, or `None` after printing why there is none.
-    async fn call(&mut self, method: &str, message: &Value) -> Option<Value> {
-        let request = self.request(message);
-        let response = match self.stack.clone().oneshot(request).await {
-            Ok(response) => response,
+    /// Sends one request (`method`): its answer, or `None` after printing why the stack gave
+    /// none.
+    async fn send(&self, method: &str, message: &Value) -> Option<http::Response<ResBody>> {
+        match self.stack.clone().oneshot(self.request(message)).await {
+            Ok(response) => Some(response),
             Err(error) => {
                 let (text, data) = describe_failure(error.as_ref());
                 println!("{method}: failed");
                 println!("error:       {text}");
                 print_record(data.get("attempts"));
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Sends one request: its result, or `None` after printing why there is none.
+    async fn call(&mut self, method: &str, message: &Value) -> Option<Value> {
+        let response = self.send(method, message).await?;
         let record = AttemptRecord::of_response(&response).cloned();
         let status = response.status();
         let headers = response.headers().clone();
