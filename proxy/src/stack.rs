@@ -520,14 +520,10 @@ impl Service<Request<Full<Bytes>>> for Deadline {
         for (name, value) in self.headers.iter() {
             request.headers_mut().insert(name, value.clone());
         }
-        let record = match AttemptRecord::of_extensions(request.extensions()) {
-            Some(record) => record.clone(),
-            None => {
-                let record = AttemptRecord::new();
-                request.extensions_mut().insert(record.clone());
-                record
-            }
-        };
+        let record = request
+            .extensions_mut()
+            .get_or_insert_with(AttemptRecord::new)
+            .clone();
         let total = self.total;
         let deadline = tokio::time::Instant::now() + total;
         // The call's one ceiling in time is `--timeout`: every layer's waits end before it,
