@@ -14,8 +14,8 @@ use http::Uri;
 
 pub use headers::Headers;
 pub use manual::{HELP, USAGE};
+pub use values::{is_loopback_host, parse_token, shown, shown_duration};
 use values::{parse_duration, parse_listen, parse_pattern, parse_url};
-pub use values::{parse_token, shown, shown_duration};
 
 /// `--timeout`'s default: AgentCore Runtime's limit for a synchronous request (15 minutes), so
 /// that no call the service would still answer is cut here.

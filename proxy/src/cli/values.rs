@@ -47,8 +47,9 @@ pub fn parse_url(flag: &str, text: &str) -> Result<Uri, String> {
     Ok(uri)
 }
 
-/// Whether a URL's host is a loopback one: `localhost`, `127.x.x.x`, `[::1]`.
-fn is_loopback_host(host: &str) -> bool {
+/// Whether a URL's (or a `Host` header's) host is a loopback one: `localhost`, `127.x.x.x`,
+/// `[::1]`.
+pub fn is_loopback_host(host: &str) -> bool {
     if host.eq_ignore_ascii_case("localhost") {
         return true;
     }

@@ -1,14 +1,13 @@
 //! The checks every request to the endpoint passes before anything is sent: a loopback `Host`
 //! and `Origin` (no DNS rebinding, no web page), the `--listen-token-file` token, the path.
 
-use std::net::IpAddr;
-
 use http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use tracing::warn;
 
 use super::{Endpoint, HttpBody, PATH, refusal};
+use crate::cli::is_loopback_host;
 
 impl Endpoint {
     /// The checks every request passes before anything is sent: Host, Origin, token, path;
@@ -85,15 +84,7 @@ fn is_loopback_authority(authority: &str) -> bool {
     if authority.as_str().contains('@') {
         return false;
     }
-    let host = authority.host();
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    let ip = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    ip.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    is_loopback_host(authority.host())
 }
 
 /// Whether an `Origin` is a loopback one: `http://` and a loopback authority, nothing else
