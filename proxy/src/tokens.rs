@@ -369,11 +369,17 @@ fn first_line(stderr: &[u8], stdout: &str) -> String {
     format!("{line:?}")
 }
 
+/// The scratch directory of the integration tests, with their token command.
+#[cfg(test)]
+#[path = "../tests/it/common/temp_dir.rs"]
+#[allow(dead_code)]
+mod temp_dir;
+
 #[cfg(test)]
 mod tests {
+    use super::temp_dir::TempDir;
     use super::*;
     use base64::Engine;
-    use std::path::PathBuf;
 
     fn jwt(claims: &str) -> String {
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -424,50 +430,6 @@ mod tests {
         assert!(expires_soon(Some(1_000_060), now));
         assert!(expires_soon(Some(1_000_000), now));
         assert!(expires_soon(Some(5), now));
-    }
-
-    /// A directory of its own under the temp dir, removed when dropped.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> TempDir {
-            let dir = std::env::temp_dir().join(format!(
-                "agentcore-mcp-proxy-tokens-{name}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-
-        /// A script that counts its runs in `runs` and prints `token-N` (N the run) then
-        /// `suffix`, and the command that runs it.
-        fn counting_script(&self, suffix: &str) -> String {
-            let script = self.0.join("token.sh");
-            let runs = self.0.join("runs");
-            std::fs::write(
-                &script,
-                format!(
-                    "n=$(cat '{runs}' 2>/dev/null || echo 0)\nn=$((n + 1))\necho $n > '{runs}'\n\
-                     printf 'token-%s%s\\n' \"$n\" '{suffix}'\n",
-                    runs = runs.display()
-                ),
-            )
-            .unwrap();
-            format!("sh '{}'", script.display())
-        }
-
-        fn runs(&self) -> u32 {
-            std::fs::read_to_string(self.0.join("runs"))
-                .map(|s| s.trim().parse().unwrap())
-                .unwrap_or(0)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 
     #[cfg(unix)]
@@ -550,7 +512,8 @@ mod tests {
     #[tokio::test]
     async fn the_command_runs_again_on_refresh_only_and_waiters_share_a_run() {
         let dir = TempDir::new("refresh");
-        let tokens = CommandToken::new(dir.counting_script("-abc"));
+        let tokens =
+            CommandToken::new(dir.token_command(&["token-1-abc", "token-2-abc", "token-3-abc"]));
         let first = tokens.get(None).await.unwrap();
         assert_eq!(first.as_str(), "token-1-abc");
         assert_eq!(tokens.get(None).await.unwrap().as_str(), "token-1-abc");
@@ -585,12 +548,7 @@ mod tests {
     #[tokio::test]
     async fn requests_refused_together_share_one_run_that_prints_the_same_token() {
         let dir = TempDir::new("same");
-        let runs = dir.0.join("runs");
-        let command = format!(
-            "n=$(cat '{runs}' 2>/dev/null || echo 0); echo $((n + 1)) > '{runs}'; echo same-token",
-            runs = runs.display()
-        );
-        let tokens = CommandToken::new(command);
+        let tokens = CommandToken::new(dir.token_command(&["same-token"]));
         let token = tokens.get(None).await.unwrap();
         assert_eq!(dir.runs(), 1);
         let (a, b, c) = tokio::join!(
@@ -610,7 +568,9 @@ mod tests {
         let dir = TempDir::new("expiry");
         // A JWT that expired long ago: every use runs the command.
         let expired = jwt(r#"{"exp":1000}"#);
-        let tokens = CommandToken::new(dir.counting_script(&format!("-{expired}")));
+        let tokens = CommandToken::new(
+            dir.token_command(&[&format!("token-1-{expired}"), &format!("token-2-{expired}")]),
+        );
         let first = tokens.get(None).await.unwrap();
         assert!(first.as_str().starts_with("token-1-"));
         let second = tokens.get(None).await.unwrap();
@@ -625,7 +585,7 @@ mod tests {
             .unwrap()
             .as_secs();
         let fresh = jwt(&format!(r#"{{"exp":{}}}"#, now + 3600));
-        let tokens = CommandToken::new(dir.counting_script(&format!("-{fresh}")));
+        let tokens = CommandToken::new(dir.token_command(&[&format!("token-1-{fresh}")]));
         tokens.get(None).await.unwrap();
         tokens.get(None).await.unwrap();
         assert_eq!(dir.runs(), 1);
