@@ -427,31 +427,23 @@ mod tests {
         let (a, b) = (runtime.issue("s", vm), runtime.issue("s", vm));
         assert!(runtime.expire(&a, t0, &LIMITS));
         assert!(!runtime.expire(&a, t0, &LIMITS));
-        assert_eq!(
-            runtime.check("s", vm, Some(&a), false, t0, &LIMITS),
-            McpCheck::NotFound
-        );
-        assert_eq!(
-            runtime.check("s", vm, Some(&b), false, t0, &LIMITS),
-            McpCheck::Accepted
-        );
+        // What the MCP server of `session`'s microVM `vm` makes of the MCP session `id` now.
+        let check = |runtime: &Runtime, session: &str, vm: u64, id: &str, stateful: bool| {
+            runtime.check(session, vm, Some(id), stateful, t0, &LIMITS)
+        };
+        assert_eq!(check(&runtime, "s", vm, &a, false), McpCheck::NotFound);
+        assert_eq!(check(&runtime, "s", vm, &b, false), McpCheck::Accepted);
         // Another runtime session carrying b: a lenient server takes it, a stateful one not.
         let other = runtime.arrive("o", t0, &LIMITS).microvm;
-        assert_eq!(
-            runtime.check("o", other, Some(&b), false, t0, &LIMITS),
-            McpCheck::Accepted
-        );
-        assert_eq!(
-            runtime.check("o", other, Some(&b), true, t0, &LIMITS),
-            McpCheck::NotFound
-        );
+        assert_eq!(check(&runtime, "o", other, &b, false), McpCheck::Accepted);
+        assert_eq!(check(&runtime, "o", other, &b, true), McpCheck::NotFound);
         assert!(runtime.end_microvm("s", t0, &LIMITS));
         assert!(!runtime.end_microvm("s", t0, &LIMITS));
         assert!(!runtime.end_microvm("unknown", t0, &LIMITS));
         let next = runtime.arrive("s", t0, &LIMITS);
         assert!(next.new_microvm && !next.new_session);
         assert_eq!(
-            runtime.check("s", next.microvm, Some(&b), false, t0, &LIMITS),
+            check(&runtime, "s", next.microvm, &b, false),
             McpCheck::NotFound
         );
         assert_eq!(runtime.end_microvms(t0, &LIMITS), 2);
