@@ -100,6 +100,42 @@ struct Wire<'a, P> {
     params: Option<P>,
 }
 
+/// The `visit_*` methods of a visitor that takes any JSON value, for what it does not read:
+/// every number, boolean and array (consumed to its end) reads as `$other`; with
+/// `strings and null`, every string and null too.
+macro_rules! read_others_as {
+    ($value:ty, $other:expr) => {
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok($other)
+        }
+    };
+    ($value:ty, $other:expr, strings and null) => {
+        read_others_as!($value, $other);
+        fn visit_str<E>(self, _: &str) -> Result<$value, E> {
+            Ok($other)
+        }
+        fn visit_unit<E>(self) -> Result<$value, E> {
+            Ok($other)
+        }
+    };
+}
+
 /// A message with its `params` read in the one pass.
 type WireMessage<'a> = Wire<'a, WireParams<'a>>;
 
@@ -167,12 +203,9 @@ impl<'a> From<RawWireMessage<'a>> for WireMessage<'a> {
 /// nothing known ([`WireParams::usable`] is false), never as an error of the message.
 #[derive(Default)]
 struct WireParams<'a> {
-    name: Option<Cow<'a, str>>,
-    uri: Option<Cow<'a, str>>,
-    task_id: Option<Cow<'a, str>>,
+    named: Named<'a>,
     /// Read whatever else `params` holds: a `_meta` that is no object names no version.
     protocol_version: Option<Cow<'a, str>>,
-    arguments: Option<&'a RawValue>,
     usable: bool,
 }
 
@@ -229,9 +262,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
         struct TextVisitor<'a>(std::marker::PhantomData<&'a ()>);
         impl<'de: 'a, 'a> serde::de::Visitor<'de> for TextVisitor<'a> {
             type Value = Text<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
             fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'a>, E> {
                 Ok(Text::Str(Cow::Borrowed(v)))
             }
@@ -247,25 +277,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
             fn visit_none<E>(self) -> Result<Text<'a>, E> {
                 Ok(Text::Null)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Text<'a>, E> {
-                Ok(Text::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Text<'a>, E> {
-                Ok(Text::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Text<'a>, E> {
-                Ok(Text::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Text<'a>, E> {
-                Ok(Text::Other)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Text<'a>, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Text::Other)
-            }
+            read_others_as!(Text<'a>, Text::Other);
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
@@ -283,10 +295,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 
 impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
     type Value = WireParams<'a>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
@@ -316,15 +324,15 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
             match key {
                 ParamsKey::Name => {
                     let value = map.next_value::<Text<'a>>()?;
-                    params.name = text(&mut name, value, &mut params.usable);
+                    params.named.name = text(&mut name, value, &mut params.usable);
                 }
                 ParamsKey::Uri => {
                     let value = map.next_value::<Text<'a>>()?;
-                    params.uri = text(&mut uri, value, &mut params.usable);
+                    params.named.uri = text(&mut uri, value, &mut params.usable);
                 }
                 ParamsKey::TaskId => {
                     let value = map.next_value::<Text<'a>>()?;
-                    params.task_id = text(&mut task_id, value, &mut params.usable);
+                    params.named.task_id = text(&mut task_id, value, &mut params.usable);
                 }
                 ParamsKey::Meta => {
                     params.protocol_version = map.next_value::<MetaVersion<'a>>()?.0;
@@ -334,7 +342,7 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
                     if std::mem::replace(&mut arguments, true) {
                         params.usable = false;
                     }
-                    params.arguments = value;
+                    params.named.arguments = value;
                 }
                 ParamsKey::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
@@ -345,41 +353,7 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
     }
 
     // Anything but an object: consumed, and nothing known.
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> Result<WireParams<'a>, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(WireParams::default())
-    }
-
-    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
-
-    fn visit_unit<E>(self) -> Result<WireParams<'a>, E> {
-        Ok(WireParams::default())
-    }
+    read_others_as!(WireParams<'a>, WireParams::default(), strings and null);
 }
 
 /// `_meta`'s protocol version: the string under
@@ -392,9 +366,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for MetaVersion<'a> {
         struct MetaVisitor<'a>(std::marker::PhantomData<&'a ()>);
         impl<'de: 'a, 'a> serde::de::Visitor<'de> for MetaVisitor<'a> {
             type Value = MetaVersion<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("any JSON value")
-            }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
@@ -411,31 +382,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for MetaVersion<'a> {
                 }
                 Ok(MetaVersion(version))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<MetaVersion<'a>, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(MetaVersion(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
-            fn visit_unit<E>(self) -> Result<MetaVersion<'a>, E> {
-                Ok(MetaVersion(None))
-            }
+            read_others_as!(MetaVersion<'a>, MetaVersion(None), strings and null);
         }
         d.deserialize_any(MetaVisitor(std::marker::PhantomData))
     }
@@ -460,16 +407,26 @@ impl Body {
     where
         W: Deserialize<'a> + Into<WireMessage<'a>>,
     {
+        Self::from_wires(bytes, |wire: W| {
+            Message::from_wire(wire.into(), with_arguments)
+        })
+    }
+
+    /// A body of one message or a non-empty batch, each read as a `W` and made a message by
+    /// `message`: unparsable when the JSON is neither, or when any member is no message.
+    fn from_wires<'a, W: Deserialize<'a>>(
+        bytes: &'a [u8],
+        message: impl Fn(W) -> Option<Message>,
+    ) -> Body {
         match first_significant_byte(bytes) {
             Some(b'{') => match serde_json::from_slice::<W>(bytes) {
-                Ok(wire) => Message::from_wire(wire.into(), with_arguments)
-                    .map_or(Body::Unparsable, Body::Single),
+                Ok(wire) => message(wire).map_or(Body::Unparsable, Body::Single),
                 Err(_) => Body::Unparsable,
             },
             Some(b'[') => match serde_json::from_slice::<Vec<W>>(bytes) {
                 Ok(wires) if !wires.is_empty() => wires
                     .into_iter()
-                    .map(|w| Message::from_wire(w.into(), with_arguments))
+                    .map(message)
                     .collect::<Option<Vec<_>>>()
                     .map_or(Body::Unparsable, Body::Batch),
                 _ => Body::Unparsable,
@@ -515,12 +472,7 @@ fn mcp_method(method: &str) -> Option<&'static str> {
 
 impl Message {
     fn from_wire(wire: WireMessage<'_>, with_arguments: bool) -> Option<Message> {
-        let kind = match (&wire.method, wire.id, wire.result || wire.error) {
-            (Some(_), true, false) => MessageKind::Request,
-            (Some(_), false, false) => MessageKind::Notification,
-            (None, true, true) => MessageKind::Response,
-            _ => return None,
-        };
+        let kind = MessageKind::of(wire.method.is_some(), wire.id, wire.result || wire.error)?;
         let method = wire.method.map(|method| match mcp_method(&method) {
             Some(known) => Cow::Borrowed(known),
             None => Cow::Owned(method.into_owned()),
@@ -530,32 +482,81 @@ impl Message {
             .as_mut()
             .and_then(|p| p.protocol_version.take())
             .map(Cow::into_owned);
+        Some(Message::new(
+            kind,
+            method,
+            protocol_version,
+            with_arguments,
+            || params.filter(|p| p.usable).map(|p| p.named),
+        ))
+    }
+
+    /// A message of `kind`, named by the member of its `params` its method is named by (the
+    /// members asked of `named` only for such a method, none when `params` are unusable).
+    fn new<'a>(
+        kind: MessageKind,
+        method: Option<Cow<'static, str>>,
+        protocol_version: Option<String>,
+        with_arguments: bool,
+        named: impl FnOnce() -> Option<Named<'a>>,
+    ) -> Message {
         let key = method.as_deref().and_then(crate::protocol::name_key);
-        let params = params.filter(|p| key.is_some() && p.usable);
-        let (name, arguments) = match params {
-            Some(p) => {
-                let name = match key {
-                    Some("uri") => p.uri,
-                    Some("taskId") => p.task_id,
-                    _ => p.name,
-                };
-                let arguments = if with_arguments {
-                    p.arguments
-                        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                } else {
-                    None
-                };
-                (name.map(Cow::into_owned), arguments)
-            }
+        let (name, arguments) = match key.and_then(|_| named()) {
+            Some(named) => named.read(key, with_arguments),
             None => (None, None),
         };
-        Some(Message {
+        Message {
             kind,
             method,
             name,
             arguments,
             protocol_version,
-        })
+        }
+    }
+}
+
+impl MessageKind {
+    /// What a message is by the members it has: a method and an id, a method alone, or an id
+    /// with a `result` or an `error`. Anything else is no message.
+    fn of(method: bool, id: bool, answer: bool) -> Option<MessageKind> {
+        match (method, id, answer) {
+            (true, true, false) => Some(MessageKind::Request),
+            (true, false, false) => Some(MessageKind::Notification),
+            (false, true, true) => Some(MessageKind::Response),
+            _ => None,
+        }
+    }
+}
+
+/// The members of `params` a message may be named by, and its `arguments` raw.
+#[derive(Default)]
+struct Named<'a> {
+    name: Option<Cow<'a, str>>,
+    uri: Option<Cow<'a, str>>,
+    task_id: Option<Cow<'a, str>>,
+    arguments: Option<&'a RawValue>,
+}
+
+impl Named<'_> {
+    /// The name under the method's `key` (`params.name` unless the key is `uri` or `taskId`),
+    /// and the arguments parsed when `with_arguments` asks for them.
+    fn read(
+        self,
+        key: Option<&str>,
+        with_arguments: bool,
+    ) -> (Option<String>, Option<serde_json::Value>) {
+        let name = match key {
+            Some("uri") => self.uri,
+            Some("taskId") => self.task_id,
+            _ => self.name,
+        };
+        let arguments = if with_arguments {
+            self.arguments
+                .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        } else {
+            None
+        };
+        (name.map(Cow::into_owned), arguments)
     }
 }
 
@@ -810,33 +811,15 @@ mod tests {
     impl Body {
         /// Reads a request body. `with_arguments` parses `tools/call` arguments too.
         fn parse_two_pass(bytes: &[u8], with_arguments: bool) -> Body {
-            match first_significant_byte(bytes) {
-                Some(b'{') => match serde_json::from_slice::<RefWireMessage<'_>>(bytes) {
-                    Ok(wire) => Message::ref_from_wire(wire, with_arguments)
-                        .map_or(Body::Unparsable, Body::Single),
-                    Err(_) => Body::Unparsable,
-                },
-                Some(b'[') => match serde_json::from_slice::<Vec<RefWireMessage<'_>>>(bytes) {
-                    Ok(wires) if !wires.is_empty() => wires
-                        .into_iter()
-                        .map(|w| Message::ref_from_wire(w, with_arguments))
-                        .collect::<Option<Vec<_>>>()
-                        .map_or(Body::Unparsable, Body::Batch),
-                    _ => Body::Unparsable,
-                },
-                _ => Body::Unparsable,
-            }
+            Self::from_wires(bytes, |wire: RefWireMessage<'_>| {
+                Message::ref_from_wire(wire, with_arguments)
+            })
         }
     }
 
     impl Message {
         fn ref_from_wire(wire: RefWireMessage<'_>, with_arguments: bool) -> Option<Message> {
-            let kind = match (&wire.method, wire.id, wire.result || wire.error) {
-                (Some(_), true, false) => MessageKind::Request,
-                (Some(_), false, false) => MessageKind::Notification,
-                (None, true, true) => MessageKind::Response,
-                _ => return None,
-            };
+            let kind = MessageKind::of(wire.method.is_some(), wire.id, wire.result || wire.error)?;
             let method = wire.method.map(|m| Cow::Owned(m.into_owned()));
             let protocol_version = wire
                 .params
@@ -848,34 +831,21 @@ mod tests {
                         .as_str()
                         .map(str::to_owned)
                 });
-            let key = method.as_deref().and_then(crate::protocol::name_key);
-            let params = key
-                .and(wire.params)
-                .and_then(|raw| serde_json::from_str::<RefWireParams<'_>>(raw.get()).ok());
-            let (name, arguments) = match params {
-                Some(p) => {
-                    let name = match key {
-                        Some("uri") => p.uri,
-                        Some("taskId") => p.task_id,
-                        _ => p.name,
-                    };
-                    let arguments = if with_arguments {
-                        p.arguments
-                            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-                    } else {
-                        None
-                    };
-                    (name.map(Cow::into_owned), arguments)
-                }
-                None => (None, None),
-            };
-            Some(Message {
+            Some(Message::new(
                 kind,
                 method,
-                name,
-                arguments,
                 protocol_version,
-            })
+                with_arguments,
+                || {
+                    let p = serde_json::from_str::<RefWireParams<'_>>(wire.params?.get()).ok()?;
+                    Some(Named {
+                        name: p.name,
+                        uri: p.uri,
+                        task_id: p.task_id,
+                        arguments: p.arguments,
+                    })
+                },
+            ))
         }
     }
 
