@@ -31,18 +31,18 @@ use crate::redact::{self, InvokeBody, Secrets};
 use crate::rule::{Failure, Refusal};
 
 /// Starts a call of `request` through `inner` (the ready service; a clone stays behind), as
-/// `operation` says.
+/// the layer's mapping says.
 pub(crate) fn call<S, ReqB, ResB>(
     inner: &mut S,
     shared: &Arc<Shared>,
     mut request: Request<ReqB>,
-    operation: Result<Operation, String>,
 ) -> ResponseFuture<S, ReqB, ResB>
 where
     S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
     ReqB: Body,
     ResB: Body<Data = Bytes>,
 {
+    let operation = shared.operation(&request);
     let layer = shared.layer();
     let (context, ownership) = CallContext::enter(&mut request, layer, None, None);
     let mut call = Call {

@@ -150,6 +150,7 @@
 //!
 //! [`CachedCredentials`]: crate::auth::CachedCredentials
 
+mod door;
 mod future;
 mod gate;
 mod request;
@@ -158,16 +159,12 @@ mod target;
 
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::ProvideCredentials;
-use bytes::Bytes;
-use http::{Method, Request, Response};
-use http_body::Body;
-use http_body_util::Full;
-use tower::{Layer, Service};
+use http::{Method, Request};
 
+pub(crate) use door::signing_door;
 pub use future::ResponseFuture;
 pub(crate) use future::call;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
@@ -182,8 +179,7 @@ pub(crate) use target::encode as encode_label;
 pub use target::{InvokeTarget, ResolvedTarget};
 
 use crate::auth::{Auth, AuthSource, Clock, ProvideToken};
-use crate::error::{BoxError, ConfigError, Error};
-use crate::redact::InvokeBody;
+use crate::error::ConfigError;
 use request::{RUNTIME_SESSION_ID, is_valid_session_id};
 use session::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
 
@@ -222,6 +218,15 @@ impl Shared {
         match &self.mapping {
             Mapping::Invoke(invoke) => invoke,
             Mapping::Endpoint(_) => unreachable!("only an invoke layer has invoke settings"),
+        }
+    }
+
+    /// What `request` becomes under the mapping: sent as it is to an endpoint; for a runtime,
+    /// an invocation, a `StopRuntimeSession`, or (why) a local 405.
+    fn operation<B>(&self, request: &Request<B>) -> Result<Operation, String> {
+        match &self.mapping {
+            Mapping::Endpoint(_) => Ok(Operation::Forward),
+            Mapping::Invoke(invoke) => invoke.operation(request),
         }
     }
 
@@ -518,29 +523,7 @@ impl SigV4InvokeLayer {
     }
 }
 
-impl fmt::Debug for SigV4InvokeLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.shared, f)
-    }
-}
-
-impl<S> Layer<S> for SigV4InvokeLayer {
-    type Service = SigV4Invoke<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        SigV4Invoke {
-            inner,
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-/// The service [`SigV4InvokeLayer`] builds.
-#[derive(Clone)]
-pub struct SigV4Invoke<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
+signing_door!(SigV4InvokeLayer => SigV4Invoke);
 
 impl<S> SigV4Invoke<S> {
     /// The layer's own runtime session id: the one requests that name none carry now with
@@ -548,17 +531,6 @@ impl<S> SigV4Invoke<S> {
     /// it: each MCP session has its own.
     pub fn runtime_session_id(&self) -> String {
         self.shared.invoke().sessions.default_id().to_string()
-    }
-
-    inner_service_accessors!();
-}
-
-impl<S: fmt::Debug> fmt::Debug for SigV4Invoke<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SigV4Invoke")
-            .field("inner", &self.inner)
-            .field("shared", &self.shared)
-            .finish()
     }
 }
 
@@ -569,31 +541,6 @@ pub(crate) enum Operation {
     StopSession,
     /// Sent as it is, to the URL it names (an MCP endpoint).
     Forward,
-}
-
-impl<S, ReqB, ResB> Service<Request<ReqB>> for SigV4Invoke<S>
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Body,
-    ReqB::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-{
-    type Response = Response<InvokeBody<ResB>>;
-    type Error = Error;
-    type Future = ResponseFuture<S, ReqB, ResB>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Error::from_service)
-    }
-
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let operation = match &self.shared.mapping {
-            Mapping::Endpoint(_) => Ok(Operation::Forward),
-            Mapping::Invoke(invoke) => invoke.operation(&request),
-        };
-        call(&mut self.inner, &self.shared, request, operation)
-    }
 }
 
 impl Invoke {

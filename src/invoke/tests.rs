@@ -7,7 +7,10 @@ use std::sync::Mutex;
 use aws_credential_types::Credentials;
 #[cfg(feature = "aws-config")]
 use aws_credential_types::provider::SharedCredentialsProvider;
-use tower::{ServiceExt, service_fn};
+use bytes::Bytes;
+use http::Response;
+use http_body_util::Full;
+use tower::{Layer, ServiceExt, service_fn};
 
 use super::*;
 
