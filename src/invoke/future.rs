@@ -126,6 +126,22 @@ struct Signed {
     chosen: Option<Chosen>,
 }
 
+/// An attempt handed to the service below: what its answer is read with.
+struct Sent<S, ResB> {
+    /// What to mask in the answer.
+    secrets: Secrets,
+    /// The time its signature was dated by (SigV4).
+    signed_at: Option<SystemTime>,
+    /// The runtime session, when the layer chose it (the request named none).
+    chosen: Option<Chosen>,
+    shared: Arc<Shared>,
+    operation: Operation,
+    /// The re-send authenticated afresh, while one may still be made.
+    again: Option<Prepared<S, ResB>>,
+    /// The bearer token sent, named to its provider should the server refuse it.
+    token: Option<BearerToken>,
+}
+
 /// The call as this layer sees it: the attempt it was handed (until it sends it on) and the one
 /// it sent, its context, its ownership when this layer is the first of the crate's. (Dropped in
 /// this order: the record is final before the owner calls the hooks.)
@@ -276,14 +292,7 @@ pin_project! {
         Calling {
             #[pin]
             future: S::Future,
-            secrets: Secrets,
-            signed_at: Option<SystemTime>,
-            chosen: Option<Chosen>,
-            shared: Arc<Shared>,
-            operation: Operation,
-            again: Option<Prepared<S, ResB>>,
-            // The bearer token sent, named to its provider should the server refuse it.
-            token: Option<BearerToken>,
+            sent: Option<Sent<S, ResB>>,
             // The attempt's span, entered while the service below works on it.
             attempt: tracing::Span,
         },
@@ -429,13 +438,15 @@ where
                     });
                     this.state.set(State::Calling {
                         future,
-                        secrets,
-                        signed_at,
-                        chosen,
-                        shared,
-                        operation,
-                        again,
-                        token,
+                        sent: Some(Sent {
+                            secrets,
+                            signed_at,
+                            chosen,
+                            shared,
+                            operation,
+                            again,
+                            token,
+                        }),
                         attempt,
                     });
                 }
@@ -464,23 +475,11 @@ where
                 }
                 StateProj::Calling {
                     future,
-                    secrets,
-                    signed_at,
-                    chosen,
-                    shared,
-                    operation,
-                    again,
-                    token,
+                    sent,
                     attempt,
                 } => {
                     let result = std::task::ready!(attempt.in_scope(|| future.poll(cx)));
-                    let token = token.take();
-                    let secrets = std::mem::take(secrets);
-                    let signed_at = *signed_at;
-                    let chosen = chosen.take();
-                    let shared = shared.clone();
-                    let operation = *operation;
-                    let again = again.take();
+                    let mut sent = sent.take().unwrap_or_else(|| unreachable!("taken once"));
                     this.state.set(State::Done);
                     let call = &mut *this.call;
                     let record = call.context.record().clone();
@@ -495,12 +494,15 @@ where
                                 .and_then(|v| v.to_str().ok())
                                 .and_then(|v| httpdate::parse_http_date(v).ok());
                             // Redact first: nothing below is read from an unredacted head.
-                            match shared.mapping {
+                            match sent.shared.mapping {
                                 Mapping::Invoke(_) => {
-                                    redact::filter_headers(&mut parts.headers, &secrets);
+                                    redact::filter_headers(&mut parts.headers, &sent.secrets);
                                 }
                                 Mapping::Endpoint(_) => {
-                                    redact::filter_endpoint_headers(&mut parts.headers, &secrets);
+                                    redact::filter_endpoint_headers(
+                                        &mut parts.headers,
+                                        &sent.secrets,
+                                    );
                                 }
                             }
                             record.complete(call.index, || {
@@ -510,21 +512,22 @@ where
                                 .answered(call.index, Ok((parts.status, &parts.headers)));
                             // Expired credentials, a skewed clock, a refused token: once more,
                             // authenticated afresh.
-                            let refresh = again
+                            let refresh = sent
+                                .again
                                 .is_some()
                                 .then(|| {
-                                    shared.auth.refresh_for(
+                                    sent.shared.auth.refresh_for(
                                         parts.status,
                                         &parts.headers,
                                         server_time,
-                                        signed_at,
+                                        sent.signed_at,
                                     )
                                 })
                                 .flatten();
-                            if let (Some(refresh), Some(mut again)) = (refresh, again)
+                            if let (Some(refresh), Some(mut again)) = (refresh, sent.again.take())
                                 && call.may_send_again(&refresh)
                             {
-                                shared.auth.refresh(&refresh);
+                                sent.shared.auth.refresh(&refresh);
                                 // This attempt is over: its span ends before the next opens.
                                 call.context.end_attempts();
                                 // Held, not read: delivered as it came if the re-send cannot
@@ -532,18 +535,25 @@ where
                                 again.refused = Some(Refused {
                                     parts,
                                     body,
-                                    secrets,
-                                    chosen,
+                                    secrets: sent.secrets,
+                                    chosen: sent.chosen,
                                 });
                                 this.state.set(State::Refreshing {
                                     prepared: Some(again),
-                                    refused_token: token
+                                    refused_token: sent
+                                        .token
                                         .filter(|_| matches!(refresh, Refresh::TokenRefused)),
                                 });
                                 continue;
                             }
                             Ok(deliver(
-                                call, &shared, operation, chosen, parts, body, secrets,
+                                call,
+                                &sent.shared,
+                                sent.operation,
+                                sent.chosen,
+                                parts,
+                                body,
+                                sent.secrets,
                             ))
                         }
                         Err(error) => {
