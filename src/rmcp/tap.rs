@@ -152,20 +152,7 @@ impl<S> RecordTap<S> {
         }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The wrapped service, taken out.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    inner_service_accessors!();
 }
 
 impl<S: fmt::Debug> fmt::Debug for RecordTap<S> {
@@ -190,14 +177,10 @@ where
 
     fn call(&mut self, mut request: Request<Full<Bytes>>) -> Self::Future {
         let exchange = Exchange::of(&request);
-        let record = match AttemptRecord::of_extensions(request.extensions()) {
-            Some(record) => record.clone(),
-            None => {
-                let record = AttemptRecord::new();
-                request.extensions_mut().insert(record.clone());
-                record
-            }
-        };
+        let record = request
+            .extensions_mut()
+            .get_or_insert_with(AttemptRecord::new)
+            .clone();
         RecordTapFuture {
             inner: self.inner.call(request),
             report: Some(Report {
