@@ -414,42 +414,68 @@ mod tests {
                 .authority()
                 .to_string()
         };
-        assert_eq!(
-            host("us-east-1", false, false),
-            "bedrock-agentcore.us-east-1.amazonaws.com"
-        );
-        assert_eq!(
-            host("us-east-1", true, false),
-            "bedrock-agentcore-fips.us-east-1.amazonaws.com"
-        );
-        assert_eq!(
-            host("us-east-1", false, true),
-            "bedrock-agentcore.us-east-1.api.aws"
-        );
-        assert_eq!(
-            host("us-east-1", true, true),
-            "bedrock-agentcore-fips.us-east-1.api.aws"
-        );
-        assert_eq!(
-            host("cn-north-1", false, false),
-            "bedrock-agentcore.cn-north-1.amazonaws.com.cn"
-        );
-        assert_eq!(
-            host("cn-north-1", false, true),
-            "bedrock-agentcore.cn-north-1.api.amazonwebservices.com.cn"
-        );
-        assert_eq!(
-            host("us-gov-west-1", false, false),
-            "bedrock-agentcore.us-gov-west-1.amazonaws.com"
-        );
-        assert_eq!(
-            host("us-iso-east-1", false, false),
-            "bedrock-agentcore.us-iso-east-1.c2s.ic.gov"
-        );
-        assert_eq!(
-            host("us-isob-east-1", false, false),
-            "bedrock-agentcore.us-isob-east-1.sc2s.sgov.gov"
-        );
+        for (region, fips, dual_stack, expected) in [
+            (
+                "us-east-1",
+                false,
+                false,
+                "bedrock-agentcore.us-east-1.amazonaws.com",
+            ),
+            (
+                "us-east-1",
+                true,
+                false,
+                "bedrock-agentcore-fips.us-east-1.amazonaws.com",
+            ),
+            (
+                "us-east-1",
+                false,
+                true,
+                "bedrock-agentcore.us-east-1.api.aws",
+            ),
+            (
+                "us-east-1",
+                true,
+                true,
+                "bedrock-agentcore-fips.us-east-1.api.aws",
+            ),
+            (
+                "cn-north-1",
+                false,
+                false,
+                "bedrock-agentcore.cn-north-1.amazonaws.com.cn",
+            ),
+            (
+                "cn-north-1",
+                false,
+                true,
+                "bedrock-agentcore.cn-north-1.api.amazonwebservices.com.cn",
+            ),
+            (
+                "us-gov-west-1",
+                false,
+                false,
+                "bedrock-agentcore.us-gov-west-1.amazonaws.com",
+            ),
+            (
+                "us-iso-east-1",
+                false,
+                false,
+                "bedrock-agentcore.us-iso-east-1.c2s.ic.gov",
+            ),
+            (
+                "us-isob-east-1",
+                false,
+                false,
+                "bedrock-agentcore.us-isob-east-1.sc2s.sgov.gov",
+            ),
+        ] {
+            assert_eq!(
+                host(region, fips, dual_stack),
+                expected,
+                "{region}, fips {fips}, dual stack {dual_stack}"
+            );
+        }
     }
 
     #[test]
