@@ -152,11 +152,9 @@
 //! `serde_json::Value`, [`is_session_busy_json`] over bytes, and [`is_session_busy_head`] for
 //! the 409 form.
 
-use std::future::{Ready, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use http_body::Body;
 use serde_json::Value;
 
@@ -166,7 +164,7 @@ use crate::contract::{
     Classified, Form, PlatformError, classify_head, classify_json, classify_json_rpc,
 };
 use crate::error::Error;
-use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
+use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
 use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
@@ -306,22 +304,14 @@ impl Default for SessionBusyRetryLayer {
     }
 }
 
-impl<ReqB, ResB> Decide<ReqB, ResB> for SessionBusy
-where
-    ReqB: Body<Data = Bytes> + Clone,
-    ResB: Body<Data = Bytes> + Unpin,
-{
-    type Body = PeekedBody<ResB>;
-    type Judge = judge::Refusals;
-    type Prepare = Ready<judge::Refusals>;
+impl JudgeAtOnce for SessionBusy {
+    type CallJudge = judge::Refusals;
 
-    fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
-        // Names the call's span from an in-memory body, when this layer is the call's first.
-        context.describe_from(request.body());
-        ready(judge::Refusals {
+    fn for_call(&self, context: &CallContext) -> judge::Refusals {
+        judge::Refusals {
             initialization_attempts: self.initialization_attempts,
             context: context.clone(),
-        })
+        }
     }
 }
 

@@ -101,11 +101,9 @@
 //! `Retry-After` is honoured; every attempt is recorded; the service is polled ready before
 //! every attempt.
 
-use std::future::{Ready, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body::Body;
 
 use crate::body::PeekedBody;
@@ -113,7 +111,7 @@ use crate::context::CallContext;
 use crate::contract::{Classified, Form, PlatformError};
 use crate::error::Error;
 use crate::retry::retry_after;
-use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
+use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
 use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
@@ -158,19 +156,11 @@ impl Default for ThrottleRetryLayer {
     }
 }
 
-impl<ReqB, ResB> Decide<ReqB, ResB> for Throttled
-where
-    ReqB: Body<Data = Bytes> + Clone,
-    ResB: Body<Data = Bytes> + Unpin,
-{
-    type Body = PeekedBody<ResB>;
-    type Judge = Throttled;
-    type Prepare = Ready<Throttled>;
+impl JudgeAtOnce for Throttled {
+    type CallJudge = Throttled;
 
-    fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
-        // Names the call's span from an in-memory body, when this layer is the call's first.
-        context.describe_from(request.body());
-        ready(Throttled)
+    fn for_call(&self, _: &CallContext) -> Throttled {
+        Throttled
     }
 }
 

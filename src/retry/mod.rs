@@ -92,6 +92,7 @@ pub(crate) mod sealed {
     use std::future::Future;
     use std::time::Duration;
 
+    use bytes::Bytes;
     use http::{Request, Response};
 
     use crate::body::PeekedBody;
@@ -110,6 +111,34 @@ pub(crate) mod sealed {
         type Prepare: Future<Output = Self::Judge>;
         /// Starts a call.
         fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare;
+    }
+
+    /// A policy that reads nothing of a request before its first attempt: its judge is ready
+    /// at once, and answers go up as the loop read them ahead. (The call's span is still named
+    /// from an in-memory body, when the layer is the call's first.)
+    pub trait JudgeAtOnce: Clone {
+        /// What decides about each attempt of one call.
+        type CallJudge;
+        /// The judge of one call.
+        fn for_call(&self, context: &CallContext) -> Self::CallJudge;
+    }
+
+    impl<P, ReqB, ResB> Decide<ReqB, ResB> for P
+    where
+        P: JudgeAtOnce,
+        P::CallJudge: Judge<ResB, Body = PeekedBody<ResB>>,
+        ReqB: http_body::Body<Data = Bytes> + Clone,
+        ResB: http_body::Body<Data = Bytes> + Unpin,
+    {
+        type Body = PeekedBody<ResB>;
+        type Judge = P::CallJudge;
+        type Prepare = std::future::Ready<P::CallJudge>;
+
+        fn prepare(&self, request: &Request<ReqB>, context: &CallContext) -> Self::Prepare {
+            // Names the call's span from an in-memory body, when this layer is the call's first.
+            context.describe_from(request.body());
+            std::future::ready(self.for_call(context))
+        }
     }
 
     /// A decision over one attempt's result, once the loop has read the platform error it
