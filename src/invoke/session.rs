@@ -536,8 +536,27 @@ mod tests {
         )
     }
 
+    fn per_layer(id: String) -> Sessions {
+        Sessions::new(
+            RuntimeSessions::PerLayer,
+            id,
+            DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_BOUND,
+        )
+    }
+
     fn renewing(old: &str) -> RenewedFrom {
         RenewedFrom(old.into())
+    }
+
+    /// Two MCP sessions bound, "old" then "other", and an `initialize` renewing "old": the
+    /// sessions, the runtime session of each, and the one the renewal was given.
+    fn renewal_of_old_beside_other() -> (Sessions, Arc<str>, Arc<str>, Chosen) {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None, true).id;
+        let other = s.choose(Some("other"), None, true).id;
+        let init = s.choose(None, Some(&renewing("old")), true);
+        (s, old, other, init)
     }
 
     impl Sessions {
@@ -575,12 +594,7 @@ mod tests {
 
     #[test]
     fn requests_in_no_mcp_session_that_open_none_share_the_layers_runtime_session() {
-        let s = Sessions::new(
-            RuntimeSessions::PerMcpSession,
-            "d".repeat(36),
-            DEFAULT_IDLE_TIMEOUT,
-            DEFAULT_MAX_BOUND,
-        );
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
         let first = s.choose(None, None, false);
         let second = s.choose(None, None, false);
         assert_eq!(&*first.id, "d".repeat(36).as_str(), "the layer's own");
@@ -594,12 +608,7 @@ mod tests {
 
     #[test]
     fn per_layer_adopts_only_over_what_the_request_used() {
-        let s = Sessions::new(
-            RuntimeSessions::PerLayer,
-            "a".repeat(36),
-            DEFAULT_IDLE_TIMEOUT,
-            DEFAULT_MAX_BOUND,
-        );
+        let s = per_layer("a".repeat(36));
         let first = s.choose(None, None, true);
         let b = "b".repeat(36);
         s.adopt(&first, &answer(&b, None));
@@ -781,10 +790,7 @@ mod tests {
 
     #[test]
     fn a_renewal_goes_to_the_expired_sessions_microvm_and_takes_it_over() {
-        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None, true).id;
-        let other = s.choose(Some("other"), None, true).id;
-        let init = s.choose(None, Some(&renewing("old")), true);
+        let (s, old, other, init) = renewal_of_old_beside_other();
         assert_eq!(init.id, old, "the microVM the old session provisioned");
         s.adopt(&init, &answer(&old, Some("new")));
         assert_eq!(s.bound_to("new"), Some(old.clone()));
@@ -848,10 +854,7 @@ mod tests {
 
     #[test]
     fn a_renewal_never_takes_a_third_sessions_microvm() {
-        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
-        let old = s.choose(Some("old"), None, true).id;
-        let other = s.choose(Some("other"), None, true).id;
-        let init = s.choose(None, Some(&renewing("old")), true);
+        let (s, old, other, init) = renewal_of_old_beside_other();
         s.adopt(&init, &answer(&other, Some("new")));
         assert_eq!(s.bound_to("new"), None);
         assert_eq!(
@@ -871,12 +874,7 @@ mod tests {
         s.adopt(&a, &answer(&a.id, None));
         assert_eq!(s.bound_to("old"), Some(old));
 
-        let layer = Sessions::new(
-            RuntimeSessions::PerLayer,
-            "a".repeat(36),
-            DEFAULT_IDLE_TIMEOUT,
-            DEFAULT_MAX_BOUND,
-        );
+        let layer = per_layer("a".repeat(36));
         let chosen = layer.choose(None, Some(&renewing("old")), true);
         assert_eq!(&*chosen.id, "a".repeat(36).as_str());
         layer.adopt(&chosen, &answer(&chosen.id, Some("new")));
