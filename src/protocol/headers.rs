@@ -366,37 +366,43 @@ mod tests {
             "mcp-protocol-version",
             HeaderValue::from_static("2026-07-28"),
         );
-        assert_eq!(
-            check_request_headers(&headers, &call, Some(&schema)),
-            Ok(())
-        );
+        let check = |headers: &HeaderMap| check_request_headers(headers, &call, Some(&schema));
+        assert_eq!(check(&headers), Ok(()));
 
-        let mut wrong = headers.clone();
-        wrong.insert("mcp-name", HeaderValue::from_static("other"));
-        assert!(
-            check_request_headers(&wrong, &call, Some(&schema))
-                .unwrap_err()
-                .contains("mcp-name")
-        );
-        let mut missing = headers.clone();
-        missing.remove("mcp-param-region");
-        assert!(
-            check_request_headers(&missing, &call, Some(&schema))
-                .unwrap_err()
-                .contains("missing")
-        );
-        let mut version = headers.clone();
-        version.insert(
-            "mcp-protocol-version",
-            HeaderValue::from_static("2025-11-25"),
-        );
-        assert!(check_request_headers(&version, &call, Some(&schema)).is_err());
-        let mut twice = headers.clone();
-        twice.append("mcp-method", HeaderValue::from_static("tools/call"));
-        assert!(
-            check_request_headers(&twice, &call, Some(&schema))
-                .unwrap_err()
-                .contains("twice")
-        );
+        // Each edit of the agreeing headers, and what the refusal names.
+        type Edit = fn(&mut HeaderMap);
+        let edits: [(Edit, &str); 4] = [
+            (
+                |h| {
+                    h.insert("mcp-name", HeaderValue::from_static("other"));
+                },
+                "mcp-name",
+            ),
+            (
+                |h| {
+                    h.remove("mcp-param-region");
+                },
+                "missing",
+            ),
+            (
+                |h| {
+                    let old = HeaderValue::from_static("2025-11-25");
+                    h.insert("mcp-protocol-version", old);
+                },
+                "mcp-protocol-version",
+            ),
+            (
+                |h| {
+                    h.append("mcp-method", HeaderValue::from_static("tools/call"));
+                },
+                "twice",
+            ),
+        ];
+        for (edit, named) in edits {
+            let mut edited = headers.clone();
+            edit(&mut edited);
+            let refusal = check(&edited).unwrap_err();
+            assert!(refusal.contains(named), "{refusal}");
+        }
     }
 }
