@@ -131,7 +131,7 @@ use crate::contract::{Classified, Form, PlatformError};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind, ParsedBody};
 use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
-use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::retry::{Backoff, RetryLayer};
 use crate::rule::{
     Assumption, By, Failure, FailureKind, MayHaveRun, Permission, ReplayRule, SharedReplayRule,
 };
@@ -382,20 +382,12 @@ impl ReplayDeclarations {
     }
 }
 
-/// Decides which failed attempt may be sent again, re-sends the replayable ones after a failure
-/// that may have run, and puts the call's replay rule in force for every layer of the call. See
-/// the [module docs](self).
-pub type ReplayGuardLayer = RetryLayer<ReplayDeclarations>;
-
-/// The service [`ReplayGuardLayer`] builds.
-///
-/// `R`: where it holds the answer it reads ahead (see
-/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
-pub type ReplayGuard<S, R = crate::body::OwnReadAhead> = Retry<S, ReplayDeclarations, R>;
-
-/// The response future of [`ReplayGuard`].
-pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
-    crate::retry::ResponseFuture<S, ReqB, ResB, ReplayDeclarations, R>;
+crate::retry::policy_names! {
+    /// Decides which failed attempt may be sent again, re-sends the replayable ones after a
+    /// failure that may have run, and puts the call's replay rule in force for every layer of
+    /// the call. See the [module docs](self).
+    ReplayGuardLayer, ReplayGuard over ReplayDeclarations
+}
 
 const LAYER: &str = "replay_guard";
 
@@ -486,12 +478,6 @@ impl<R> RetryLayer<ReplayDeclarations, R> {
             .collect();
         tools.sort();
         tools
-    }
-}
-
-impl Default for ReplayGuardLayer {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

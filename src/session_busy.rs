@@ -165,7 +165,7 @@ use crate::contract::{
 };
 use crate::error::Error;
 use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
-use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::retry::{Backoff, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
 /// The JSON-RPC error code AgentCore's MCP contract gives the session-busy refusal.
@@ -254,19 +254,11 @@ pub struct SessionBusy {
 /// configured: 2, the first and one re-send (see the [module docs](self)).
 pub const DEFAULT_INITIALIZATION_ATTEMPTS: u32 = 2;
 
-/// Re-sends a request AgentCore Runtime refused as "session operation in progress", in either
-/// of its two forms, after a short backoff. See the [module docs](self).
-pub type SessionBusyRetryLayer = RetryLayer<SessionBusy>;
-
-/// The service [`SessionBusyRetryLayer`] builds.
-///
-/// `R`: where it holds the answer it reads ahead (see
-/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
-pub type SessionBusyRetry<S, R = crate::body::OwnReadAhead> = Retry<S, SessionBusy, R>;
-
-/// The response future of [`SessionBusyRetry`].
-pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
-    crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy, R>;
+crate::retry::policy_names! {
+    /// Re-sends a request AgentCore Runtime refused as "session operation in progress", in
+    /// either of its two forms, after a short backoff. See the [module docs](self).
+    SessionBusyRetryLayer, SessionBusyRetry over SessionBusy
+}
 
 impl SessionBusyRetryLayer {
     /// The layer with its defaults: 45 s of waiting in all (a cold start is waited out by
@@ -295,12 +287,6 @@ impl<R> RetryLayer<SessionBusy, R> {
     pub fn initialization_attempts(mut self, attempts: u32) -> Self {
         self.policy_mut().initialization_attempts = attempts.max(1);
         self
-    }
-}
-
-impl Default for SessionBusyRetryLayer {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

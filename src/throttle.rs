@@ -112,7 +112,7 @@ use crate::contract::{Classified, Form, PlatformError};
 use crate::error::Error;
 use crate::retry::retry_after;
 use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
-use crate::retry::{Backoff, Retry, RetryLayer};
+use crate::retry::{Backoff, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
 /// The policy of [`ThrottleRetryLayer`]: an HTTP 429 is a refusal worth sending again; anything
@@ -121,19 +121,11 @@ use crate::rule::{Failure, Refusal};
 #[non_exhaustive]
 pub struct Throttled;
 
-/// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
-/// total-wait ceiling. See the [module docs](self).
-pub type ThrottleRetryLayer = RetryLayer<Throttled>;
-
-/// The service [`ThrottleRetryLayer`] builds.
-///
-/// `R`: where it holds the answer it reads ahead (see
-/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
-pub type ThrottleRetry<S, R = crate::body::OwnReadAhead> = Retry<S, Throttled, R>;
-
-/// The response future of [`ThrottleRetry`].
-pub type ResponseFuture<S, ReqB, ResB, R = crate::body::OwnReadAhead> =
-    crate::retry::ResponseFuture<S, ReqB, ResB, Throttled, R>;
+crate::retry::policy_names! {
+    /// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
+    /// total-wait ceiling. See the [module docs](self).
+    ThrottleRetryLayer, ThrottleRetry over Throttled
+}
 
 impl ThrottleRetryLayer {
     /// The layer with its defaults: 3 attempts, 10 s of waiting in all, 200 ms base backoff,
@@ -147,12 +139,6 @@ impl ThrottleRetryLayer {
                 .with_max_attempts(3)
                 .with_max_total_wait(Duration::from_secs(10)),
         )
-    }
-}
-
-impl Default for ThrottleRetryLayer {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
