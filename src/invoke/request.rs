@@ -473,6 +473,15 @@ mod tests {
         CallContext::enter(&mut http::Request::new(()), "test", None, None).0
     }
 
+    /// A request head of these headers, in this order (a name given twice has both values).
+    fn head<const N: usize>(headers: [(&str, &str); N]) -> HeaderMap {
+        let mut head = HeaderMap::new();
+        for (name, value) in headers {
+            head.append(HeaderName::try_from(name).unwrap(), value.parse().unwrap());
+        }
+        head
+    }
+
     /// The headers for `original` and `body` in a new call, with the test's session id.
     fn headers_for(original: &HeaderMap, body: &Bytes) -> Result<HeaderMap, Error> {
         invoke_headers(original, &context(), body, SESSION, None, &target())
@@ -480,23 +489,19 @@ mod tests {
 
     #[test]
     fn only_modelled_headers_travel_and_mcp_headers_are_filled() {
-        let mut original = HeaderMap::new();
-        original.insert("content-type", "application/json".parse().unwrap());
-        original.insert(
-            "accept",
-            "application/json, text/event-stream".parse().unwrap(),
-        );
-        original.insert("authorization", "Bearer app-token".parse().unwrap());
-        original.insert("cookie", "a=b".parse().unwrap());
-        original.insert("x-custom", "1".parse().unwrap());
-        // MCP 2026-07-28's argument headers: the API models none, so none travels.
-        original.insert("mcp-param-city", "Paris".parse().unwrap());
-        original.insert(
-            "traceparent",
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-                .parse()
-                .unwrap(),
-        );
+        let original = head([
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("authorization", "Bearer app-token"),
+            ("cookie", "a=b"),
+            ("x-custom", "1"),
+            // MCP 2026-07-28's argument headers: the API models none, so none travels.
+            ("mcp-param-city", "Paris"),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
+        ]);
         let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{}}}"#);
         let h = invoke_headers(
             &original,
@@ -531,10 +536,11 @@ mod tests {
 
     #[test]
     fn the_clients_own_values_win() {
-        let mut original = HeaderMap::new();
-        original.insert("mcp-method", "tools/call".parse().unwrap());
-        original.insert("mcp-name", "mine".parse().unwrap());
-        original.insert(RUNTIME_SESSION_ID, "s".repeat(40).parse().unwrap());
+        let original = head([
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "mine"),
+            (RUNTIME_SESSION_ID, &"s".repeat(40)),
+        ]);
         let body = Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///x"}}"#,
         );
@@ -630,8 +636,7 @@ mod tests {
                 .get("mcp-method")
                 .is_none()
         );
-        let mut stateless = HeaderMap::new();
-        stateless.insert("mcp-protocol-version", "2026-07-28".parse().unwrap());
+        let stateless = head([("mcp-protocol-version", "2026-07-28")]);
         let h = headers_for(&stateless, &ping).unwrap();
         assert_eq!(h["mcp-method"], "ping");
         assert!(h.get("mcp-name").is_none());
@@ -647,8 +652,7 @@ mod tests {
         assert_eq!(h["mcp-method"], "tasks/get");
         assert_eq!(h["mcp-name"], "t-1", "a task's polls name the task");
         // The client's own header is never overwritten.
-        let mut given = HeaderMap::new();
-        given.insert("mcp-protocol-version", "2025-11-25".parse().unwrap());
+        let given = head([("mcp-protocol-version", "2025-11-25")]);
         let h = headers_for(&given, &poll).unwrap();
         assert_eq!(h["mcp-protocol-version"], "2025-11-25");
         assert!(
@@ -690,9 +694,7 @@ mod tests {
             ),
         ];
         for (name, value, message) in cases {
-            let mut original = HeaderMap::new();
-            original.insert(HeaderName::from_static(name), value.parse().unwrap());
-            let err = headers_for(&original, &body).unwrap_err();
+            let err = headers_for(&head([(name, &value)]), &body).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidRequest);
             assert_eq!(
                 err.to_string(),
@@ -701,11 +703,12 @@ mod tests {
         }
         // Several values of a carried header: the first such header in the carried order is
         // named, whatever order the request holds them in.
-        let mut original = HeaderMap::new();
-        original.append("mcp-session-id", "a".parse().unwrap());
-        original.append("accept", "a".parse().unwrap());
-        original.append("mcp-session-id", "b".parse().unwrap());
-        original.append("accept", "b".parse().unwrap());
+        let original = head([
+            ("mcp-session-id", "a"),
+            ("accept", "a"),
+            ("mcp-session-id", "b"),
+            ("accept", "b"),
+        ]);
         let err = headers_for(&original, &body).unwrap_err();
         assert_eq!(
             err.to_string(),
