@@ -17,7 +17,9 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 /// service below stays reachable through [`source`](StdError::source). Every error carries
 /// the call's [`AttemptRecord`], so an app can tell what was sent before it failed.
 ///
-/// Its `Display` and `Debug` never contain a credential, a signature or a header value.
+/// Its `Display` and `Debug` never contain a credential, a signature or a header value (none
+/// of its fields holds one: the record's and the source's own `Debug` say no more).
+#[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     detail: Option<String>,
@@ -237,17 +239,6 @@ impl fmt::Display for Error {
             write!(f, " (after {n} attempt{})", if n == 1 { "" } else { "s" })?;
         }
         Ok(())
-    }
-}
-
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("kind", &self.kind)
-            .field("detail", &self.detail)
-            .field("record", &self.record)
-            .field("source", &self.source)
-            .finish()
     }
 }
 
