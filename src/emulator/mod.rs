@@ -534,6 +534,18 @@ impl Emulator {
         self.state.counter.load(Ordering::SeqCst)
     }
 
+    /// The runtime's `InvokeAgentRuntime` URL, qualifier `DEFAULT`:
+    /// `http://127.0.0.1:PORT/runtimes/{escaped ARN}/invocations?qualifier=DEFAULT`. The URL a
+    /// plain MCP client is given for a runtime (`McpEndpointLayer`, the proxy's `--url`), as
+    /// [`InvokeTarget`](crate::invoke::InvokeTarget) builds it (the ARN escaped the same way).
+    pub fn invocations_url(&self) -> String {
+        format!(
+            "{}/runtimes/{}/invocations?qualifier=DEFAULT",
+            self.endpoint(),
+            crate::invoke::target::encode(self.runtime_arn())
+        )
+    }
+
     /// The gateway's MCP URL, `http://127.0.0.1:PORT/mcp` (gateway mode).
     pub fn gateway_url(&self) -> String {
         format!("http://{}/mcp", self.addr)
@@ -607,5 +619,30 @@ impl Emulator {
 impl Drop for Emulator {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Emulator, EmulatorConfig};
+    use crate::invoke::InvokeTarget;
+
+    #[tokio::test]
+    async fn the_invocations_url_is_the_one_the_signer_sends_to() {
+        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let signed = InvokeTarget::arn(emulator.runtime_arn())
+            .endpoint(emulator.endpoint())
+            .qualifier("DEFAULT")
+            .resolve()
+            .unwrap()
+            .invocation_uri();
+        assert_eq!(emulator.invocations_url(), signed.to_string());
+        assert_eq!(
+            emulator.invocations_url(),
+            format!(
+                "http://{}/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Femulated_mcp-AbC123/invocations?qualifier=DEFAULT",
+                emulator.addr()
+            )
+        );
     }
 }

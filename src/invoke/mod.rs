@@ -155,7 +155,7 @@ mod future;
 mod gate;
 mod request;
 mod session;
-mod target;
+pub(crate) mod target;
 
 use std::fmt;
 use std::sync::Arc;

@@ -184,14 +184,7 @@ async fn a_plain_mcp_door_to_the_runtime_url_stays_in_one_runtime_session_by_its
             config = config.bearer_tokens([TOKEN]);
         }
         let emulator = start_emulator(config).await;
-        let url = format!(
-            "{}/runtimes/{}/invocations?qualifier=DEFAULT",
-            emulator.endpoint(),
-            emulator
-                .runtime_arn()
-                .replace(':', "%3A")
-                .replace('/', "%2F")
-        );
+        let url = emulator.invocations_url();
         let credentials = emulator.credentials();
         let mut proxy = if door == "bearer" {
             Proxy::start_with(
