@@ -545,6 +545,19 @@ mod metrics_tests {
         }
     }
 
+    /// The observable instruments the budget registers: each keeps its callbacks in the meter.
+    macro_rules! observed {
+        ($($method:ident: $instrument:ident<$t:ty>,)*) => {$(
+            fn $method(
+                &self,
+                builder: AsyncInstrumentBuilder<'_, $instrument<$t>, $t>,
+            ) -> $instrument<$t> {
+                self.observe(builder);
+                $instrument::new()
+            }
+        )*};
+    }
+
     impl InstrumentProvider for TestMeter {
         fn f64_histogram(&self, builder: HistogramBuilder<'_, Histogram<f64>>) -> Histogram<f64> {
             Histogram::new(Arc::new(Recorder {
@@ -557,28 +570,10 @@ mod metrics_tests {
             }))
         }
 
-        fn u64_observable_counter(
-            &self,
-            builder: AsyncInstrumentBuilder<'_, ObservableCounter<u64>, u64>,
-        ) -> ObservableCounter<u64> {
-            self.observe(builder);
-            ObservableCounter::new()
-        }
-
-        fn f64_observable_counter(
-            &self,
-            builder: AsyncInstrumentBuilder<'_, ObservableCounter<f64>, f64>,
-        ) -> ObservableCounter<f64> {
-            self.observe(builder);
-            ObservableCounter::new()
-        }
-
-        fn u64_observable_gauge(
-            &self,
-            builder: AsyncInstrumentBuilder<'_, ObservableGauge<u64>, u64>,
-        ) -> ObservableGauge<u64> {
-            self.observe(builder);
-            ObservableGauge::new()
+        observed! {
+            u64_observable_counter: ObservableCounter<u64>,
+            f64_observable_counter: ObservableCounter<f64>,
+            u64_observable_gauge: ObservableGauge<u64>,
         }
     }
 
