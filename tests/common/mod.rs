@@ -340,11 +340,14 @@ pub fn tool_call(id: u64, name: &str, arguments: serde_json::Value) -> Request<F
     )
 }
 
-/// hyper-util's legacy client, as users stack it under the layers.
-pub fn http_client() -> hyper_util::client::legacy::Client<
+/// hyper-util's legacy client over plain HTTP, as [`http_client`] builds it.
+pub type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
     Full<Bytes>,
-> {
+>;
+
+/// hyper-util's legacy client, as users stack it under the layers.
+pub fn http_client() -> HttpClient {
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
 }
 

@@ -14,7 +14,9 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifi
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::{Outcome, Verdict};
-use agentcore_tower::{AttemptRecord, ErrorKind, ReplayGuardLayer, recommended_layers};
+use agentcore_tower::{
+    AttemptRecord, ErrorKind, RecommendedLayers, ReplayGuardLayer, recommended_layers,
+};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use common::*;
@@ -29,6 +31,8 @@ fn fresh_endpoint() -> McpEndpointLayer {
         .unwrap()
 }
 
+/// Where a request to the runtime says it goes (the invoke layer sends it to the runtime).
+const RUNTIME_URL: &str = "http://mcp.invalid/mcp";
 const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/calc-AbC123";
 /// A token as long as real ones (a Cognito access token is ~1,000 characters).
 const STALE: &str = "eyJraWQiOiJzdGFsZSIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJzdGFsZSJ9.c3RhbGUtc2lnbmF0dXJlLXN0YWxlLXNpZ25hdHVyZQ";
@@ -36,17 +40,85 @@ const FRESH: &str = "eyJraWQiOiJmcmVzaCIsImFsZyI6IlJTMjU2In0.eyJzdWIiOiJmcmVzaCJ
 const CALL: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}"#;
 const METADATA: &str = "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/arn%3Aaws%3Abedrock-agentcore%3Aus-east-1%3A123456789012%3Aruntime%2Fcalc-AbC123/invocations/.well-known/oauth-protected-resource?qualifier=DEFAULT";
 
+/// A bearer invoke layer for the runtime `ARN` with `tokens`, with its defaults.
+fn bearer_layer(tokens: impl ProvideToken) -> SigV4InvokeLayer {
+    SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
+        .build()
+        .unwrap()
+}
+
 /// `CALL` sent through a bearer invoke layer with `tokens` over `service`.
 async fn bearer_call(
     tokens: impl ProvideToken,
     service: Scripted,
 ) -> Result<Response<agentcore_tower::redact::InvokeBody<TestBody>>, agentcore_tower::Error> {
-    SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens)
-        .build()
-        .unwrap()
+    bearer_layer(tokens)
         .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
+        .oneshot(mcp_post(RUNTIME_URL, CALL))
         .await
+}
+
+/// `request` sent once through `layer` over a service playing `steps`: the outcome, and what
+/// the service saw.
+async fn send_scripted<L>(
+    layer: &L,
+    steps: impl IntoIterator<Item = Step>,
+    request: Request<Full<Bytes>>,
+) -> (
+    Result<<L::Service as tower::Service<Request<Full<Bytes>>>>::Response, agentcore_tower::Error>,
+    Arc<Shared>,
+)
+where
+    L: tower::Layer<Scripted>,
+    L::Service: tower::Service<Request<Full<Bytes>>, Error = agentcore_tower::Error>,
+{
+    let service = Scripted::new(steps);
+    let shared = service.shared();
+    (layer.layer(service).oneshot(request).await, shared)
+}
+
+/// The recommended layers over `signer`, over a real HTTP client.
+type OverHttp<L> = <RecommendedLayers<L> as tower::Layer<HttpClient>>::Service;
+
+/// `signer` under the recommended layers with `guard`, over a real HTTP client.
+fn over_http<L>(guard: ReplayGuardLayer, signer: L) -> OverHttp<L>
+where
+    RecommendedLayers<L>: tower::Layer<HttpClient>,
+{
+    recommended_layers(guard, signer).layer(http_client())
+}
+
+/// `request` sent through a clone of `stack`, which stays ready for the next.
+async fn send<S>(stack: &S, request: Request<Full<Bytes>>) -> Result<S::Response, S::Error>
+where
+    S: tower::Service<Request<Full<Bytes>>> + Clone,
+{
+    stack.clone().oneshot(request).await
+}
+
+/// The `Mcp-Session-Id` an answer carries.
+fn session_of<B>(response: &Response<B>) -> String {
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A GET of the server's event stream at `url`, in the MCP session `session` when there is one.
+fn get_stream(url: &str, session: Option<&str>) -> Request<Full<Bytes>> {
+    let mut get = Request::get(url).header("accept", "text/event-stream");
+    if let Some(session) = session {
+        get = get.header("mcp-session-id", session);
+    }
+    get.body(Full::new(Bytes::new())).unwrap()
+}
+
+/// A DELETE of the MCP session `session` at `url`.
+fn delete_session(url: &str, session: &str) -> Request<Full<Bytes>> {
+    Request::delete(url)
+        .header("mcp-session-id", session)
+        .body(Full::new(Bytes::new()))
+        .unwrap()
 }
 
 fn mcp_post(uri: &str, body: &'static str) -> Request<Full<Bytes>> {
@@ -117,16 +189,10 @@ fn authorization(parts: &http::request::Parts) -> &str {
 
 #[tokio::test]
 async fn a_bearer_runtime_gets_the_invoke_mapping_with_the_token_instead_of_a_signature() {
-    let service = Scripted::new([Step::Respond(ok())]);
-    let shared = service.shared();
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(FRESH))
-        .build()
-        .unwrap();
-    let response = layer
-        .layer(service)
-        .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-        .await
-        .unwrap();
+    let layer = bearer_layer(BearerToken::new(FRESH));
+    let (response, shared) =
+        send_scripted(&layer, [Step::Respond(ok())], mcp_post(RUNTIME_URL, CALL)).await;
+    let response = response.unwrap();
     assert_eq!(response.status(), 200);
     let requests = shared.requests.lock().unwrap();
     let (parts, body) = &requests[0];
@@ -156,11 +222,9 @@ async fn a_refused_token_is_refreshed_once_and_the_call_sent_again() {
     let service = Scripted::new([Step::Respond(unauthorized()), Step::Respond(ok())]);
     let shared = service.shared();
     let tokens = Tokens::default();
-    let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), tokens.provider())
-        .build()
-        .unwrap();
+    let layer = bearer_layer(tokens.provider());
     let record = AttemptRecord::new();
-    let mut request = mcp_post("http://mcp.invalid/mcp", CALL);
+    let mut request = mcp_post(RUNTIME_URL, CALL);
     request.extensions_mut().insert(record.clone());
     let response = layer.layer(service).oneshot(request).await.unwrap();
     assert_eq!(response.status(), 200);
@@ -290,31 +354,15 @@ async fn the_token_reaches_no_header_body_error_or_debug_the_app_reads() {
         let (response, debug) = if endpoint {
             let layer = fresh_endpoint();
             let debug = format!("{layer:?} {:?}", layer.layer(echo.clone()));
-            let stack = ServiceBuilder::new()
-                .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-                .service(echo);
-            (
-                stack
-                    .oneshot(mcp_post("https://gw.example/mcp", CALL))
-                    .await
-                    .unwrap(),
-                debug,
-            )
+            let stack = recommended_layers(ReplayGuardLayer::new(), layer).layer(echo);
+            let request = mcp_post("https://gw.example/mcp", CALL);
+            (stack.oneshot(request).await.unwrap(), debug)
         } else {
-            let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(FRESH))
-                .build()
-                .unwrap();
+            let layer = bearer_layer(BearerToken::new(FRESH));
             let debug = format!("{layer:?}");
-            let stack = ServiceBuilder::new()
-                .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-                .service(echo);
-            (
-                stack
-                    .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-                    .await
-                    .unwrap(),
-                debug,
-            )
+            let stack = recommended_layers(ReplayGuardLayer::new(), layer).layer(echo);
+            let request = mcp_post(RUNTIME_URL, CALL);
+            (stack.oneshot(request).await.unwrap(), debug)
         };
         // The server did get the token...
         assert_eq!(
@@ -386,9 +434,7 @@ async fn an_endpoint_request_goes_where_it_names_with_its_headers_signed_for_the
         .signing_name("execute-api")
         .build()
         .unwrap();
-    let client = ServiceBuilder::new()
-        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-        .service(http_client());
+    let client = over_http(ReplayGuardLayer::new(), layer);
     let url = format!("http://{}/prod/mcp?stage=blue", server.addr);
     let mut request = mcp_post(&url, CALL);
     let headers = request.headers_mut();
@@ -402,16 +448,9 @@ async fn an_endpoint_request_goes_where_it_names_with_its_headers_signed_for_the
     assert_eq!(response.headers()["mcp-session-id"], "gw-session-1");
     assert_eq!(response.headers()["x-custom-answer"], "kept");
     // GET and DELETE go to the server, which decides.
-    let get = Request::get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", "gw-session-1")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
+    let get = get_stream(&url, Some("gw-session-1"));
     assert_eq!(client.clone().oneshot(get).await.unwrap().status(), 200);
-    let delete = Request::delete(&url)
-        .header("mcp-session-id", "gw-session-1")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
+    let delete = delete_session(&url, "gw-session-1");
     assert_eq!(client.oneshot(delete).await.unwrap().status(), 200);
 
     let seen = seen.lock().unwrap();
@@ -466,14 +505,8 @@ async fn an_endpoint_url_that_is_relative_or_carries_a_password_is_refused_unsen
             "the request cannot be sent: the URL carries user information (a user or password): give credentials to the layer, not in the URL (after 1 attempt)",
         ),
     ] {
-        let service = Scripted::new([]);
-        let shared = service.shared();
-        let layer = fresh_endpoint();
-        let error = layer
-            .layer(service)
-            .oneshot(mcp_post(uri, CALL))
-            .await
-            .unwrap_err();
+        let (result, shared) = send_scripted(&fresh_endpoint(), [], mcp_post(uri, CALL)).await;
+        let error = result.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidRequest);
         assert_eq!(error.to_string(), expected);
         assert!(!format!("{error:?}").contains("hunter2"));
@@ -493,14 +526,9 @@ async fn an_endpoint_layer_given_an_origin_sends_there_only() {
         "https://mcp.example.com/mcp",
         "https://Mcp.Example.com:443/other/path?x=1",
     ] {
-        let service = Scripted::new([Step::Respond(ok())]);
-        let shared = service.shared();
-        let response = layer
-            .layer(service)
-            .oneshot(mcp_post(uri, CALL))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{uri}");
+        let (response, shared) =
+            send_scripted(&layer, [Step::Respond(ok())], mcp_post(uri, CALL)).await;
+        assert_eq!(response.unwrap().status(), 200, "{uri}");
         assert_eq!(shared.calls(), 1, "{uri}");
         let requests = shared.requests.lock().unwrap();
         assert_eq!(authorization(&requests[0].0), format!("Bearer {FRESH}"));
@@ -518,12 +546,11 @@ async fn an_endpoint_layer_given_an_origin_sends_there_only() {
         ),
         ("https://attacker.test/mcp", "https://attacker.test"),
     ] {
-        let service = Scripted::new([]);
-        let shared = service.shared();
         let record = AttemptRecord::new();
         let mut request = mcp_post(uri, CALL);
         request.extensions_mut().insert(record.clone());
-        let error = layer.layer(service).oneshot(request).await.unwrap_err();
+        let (result, shared) = send_scripted(&layer, [], request).await;
+        let error = result.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidRequest, "{uri}");
         assert_eq!(
             error.to_string(),
@@ -637,22 +664,22 @@ fn call_tool(url: &str, session: Option<&str>, id: u64, tool: &str) -> Request<F
     )
 }
 
-#[tokio::test]
-async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
+/// An emulated OAuth runtime that takes the token `FRESH`, and the recommended layers over a
+/// bearer invoke layer for it that gets its tokens from `tokens`.
+async fn bearer_runtime(tokens: impl ProvideToken) -> (Emulator, OverHttp<SigV4InvokeLayer>) {
     let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([FRESH]))
         .await
         .unwrap();
     let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
+    let layer = SigV4InvokeLayer::bearer(target, tokens).build().unwrap();
+    (emulator, over_http(ReplayGuardLayer::new(), layer))
+}
+
+#[tokio::test]
+async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
     let tokens = Tokens::default();
-    let layer = SigV4InvokeLayer::bearer(target.clone(), tokens.provider())
-        .build()
-        .unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-        .service(http_client());
-    let response = stack
-        .clone()
-        .oneshot(call_tool("http://mcp.invalid/mcp", None, 1, "counter"))
+    let (emulator, stack) = bearer_runtime(tokens.provider()).await;
+    let response = send(&stack, call_tool(RUNTIME_URL, None, 1, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -671,8 +698,7 @@ async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
         [false, true]
     );
     // Later calls use the fresh token straight away.
-    let response = stack
-        .oneshot(call_tool("http://mcp.invalid/mcp", None, 2, "counter"))
+    let response = send(&stack, call_tool(RUNTIME_URL, None, 2, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
@@ -682,18 +708,8 @@ async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
 
 #[tokio::test]
 async fn over_the_emulator_a_wrong_token_is_the_401_delivered_with_the_metadata_url() {
-    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([FRESH]))
-        .await
-        .unwrap();
-    let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
-    let layer = SigV4InvokeLayer::bearer(target, BearerToken::new(STALE))
-        .build()
-        .unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-        .service(http_client());
-    let response = stack
-        .oneshot(call_tool("http://mcp.invalid/mcp", None, 1, "counter"))
+    let (emulator, stack) = bearer_runtime(BearerToken::new(STALE)).await;
+    let response = send(&stack, call_tool(RUNTIME_URL, None, 1, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 401);
@@ -727,57 +743,39 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
         .await
         .unwrap();
     let layer = emulator.endpoint_signer().build().unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(recommended_layers(
-            ReplayGuardLayer::new().idempotent_tools(["add"]),
-            layer,
-        ))
-        .service(http_client());
+    let stack = over_http(ReplayGuardLayer::new().idempotent_tools(["add"]), layer);
     let url = emulator.gateway_url();
-    let response = stack.clone().oneshot(initialize(&url)).await.unwrap();
+    let response = send(&stack, initialize(&url)).await.unwrap();
     assert_eq!(response.status(), 200);
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let session = session_of(&response);
     // A lost answer: `add` (declared idempotent) is sent again, `counter` is not.
     emulator.push_fault(Fault::DropAfterRun);
-    let response = stack
-        .clone()
-        .oneshot(call_tool(&url, Some(&session), 1, "add"))
+    let response = send(&stack, call_tool(&url, Some(&session), 1, "add"))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(emulator.audit().executions_of("add"), 2);
     emulator.push_fault(Fault::DropAfterRun);
-    let error = stack
-        .clone()
-        .oneshot(call_tool(&url, Some(&session), 2, "counter"))
+    let error = send(&stack, call_tool(&url, Some(&session), 2, "counter"))
         .await
         .unwrap_err();
     assert_eq!(error.record().unwrap().len(), 1);
     assert_eq!(emulator.counter(), 1);
     // A throttled call is sent again: nothing ran.
     emulator.push_fault(Fault::Throttle { retry_after: None });
-    let response = stack
-        .clone()
-        .oneshot(call_tool(&url, Some(&session), 3, "counter"))
+    let response = send(&stack, call_tool(&url, Some(&session), 3, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(emulator.counter(), 2);
     // A request without the session: the 400 delivered. An expired session: the 404 delivered,
     // not sent again, nothing run.
-    let response = stack
-        .clone()
-        .oneshot(call_tool(&url, None, 4, "counter"))
+    let response = send(&stack, call_tool(&url, None, 4, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 400);
     emulator.expire_mcp_sessions();
-    let response = stack
-        .clone()
-        .oneshot(call_tool(&url, Some(&session), 5, "counter"))
+    let response = send(&stack, call_tool(&url, Some(&session), 5, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
@@ -787,9 +785,7 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
     // another origin, refused unsent.
     let elsewhere = url.replacen("127.0.0.1", "localhost", 1);
     let before = emulator.audit().requests;
-    let error = stack
-        .clone()
-        .oneshot(call_tool(&elsewhere, Some(&session), 6, "counter"))
+    let error = send(&stack, call_tool(&elsewhere, Some(&session), 6, "counter"))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidRequest, "{error}");
@@ -811,15 +807,9 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
     );
     // GET and DELETE went to the gateway, which decides: a DELETE of an expired session is
     // its 404, a GET its 405.
-    let delete = Request::delete(&url)
-        .header("mcp-session-id", session.as_str())
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    assert_eq!(stack.clone().oneshot(delete).await.unwrap().status(), 404);
-    let get = Request::get(&url)
-        .header("accept", "text/event-stream")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
+    let delete = delete_session(&url, &session);
+    assert_eq!(send(&stack, delete).await.unwrap().status(), 404);
+    let get = get_stream(&url, None);
     assert_eq!(stack.oneshot(get).await.unwrap().status(), 405);
     let methods: Vec<String> = emulator
         .audit()
@@ -841,28 +831,20 @@ async fn over_the_emulator_a_gateway_over_a_bearer_token_refreshes_it_and_expire
     .unwrap();
     let tokens = Tokens::default();
     let layer = McpEndpointLayer::bearer(tokens.provider()).build().unwrap();
-    let stack = ServiceBuilder::new()
-        .layer(recommended_layers(ReplayGuardLayer::new(), layer))
-        .service(http_client());
+    let stack = over_http(ReplayGuardLayer::new(), layer);
     let url = emulator.gateway_url();
-    let response = stack.clone().oneshot(initialize(&url)).await.unwrap();
+    let response = send(&stack, initialize(&url)).await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(emulator.audit().unauthorized, 1);
     assert_eq!(tokens.refreshed.load(Ordering::SeqCst), 1);
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let response = stack
-        .clone()
-        .oneshot(call_tool(&url, Some(&session), 1, "counter"))
+    let session = session_of(&response);
+    let response = send(&stack, call_tool(&url, Some(&session), 1, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(emulator.counter(), 1);
     emulator.expire_mcp_sessions();
-    let response = stack
-        .oneshot(call_tool(&url, Some(&session), 2, "counter"))
+    let response = send(&stack, call_tool(&url, Some(&session), 2, "counter"))
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
@@ -970,16 +952,9 @@ async fn tokens_that_are_no_bearer_tokens_are_refused_unsent_and_unquoted() {
         "with space inside",
         "a=b=cdefghij",
     ] {
-        let service = Scripted::new([]);
-        let shared = service.shared();
-        let layer = SigV4InvokeLayer::bearer(InvokeTarget::arn(ARN), BearerToken::new(token))
-            .build()
-            .unwrap();
-        let error = layer
-            .layer(service)
-            .oneshot(mcp_post("http://mcp.invalid/mcp", CALL))
-            .await
-            .unwrap_err();
+        let layer = bearer_layer(BearerToken::new(token));
+        let (result, shared) = send_scripted(&layer, [], mcp_post(RUNTIME_URL, CALL)).await;
+        let error = result.unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Token, "{token:?}");
         if !token.is_empty() {
             assert!(!error.to_string().contains(token), "{error}");
@@ -997,10 +972,12 @@ async fn a_bearer_token_goes_over_https_or_to_this_machine_only() {
         ("http://localhost/mcp", true),
         ("http://[::1]:9/mcp", true),
     ] {
-        let service = Scripted::new([Step::Respond(ok())]);
-        let shared = service.shared();
-        let layer = fresh_endpoint();
-        let result = layer.layer(service).oneshot(mcp_post(uri, CALL)).await;
+        let (result, shared) = send_scripted(
+            &fresh_endpoint(),
+            [Step::Respond(ok())],
+            mcp_post(uri, CALL),
+        )
+        .await;
         assert_eq!(result.is_ok(), sent, "{uri}");
         assert_eq!(shared.calls(), usize::from(sent), "{uri}");
         if let Err(error) = result {
@@ -1011,9 +988,6 @@ async fn a_bearer_token_goes_over_https_or_to_this_machine_only() {
 
 #[tokio::test]
 async fn an_endpoint_request_drops_what_is_hop_by_hop_or_would_hide_an_echo() {
-    let service = Scripted::new([Step::Respond(ok())]);
-    let shared = service.shared();
-    let layer = fresh_endpoint();
     let mut request = mcp_post("https://Gw.Example:443/mcp", CALL);
     let headers = request.headers_mut();
     headers.insert("accept-encoding", "gzip, br".parse().unwrap());
@@ -1021,7 +995,8 @@ async fn an_endpoint_request_drops_what_is_hop_by_hop_or_would_hide_an_echo() {
     headers.insert("x-hop", "1".parse().unwrap());
     headers.insert("proxy-connection", "keep-alive".parse().unwrap());
     headers.insert("x-kept", "2".parse().unwrap());
-    layer.layer(service).oneshot(request).await.unwrap();
+    let (result, shared) = send_scripted(&fresh_endpoint(), [Step::Respond(ok())], request).await;
+    result.unwrap();
     let requests = shared.requests.lock().unwrap();
     let sent = &requests[0].0.headers;
     for name in ["accept-encoding", "connection", "x-hop", "proxy-connection"] {
