@@ -351,6 +351,49 @@ pub fn http_client() -> HttpClient {
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
 }
 
+/// What a server in front of the network answers itself ([`answer_or_forward`]): the answer to
+/// a request it takes, `None` for a request it lets through.
+pub trait Answerer:
+    Fn(&Request<Full<Bytes>>) -> Option<Response<Full<Bytes>>> + Clone + Send + Sync + 'static
+{
+}
+
+impl<F> Answerer for F where
+    F: Fn(&Request<Full<Bytes>>) -> Option<Response<Full<Bytes>>> + Clone + Send + Sync + 'static
+{
+}
+
+/// An HTTP client standing for a server that answers some requests itself: what `answer`
+/// gives a request is its answer, and a request it gives nothing for goes on to the network
+/// through [`http_client`].
+pub fn answer_or_forward(
+    answer: impl Answerer,
+) -> impl tower::Service<
+    Request<Full<Bytes>>,
+    Response = Response<http_body_util::Either<hyper::body::Incoming, Full<Bytes>>>,
+    Error = hyper_util::client::legacy::Error,
+    Future = impl Send,
+> + Clone
++ Send
++ Sync
++ 'static {
+    use tower::ServiceExt as _;
+    let http = http_client();
+    tower::service_fn(move |request: Request<Full<Bytes>>| {
+        let answered = answer(&request);
+        let http = http.clone();
+        async move {
+            match answered {
+                Some(response) => Ok(response.map(http_body_util::Either::Right)),
+                None => Ok(http
+                    .oneshot(request)
+                    .await?
+                    .map(http_body_util::Either::Left)),
+            }
+        }
+    })
+}
+
 /// Sets, once per test binary, a global subscriber that wants every callsite (a bare
 /// registry). A binary's tests run on several threads, some with a scoped subscriber of their
 /// own, and tracing caches each callsite's interest over every dispatcher alive: a callsite first

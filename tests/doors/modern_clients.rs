@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
 use crate::records::{Records, add, exchanges, tap_into, text_of};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use agentcore_tower::protocol::{self, ParamHeaders};
@@ -19,7 +20,7 @@ use bytes::Bytes;
 use futures_util::FutureExt as _;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{BodyExt, Full};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
@@ -28,7 +29,6 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt as _};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
 /// Every exchange the tap saw, with its attempt record.
 /// Every request the HTTP client beneath the signer was handed, in order.
@@ -171,15 +171,6 @@ macro_rules! connect {
     }};
 }
 
-type HyperClient = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    Full<Bytes>,
->;
-
-fn hyper_client() -> HyperClient {
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
-}
-
 fn reqwest_client() -> agentcore_tower::reqwest::ReqwestService {
     agentcore_tower::reqwest::ReqwestService::with_client(|builder| builder.no_proxy())
         .expect("a reqwest client")
@@ -266,6 +257,25 @@ fn meta_version(sent: &Sent) -> Option<&str> {
     protocol::version_in_meta(&sent.body)
 }
 
+/// Lists the tools, which must be `tools` by name (in the connection's protocol version, named
+/// in a failure), calls `add(2, 3)`, which must answer `5` and no error, and ends the client:
+/// what each connection of the negotiation tests does once connected.
+async fn list_add_and_end(client: Client, tools: &[&str]) -> Result<(), BoxError> {
+    let version = client
+        .peer_info()
+        .expect("connected")
+        .protocol_version
+        .clone();
+    let listed = client.list_all_tools().await?;
+    let names: Vec<&str> = listed.iter().map(|t| &*t.name).collect();
+    assert_eq!(names, tools, "{version}");
+    let result = client.call_tool(add(2, 3)).await?;
+    assert_eq!(text_of(&result), ["5"], "{version}");
+    assert_eq!(result.is_error, Some(false), "{version}");
+    client.cancel().await?;
+    Ok(())
+}
+
 /// rmcp in auto mode against a 2026-07-28 server: `server/discover`, no `initialize`, no MCP
 /// session, the revision's `_meta` and headers on every POST, one runtime session.
 async fn auto_meets_a_2026_server(
@@ -281,14 +291,7 @@ async fn auto_meets_a_2026_server(
         server.server_info.as_ref().map(|i| i.name.as_str()),
         Some("agentcore-tower-emulator")
     );
-
-    let tools = client.list_all_tools().await?;
-    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
-    assert_eq!(names, TOOLS_2026);
-    let result = client.call_tool(add(2, 3)).await?;
-    assert_eq!(text_of(&result), ["5"]);
-    assert_eq!(result.is_error, Some(false));
-    client.cancel().await?;
+    list_add_and_end(client, &TOOLS_2026).await?;
 
     let audit = emulator.audit();
     assert_eq!(
@@ -340,7 +343,7 @@ async fn auto_meets_a_2026_server(
 #[tokio::test]
 async fn rmcp_auto_negotiates_2026_07_28_over_the_stack() -> Result<(), BoxError> {
     let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    let (client, records, wire) = connect!(emulator, hyper_client(), Lifecycle::Auto);
+    let (client, records, wire) = connect!(emulator, http_client(), Lifecycle::Auto);
     auto_meets_a_2026_server(&emulator, client, records, wire).await
 }
 
@@ -363,14 +366,7 @@ async fn auto_falls_back_on_a_2025_server(
 ) -> Result<(), BoxError> {
     let server = client.peer_info().expect("initialised");
     assert_eq!(server.protocol_version, ProtocolVersion::V_2025_11_25);
-
-    let tools = client.list_all_tools().await?;
-    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
-    assert_eq!(names, TOOLS_2025);
-    let result = client.call_tool(add(2, 3)).await?;
-    assert_eq!(text_of(&result), ["5"]);
-    assert_eq!(result.is_error, Some(false));
-    client.cancel().await?;
+    list_add_and_end(client, &TOOLS_2025).await?;
 
     let audit = emulator.audit();
     assert_eq!(
@@ -443,7 +439,7 @@ async fn rmcp_auto_falls_back_to_initialize_on_a_2025_server_over_the_stack() ->
 {
     let emulator =
         Emulator::start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await?;
-    let (client, records, wire) = connect!(emulator, hyper_client(), Lifecycle::Auto);
+    let (client, records, wire) = connect!(emulator, http_client(), Lifecycle::Auto);
     auto_falls_back_on_a_2025_server(&emulator, client, records, wire).await
 }
 
@@ -456,37 +452,19 @@ async fn rmcp_auto_falls_back_to_initialize_on_a_2025_server_over_the_reqwest_st
     auto_falls_back_on_a_2025_server(&emulator, client, records, wire).await
 }
 
-/// An HTTP client standing for a 2025-era server that refuses `server/discover` with HTTP 400
-/// and `body` (of `content_type`), the way some servers of that era do, without the request's
-/// id; every other request goes to the emulator.
-fn refusing_discover(
-    content_type: &'static str,
-    body: &'static str,
-) -> impl Service<
-    Request<Full<Bytes>>,
-    Response = Response<Either<hyper::body::Incoming, Full<Bytes>>>,
-    Error = hyper_util::client::legacy::Error,
-    Future = impl Send,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    let http = hyper_client();
-    tower::service_fn(move |request: Request<Full<Bytes>>| {
-        let http = http.clone();
-        async move {
-            if Sent::of(&request).method() == Some("server/discover") {
-                return Ok(Response::builder()
-                    .status(StatusCode::BAD_REQUEST)
-                    .header("content-type", content_type)
-                    .body(Either::Right(Full::new(Bytes::from_static(
-                        body.as_bytes(),
-                    ))))
-                    .expect("a response"));
-            }
-            Ok(http.oneshot(request).await?.map(Either::Left))
-        }
-    })
+/// What a 2025-era server answers itself, in front of the emulator ([`answer_or_forward`]): it
+/// refuses `server/discover` with HTTP 400 and `body` (of `content_type`), the way some servers
+/// of that era do, without the request's id; every other request goes to the emulator.
+fn refusing_discover(content_type: &'static str, body: &'static str) -> impl Answerer {
+    move |request: &Request<Full<Bytes>>| {
+        (Sent::of(request).method() == Some("server/discover")).then(|| {
+            Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .header("content-type", content_type)
+                .body(Full::new(Bytes::from_static(body.as_bytes())))
+                .expect("a response")
+        })
+    }
 }
 
 /// rmcp's own HTTP clients turn any 4xx to a sessionless `server/discover` (but 401/403) into a
@@ -503,7 +481,7 @@ async fn auto_falls_back_after_a_refusal(
         Emulator::start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await?;
     let (client, records, _wire) = connect!(
         emulator,
-        refusing_discover(content_type, body),
+        answer_or_forward(refusing_discover(content_type, body)),
         Lifecycle::Auto
     );
     let server = client.peer_info().expect("initialised");
@@ -546,17 +524,12 @@ async fn rmcp_pinned_to_initialize_works_with_a_2026_server() -> Result<(), BoxE
         let emulator = Emulator::start(EmulatorConfig::default()).await?;
         let (client, records, wire) = connect!(
             emulator,
-            hyper_client(),
+            http_client(),
             Lifecycle::Initialize(version.clone())
         );
         let server = client.peer_info().expect("initialised");
         assert_eq!(server.protocol_version, version);
-        let tools = client.list_all_tools().await?;
-        let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
-        assert_eq!(names, TOOLS_2025, "{version}");
-        let result = client.call_tool(add(2, 3)).await?;
-        assert_eq!(text_of(&result), ["5"]);
-        client.cancel().await?;
+        list_add_and_end(client, &TOOLS_2025).await?;
 
         let audit = emulator.audit();
         assert_eq!(
@@ -606,7 +579,7 @@ fn weather_in_zurich() -> CallToolRequestParams {
 #[tokio::test]
 async fn rmcp_auto_meets_the_runtime_doors_missing_param_headers_once() -> Result<(), BoxError> {
     let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    let (client, records, wire) = connect!(emulator, hyper_client(), Lifecycle::Auto);
+    let (client, records, wire) = connect!(emulator, http_client(), Lifecycle::Auto);
     assert_eq!(client.list_all_tools().await?.len(), TOOLS_2026.len());
     let error = client
         .call_tool(weather_in_zurich())
@@ -648,7 +621,7 @@ async fn rmcp_auto_through_the_url_door_keeps_its_param_headers() -> Result<(), 
     let (client, records, wire) = connect!(
         emulator.endpoint_signer().build()?,
         emulator.gateway_url(),
-        hyper_client(),
+        http_client(),
         Lifecycle::Auto
     );
     let server = client.peer_info().expect("discovered");
@@ -694,23 +667,27 @@ async fn rmcp_auto_through_the_url_door_keeps_its_param_headers() -> Result<(), 
 // A home-grown client: plain tower calls, the revision's `_meta` and headers written by hand
 // ---------------------------------------------------------------------------------------------
 
-/// The recommended stack over hyper-util's client, for `emulator`, used as a plain service.
-fn plain_stack(
-    emulator: &Emulator,
-) -> Result<
-    impl Service<
-        Request<Full<Bytes>>,
-        Response = Response<impl Body<Data = Bytes, Error: Into<BoxError>>>,
-        Error = agentcore_tower::Error,
-    >,
+/// An emulated runtime with its defaults, and the recommended stack over hyper-util's client
+/// for it, used as a plain service.
+async fn plain_stack() -> Result<
+    (
+        Emulator,
+        impl Service<
+            Request<Full<Bytes>>,
+            Response = Response<impl Body<Data = Bytes, Error: Into<BoxError>>>,
+            Error = agentcore_tower::Error,
+        >,
+    ),
     BoxError,
 > {
-    Ok(tower::ServiceBuilder::new()
+    let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    let stack = tower::ServiceBuilder::new()
         .layer(recommended_layers(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             emulator.signer().build()?,
         ))
-        .service(hyper_client()))
+        .service(http_client());
+    Ok((emulator, stack))
 }
 
 /// A 2026-07-28 request: `params` with the version, the capabilities and the client in its
@@ -722,6 +699,15 @@ fn message(id: u64, method: &str, mut params: Value) -> Value {
         "io.modelcontextprotocol/clientInfo": {"name": "home-grown", "version": "0"},
     });
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// A 2026-07-28 `tools/call` of `name` with `arguments`.
+fn call_of(id: u64, name: &str, arguments: Value) -> Value {
+    message(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
 }
 
 /// The POST of `message` as a 2026-07-28 client writes it: `MCP-Protocol-Version` from its
@@ -801,8 +787,7 @@ fn tool_text(answer: &Answer) -> &str {
 
 #[tokio::test]
 async fn a_home_grown_client_discovers_lists_and_calls() -> Result<(), BoxError> {
-    let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    let mut stack = plain_stack(&emulator)?;
+    let (emulator, mut stack) = plain_stack().await?;
     let mut params = ParamHeaders::default();
 
     let discover = send(
@@ -838,11 +823,7 @@ async fn a_home_grown_client_discovers_lists_and_calls() -> Result<(), BoxError>
     assert!(params.annotates("weather"));
     sent_once(&list.record, 200);
 
-    let call = message(
-        3,
-        "tools/call",
-        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
-    );
+    let call = call_of(3, "add", json!({"a": 2, "b": 3}));
     let sum = send(&mut stack, post_of(&call, &params)).await?;
     assert_eq!(sum.status, StatusCode::OK);
     assert_eq!(tool_text(&sum), "5");
@@ -854,11 +835,7 @@ async fn a_home_grown_client_discovers_lists_and_calls() -> Result<(), BoxError>
     // the revision's form, not being plain ASCII). `InvokeAgentRuntime` models no such header,
     // so the signer drops it (README, "Protocol versions, door by door"): the server behind
     // the runtime finds it missing and answers -32020, delivered as it came; nothing ran.
-    let call = message(
-        4,
-        "tools/call",
-        json!({"name": "weather", "arguments": {"city": "Zürich"}}),
-    );
+    let call = call_of(4, "weather", json!({"city": "Zürich"}));
     let request = post_of(&call, &params);
     assert_eq!(
         request.headers()["mcp-param-city"],
@@ -909,16 +886,11 @@ async fn a_home_grown_client_discovers_lists_and_calls() -> Result<(), BoxError>
 /// replay by the stack — and the tool runs once.
 #[tokio::test]
 async fn a_home_grown_client_completes_the_confirm_round_trip() -> Result<(), BoxError> {
-    let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    let mut stack = plain_stack(&emulator)?;
+    let (emulator, mut stack) = plain_stack().await?;
     let params = ParamHeaders::default();
     let arguments = json!({"action": "deploy"});
 
-    let first = message(
-        10,
-        "tools/call",
-        json!({"name": "confirm", "arguments": arguments}),
-    );
+    let first = call_of(10, "confirm", arguments.clone());
     let asked = send(&mut stack, post_of(&first, &params)).await?;
     assert_eq!(asked.status, StatusCode::OK);
     let result = &asked.body["result"];
@@ -973,16 +945,9 @@ async fn a_home_grown_client_completes_the_confirm_round_trip() -> Result<(), Bo
 /// (even for `add`, declared idempotent), one attempt in the record.
 #[tokio::test]
 async fn a_header_mismatch_is_delivered_once_and_nothing_runs() -> Result<(), BoxError> {
-    let emulator = Emulator::start(EmulatorConfig::default()).await?;
-    let mut stack = plain_stack(&emulator)?;
+    let (emulator, mut stack) = plain_stack().await?;
     let params = ParamHeaders::default();
-    let add = |id| {
-        message(
-            id,
-            "tools/call",
-            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
-        )
-    };
+    let add = |id| call_of(id, "add", json!({"a": 2, "b": 3}));
 
     let mut wrong_name = post_of(&add(20), &params);
     wrong_name

@@ -5,14 +5,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
 use crate::records::{Records, add, exchanges, tap_into, text_of};
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
-use agentcore_tower::rmcp::{Exchange, TowerClient, TowerClientError};
-use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers, record::Outcome};
+use agentcore_tower::rmcp::{Exchange, RecordTap, TowerClient, TowerClientError};
+use agentcore_tower::{
+    AttemptRecord, RecommendedLayers, ReplayGuardLayer, recommended_layers, record::Outcome,
+};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{Either, Full};
+use http_body_util::Full;
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -26,21 +29,11 @@ use rmcp::transport::streamable_http_client::{
 };
 use tower::ServiceExt as _;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
 
 // ---------------------------------------------------------------------------------------------
 // rmcp over the full stack, against the emulator
 // ---------------------------------------------------------------------------------------------
-
-type HttpClient = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    Full<Bytes>,
->;
-
-fn http_client() -> HttpClient {
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
-}
 
 /// rmcp's client over `RecordTap` → ReplayGuard → Throttle → SessionBusy → SigV4 → hyper-util,
 /// initialised against `emulator`.
@@ -54,7 +47,26 @@ async fn connect_forgetful(
     emulator: &Emulator,
     sessions: Arc<Mutex<McpSessions>>,
 ) -> Result<(Client, Records), BoxError> {
-    let signer = emulator.signer().build()?;
+    connect_through(
+        emulator.signer().build()?,
+        answer_or_forward(forgetful(sessions)),
+        "http://agentcore.invalid/mcp",
+    )
+    .await
+}
+
+/// rmcp's client at 2025-06-18 over `RecordTap` → the recommended layers (`add` declared
+/// idempotent) → `signer` → `http`, posting to `uri`, initialised; with the records tapped.
+async fn connect_through<Signer, Http>(
+    signer: Signer,
+    http: Http,
+    uri: impl Into<Arc<str>>,
+) -> Result<(Client, Records), BoxError>
+where
+    RecommendedLayers<Signer>: tower::Layer<Http>,
+    TowerClient<RecordTap<<RecommendedLayers<Signer> as tower::Layer<Http>>::Service>>:
+        StreamableHttpClient + Send + Sync + 'static,
+{
     let records = Records::default();
     let stack = tower::ServiceBuilder::new()
         .layer(tap_into(&records))
@@ -62,14 +74,15 @@ async fn connect_forgetful(
             ReplayGuardLayer::new().idempotent_tools(["add"]),
             signer,
         ))
-        .service(forgetful(sessions));
+        .service(http);
     let config = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("rmcp-client-test", "0"),
     )
     .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    let transport = TowerClient::new(stack).into_transport("http://agentcore.invalid/mcp");
-    let client = config.serve(transport).await?;
+    let client = config
+        .serve(TowerClient::new(stack).into_transport(uri))
+        .await?;
     Ok((client, records))
 }
 
@@ -271,50 +284,33 @@ struct McpSessions {
     forgotten: HashSet<String>,
 }
 
-/// An HTTP client that stands for an MCP server which forgets its MCP sessions when told (it
-/// restarted): below the signer, it answers HTTP 404 to a request that carries a forgotten
-/// `Mcp-Session-Id`, as the Streamable HTTP transport requires, without `x-amzn-errortype` (the
-/// MCP server's answer, not AgentCore's), and sends it nowhere: the request runs nowhere. Every
-/// other request goes to the emulator.
-fn forgetful(
-    sessions: Arc<Mutex<McpSessions>>,
-) -> impl tower::Service<
-    Request<Full<Bytes>>,
-    Response = Response<Either<hyper::body::Incoming, Full<Bytes>>>,
-    Error = hyper_util::client::legacy::Error,
-    Future = impl Send,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    let http = http_client();
-    tower::service_fn(move |request: Request<Full<Bytes>>| {
-        let (http, sessions) = (http.clone(), sessions.clone());
-        async move {
-            let session = request
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            if let Some(session) = session {
-                let mut sessions = sessions.lock().unwrap();
-                if sessions.forgotten.contains(&session) {
-                    // As the TypeScript SDK's server answers an unknown session.
-                    let body = r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#;
-                    return Ok(Response::builder()
-                        .status(404)
-                        .header("content-type", "application/json")
-                        .body(Either::Right(Full::new(Bytes::from_static(
-                            body.as_bytes(),
-                        ))))
-                        .unwrap());
-                }
-                sessions.seen.insert(session);
-            }
-            let response = http.oneshot(request).await?;
-            Ok::<_, hyper_util::client::legacy::Error>(response.map(Either::Left))
+/// What an MCP server which forgets its MCP sessions when told (it restarted) answers itself,
+/// below the signer and in front of the emulator ([`answer_or_forward`]): HTTP 404 to a request
+/// that carries a forgotten `Mcp-Session-Id`, as the Streamable HTTP transport requires, without
+/// `x-amzn-errortype` (the MCP server's answer, not AgentCore's), sent nowhere: the request runs
+/// nowhere. Every other request goes to the emulator.
+fn forgetful(sessions: Arc<Mutex<McpSessions>>) -> impl Answerer {
+    move |request: &Request<Full<Bytes>>| {
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)?;
+        let mut sessions = sessions.lock().unwrap();
+        if sessions.forgotten.contains(&session) {
+            // As the TypeScript SDK's server answers an unknown session.
+            let body = r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#;
+            return Some(
+                Response::builder()
+                    .status(404)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from_static(body.as_bytes())))
+                    .unwrap(),
+            );
         }
-    })
+        sessions.seen.insert(session);
+        None
+    }
 }
 
 #[tokio::test]
@@ -492,13 +488,25 @@ async fn post<C: StreamableHttpClient<Error = TowerClientError>>(
     message: ClientJsonRpcMessage,
     session: Option<&str>,
 ) -> Result<StreamableHttpPostResponse, StreamableHttpError<TowerClientError>> {
+    post_with(client, message, session, None, HashMap::new()).await
+}
+
+/// `message` posted as rmcp posts it, with the bearer token `auth` and the `custom` headers
+/// rmcp's caller adds.
+async fn post_with<C: StreamableHttpClient<Error = TowerClientError>>(
+    client: &C,
+    message: ClientJsonRpcMessage,
+    session: Option<&str>,
+    auth: Option<&str>,
+    custom: HashMap<HeaderName, HeaderValue>,
+) -> Result<StreamableHttpPostResponse, StreamableHttpError<TowerClientError>> {
     client
         .post_message(
             "http://mcp.invalid/mcp".into(),
             message,
             session.map(Into::into),
-            None,
-            HashMap::new(),
+            auth.map(str::to_owned),
+            custom,
         )
         .await
 }
@@ -517,14 +525,7 @@ async fn a_post_carries_the_message_and_the_mcp_headers() {
         HeaderName::from_static("mcp-protocol-version"),
         HeaderValue::from_static("2025-06-18"),
     )]);
-    let answer = client
-        .post_message(
-            "http://mcp.invalid/mcp".into(),
-            tools_list(),
-            Some("s-1".into()),
-            Some("token".to_owned()),
-            custom,
-        )
+    let answer = post_with(&client, tools_list(), Some("s-1"), Some("token"), custom)
         .await
         .unwrap();
     let StreamableHttpPostResponse::Json(JsonRpcMessage::Response(reply), session) = answer else {
@@ -557,15 +558,7 @@ async fn a_reserved_custom_header_is_refused_before_sending() {
         HeaderName::from_static("mcp-session-id"),
         HeaderValue::from_static("smuggled"),
     )]);
-    let result = client
-        .post_message(
-            "http://mcp.invalid/mcp".into(),
-            tools_list(),
-            None,
-            None,
-            custom,
-        )
-        .await;
+    let result = post_with(&client, tools_list(), None, None, custom).await;
     assert!(
         matches!(&result, Err(StreamableHttpError::ReservedHeaderConflict(name)) if name == "mcp-session-id"),
         "{result:?}"
@@ -923,23 +916,12 @@ async fn a_failing_service_is_a_client_error_with_its_cause() {
 async fn rmcp_over_a_gateway_runs_a_session_and_opens_it_again_after_it_expires()
 -> Result<(), BoxError> {
     let emulator = Emulator::start(EmulatorConfig::default().gateway(true)).await?;
-    let signer = emulator.endpoint_signer().build()?;
-    let records = Records::default();
-    let stack = tower::ServiceBuilder::new()
-        .layer(tap_into(&records))
-        .layer(recommended_layers(
-            ReplayGuardLayer::new().idempotent_tools(["add"]),
-            signer,
-        ))
-        .service(http_client());
-    let config = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("rmcp-gateway-test", "0"),
+    let (client, records) = connect_through(
+        emulator.endpoint_signer().build()?,
+        http_client(),
+        emulator.gateway_url(),
     )
-    .with_protocol_version(ProtocolVersion::V_2025_06_18);
-    let client = config
-        .serve(TowerClient::new(stack).into_transport(emulator.gateway_url()))
-        .await?;
+    .await?;
     let result = client.call_tool(add(2, 3)).await?;
     assert_eq!(text_of(&result), ["5"]);
     assert_eq!(emulator.audit().mcp_sessions_started, 1);
