@@ -340,6 +340,41 @@ pub fn tool_call(id: u64, name: &str, arguments: serde_json::Value) -> Request<F
     )
 }
 
+/// An answer read whole, as it came: its status, its headers and its body as text.
+#[derive(Debug)]
+pub struct Raw {
+    pub status: http::StatusCode,
+    pub headers: http::HeaderMap,
+    pub text: String,
+}
+
+impl Raw {
+    /// Reads `response` whole.
+    pub async fn read<B>(response: Response<B>) -> Self
+    where
+        B: http_body::Body,
+        B::Error: std::fmt::Debug,
+    {
+        let (parts, body) = response.into_parts();
+        let (bytes, _) = read_all(body).await;
+        Self {
+            status: parts.status,
+            headers: parts.headers,
+            text: String::from_utf8(bytes.to_vec()).unwrap(),
+        }
+    }
+
+    /// Header `name`'s value, when the answer has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The body as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.text).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 /// hyper-util's legacy client over plain HTTP, as [`http_client`] builds it.
 pub type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,

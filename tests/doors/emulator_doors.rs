@@ -3,6 +3,8 @@
 //! signing name, and MCP 2026-07-28 through both doors next to every earlier version. Each test
 //! asserts the exact answers: statuses, challenges, documents, counters.
 
+use crate::common::{Raw, http_client};
+
 use std::time::SystemTime;
 
 use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, Received};
@@ -15,33 +17,6 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-
-type Client = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    Full<Bytes>,
->;
-
-fn client() -> Client {
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
-}
-
-/// An answer, read whole.
-#[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    text: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
-    }
-}
 
 /// How a request authenticates itself.
 #[derive(Clone)]
@@ -100,24 +75,9 @@ async fn send(
     extra: &[(&str, &str)],
     body: &str,
     door: Door<'_>,
-) -> Answer {
+) -> Raw {
     let request = build(method, url, extra, body, door);
-    read(client().request(request).await.unwrap()).await
-}
-
-/// An answer, read whole.
-async fn read<B>(response: http::Response<B>) -> Answer
-where
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.unwrap().to_bytes();
-    Answer {
-        status: parts.status,
-        headers: parts.headers,
-        text: String::from_utf8(bytes.to_vec()).unwrap(),
-    }
+    Raw::read(http_client().request(request).await.unwrap()).await
 }
 
 fn sign_request(
@@ -159,18 +119,18 @@ async fn gateway(
     extra: &[(&str, &str)],
     body: &str,
     door: Door<'_>,
-) -> Answer {
+) -> Raw {
     send(method, &emulator.gateway_url(), extra, body, door).await
 }
 
 /// A POST of `body`, with no header of its own.
-async fn post(url: &str, body: &str, door: Door<'_>) -> Answer {
+async fn post(url: &str, body: &str, door: Door<'_>) -> Raw {
     send(Method::POST, url, &[], body, door).await
 }
 
 /// A 401 whose challenge points at the runtime's protected resource metadata for `qualifier`.
 #[track_caller]
-fn assert_runtime_challenge(answer: &Answer, emulator: &Emulator, qualifier: &str) {
+fn assert_runtime_challenge(answer: &Raw, emulator: &Emulator, qualifier: &str) {
     assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{answer:?}");
     assert_eq!(
         answer.header("www-authenticate").unwrap(),
@@ -932,7 +892,7 @@ async fn post_with(
     url: &str,
     headers: &[(String, String)],
     message: &Value,
-) -> Answer {
+) -> Raw {
     let credentials = emulator.credentials();
     send(
         Method::POST,
@@ -946,7 +906,7 @@ async fn post_with(
 
 /// A 2026-07-28 request to the runtime, in runtime session `session`, with the headers its
 /// client writes.
-async fn runtime_modern(emulator: &Emulator, session: &str, message: &Value) -> Answer {
+async fn runtime_modern(emulator: &Emulator, session: &str, message: &Value) -> Raw {
     let headers = with_header(
         modern_headers(message, Some(&listing())),
         RUNTIME_SESSION,
@@ -957,11 +917,7 @@ async fn runtime_modern(emulator: &Emulator, session: &str, message: &Value) -> 
 
 /// A POST of `message` with `headers` to the runtime's invocations (its default endpoint),
 /// SigV4-signed.
-async fn runtime_post(
-    emulator: &Emulator,
-    headers: &[(String, String)],
-    message: &Value,
-) -> Answer {
+async fn runtime_post(emulator: &Emulator, headers: &[(String, String)], message: &Value) -> Raw {
     let url = invocations(emulator, "?qualifier=DEFAULT");
     post_with(emulator, &url, headers, message).await
 }
@@ -976,7 +932,7 @@ fn listing() -> ParamHeaders {
 }
 
 /// The JSON-RPC error of an answer: its code and message.
-fn rpc_error(answer: &Answer) -> (i64, String) {
+fn rpc_error(answer: &Raw) -> (i64, String) {
     let error = &answer.json()["error"];
     (
         error["code"]
@@ -987,7 +943,7 @@ fn rpc_error(answer: &Answer) -> (i64, String) {
 }
 
 /// The text of a tool result.
-fn tool_text(answer: &Answer) -> String {
+fn tool_text(answer: &Raw) -> String {
     answer.json()["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no tool text: {answer:?}"))
@@ -1427,7 +1383,7 @@ async fn listen(emulator: &Emulator, id: u64) -> (StatusCode, http::HeaderMap, E
         &message.to_string(),
         sigv4(&credentials),
     );
-    let response = client().request(request).await.unwrap();
+    let response = http_client().request(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let events = Events {
         body,
@@ -1503,20 +1459,22 @@ async fn a_listen_stream_is_acknowledged_carries_what_is_pushed_and_sees_its_end
 
 /// One request through the crate's own stack: the emulator's signer in runtime session
 /// `session`, which writes a 2026-07-28 request's standard headers from its body.
-async fn through_signer(emulator: &Emulator, session: &str, message: &Value) -> Answer {
+async fn through_signer(emulator: &Emulator, session: &str, message: &Value) -> Raw {
     use tower::ServiceExt;
     let signer = emulator
         .signer()
         .runtime_session_id(session)
         .build()
         .unwrap();
-    let stack = tower::ServiceBuilder::new().layer(signer).service(client());
+    let stack = tower::ServiceBuilder::new()
+        .layer(signer)
+        .service(http_client());
     let request = Request::post("http://agentcore.invalid/mcp")
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .body(Full::new(Bytes::from(message.to_string())))
         .unwrap();
-    read(stack.oneshot(request).await.unwrap()).await
+    Raw::read(stack.oneshot(request).await.unwrap()).await
 }
 
 #[tokio::test(start_paused = true)]

@@ -28,8 +28,8 @@ use agentcore_tower::{
     McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer,
 };
 use common::stack::{Answered, Stack, read_whole, resends, send_through};
-use common::{http_client, mcp_post, read_all};
-use http::{Response, StatusCode};
+use common::{Raw, http_client, mcp_post};
+use http::StatusCode;
 use serde_json::{Value, json};
 use tokio::time::{Instant, advance};
 use tower::{ServiceBuilder, ServiceExt};
@@ -38,26 +38,9 @@ const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
 const SESSION: &str = "lifecycle-runtime-session-000000000000000001";
 const OTHER_SESSION: &str = "lifecycle-runtime-session-000000000000000002";
 
-/// An answer, read whole.
-#[derive(Debug)]
-struct Raw {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    text: String,
-}
-
 impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
     fn header_names(&self) -> BTreeSet<&str> {
         self.headers.keys().map(|name| name.as_str()).collect()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
     }
 
     /// The `Mcp-Session-Id` of an answered `initialize`.
@@ -73,20 +56,6 @@ impl Raw {
             .as_str()
             .unwrap_or_else(|| panic!("no tool result: {self:?}"))
             .to_owned()
-    }
-}
-
-async fn read<B>(response: Response<B>) -> Raw
-where
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let (parts, body) = response.into_parts();
-    let (bytes, _) = read_all(body).await;
-    Raw {
-        status: parts.status,
-        headers: parts.headers,
-        text: String::from_utf8(bytes.to_vec()).unwrap(),
     }
 }
 
@@ -132,7 +101,7 @@ async fn invoke(
         mcp_session,
         body.to_string(),
     );
-    read(stack.oneshot(request).await.unwrap()).await
+    Raw::read(stack.oneshot(request).await.unwrap()).await
 }
 
 /// One POST to the emulated gateway's `/mcp`, SigV4-signed for it.
@@ -140,7 +109,7 @@ async fn gateway_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Val
     let signer = emulator.endpoint_signer().build().unwrap();
     let stack = ServiceBuilder::new().layer(signer).service(http_client());
     let request = mcp_post(&emulator.gateway_url(), mcp_session, body.to_string());
-    read(stack.oneshot(request).await.unwrap()).await
+    Raw::read(stack.oneshot(request).await.unwrap()).await
 }
 
 /// The audit's lifecycle counts, to compare whole.
@@ -717,7 +686,7 @@ async fn an_unknown_runtime_is_the_platforms_404_with_its_error_type() {
         Some("any"),
         counter(1).to_string(),
     );
-    let answer = read(stack.oneshot(request).await.unwrap()).await;
+    let answer = Raw::read(stack.oneshot(request).await.unwrap()).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND, "{answer:?}");
     assert_eq!(
         answer.header_names(),
@@ -1015,7 +984,7 @@ async fn plain_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Value
         .layer(plain_signer(emulator))
         .service(http_client());
     let request = mcp_post(&invocations_url(emulator), mcp_session, body.to_string());
-    let mut answer = read(stack.oneshot(request).await.unwrap()).await;
+    let mut answer = Raw::read(stack.oneshot(request).await.unwrap()).await;
     answer.headers.remove(http::header::DATE);
     answer
 }
