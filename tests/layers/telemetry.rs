@@ -230,13 +230,52 @@ async fn run<S>(
     stack.oneshot(request).await.unwrap();
 }
 
+/// Sends `request` through `layer` over a service playing `steps`, capturing the spans: what
+/// was captured.
+async fn traced<L>(
+    layer: L,
+    steps: impl IntoIterator<Item = Step>,
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+) -> Capture
+where
+    L: Layer<Scripted>,
+    L::Service: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>,
+    <L::Service as tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>>::Error:
+        std::fmt::Debug,
+{
+    let capture = Capture::default();
+    run(&capture, layer.layer(Scripted::new(steps)), request).await;
+    capture
+}
+
+/// Sends `request` through `layer` over a service playing `steps`: what the service saw.
+async fn sent_through<L>(
+    layer: L,
+    steps: impl IntoIterator<Item = Step>,
+    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+) -> Arc<Shared>
+where
+    L: Layer<Scripted>,
+    L::Service: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>,
+    <L::Service as tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>>>::Error:
+        std::fmt::Debug,
+{
+    let inner = Scripted::new(steps);
+    let shared = inner.shared();
+    layer.layer(inner).oneshot(request).await.unwrap();
+    shared
+}
+
+/// The recommended layers, with no signer.
+fn recommended() -> RecommendedLayers<tower::layer::util::Identity> {
+    RecommendedLayers::new(tower::layer::util::Identity::new())
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_throttled_tool_call_through_the_recommended_stack() {
     let _serial = SERIAL.lock().await;
-    let capture = Capture::default();
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
-    run(&capture, stack, json_request(ADD)).await;
+    let steps = [throttled(), answered(ANSWER)];
+    let capture = traced(recommended(), steps, json_request(ADD)).await;
     assert_throttled_then_answered(&capture);
 }
 
@@ -245,15 +284,12 @@ async fn another_order_still_one_call_span() {
     let _serial = SERIAL.lock().await;
     // Session busy, then throttling, then the guard: the outermost layer owns the call and
     // opens its span, named from the MCP headers (and the in-memory body: its request id).
-    let capture = Capture::default();
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let stack = ServiceBuilder::new()
+    let layers = ServiceBuilder::new()
         .layer(SessionBusyRetryLayer::new())
         .layer(ThrottleRetryLayer::new())
-        .layer(ReplayGuardLayer::new())
-        .service(inner);
-    let request = with_mcp_headers(json_request(ADD));
-    run(&capture, stack, request).await;
+        .layer(ReplayGuardLayer::new());
+    let steps = [throttled(), answered(ANSWER)];
+    let capture = traced(layers, steps, with_mcp_headers(json_request(ADD))).await;
     assert_throttled_then_answered(&capture);
 }
 
@@ -262,13 +298,11 @@ async fn a_retry_layer_outermost_names_the_call_from_the_body_at_once() {
     let _serial = SERIAL.lock().await;
     // No MCP headers, no guard: the throttle layer owns the call and reads the in-memory body
     // without waiting, before the span starts.
-    let capture = Capture::default();
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let stack = ServiceBuilder::new()
+    let layers = ServiceBuilder::new()
         .layer(ThrottleRetryLayer::new())
-        .layer(SessionBusyRetryLayer::new())
-        .service(inner);
-    run(&capture, stack, json_request(ADD)).await;
+        .layer(SessionBusyRetryLayer::new());
+    let steps = [throttled(), answered(ANSWER)];
+    let capture = traced(layers, steps, json_request(ADD)).await;
     assert_throttled_then_answered(&capture);
 }
 
@@ -279,16 +313,13 @@ async fn the_protocol_version_of_a_2026_request_is_read_from_its_meta() {
     // call span takes it from there, and a header, when given, is what counts.
     let body = r#"{"jsonrpc":"2.0","id":"d-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
     for (header, expected) in [(None, "2026-07-28"), (Some("2025-11-25"), "2025-11-25")] {
-        let capture = Capture::default();
-        let inner = Scripted::new([answered(ANSWER)]);
-        let stack = ThrottleRetryLayer::new().layer(inner);
         let mut request = json_request(body);
         if let Some(header) = header {
             request
                 .headers_mut()
                 .insert("mcp-protocol-version", header.parse().unwrap());
         }
-        run(&capture, stack, request).await;
+        let capture = traced(ThrottleRetryLayer::new(), [answered(ANSWER)], request).await;
         let calls = capture.calls();
         assert_eq!(calls.len(), 1);
         let f = &calls[0].0.fields;
@@ -301,10 +332,8 @@ async fn the_protocol_version_of_a_2026_request_is_read_from_its_meta() {
 async fn nothing_known_names_the_call_mcp() {
     let _serial = SERIAL.lock().await;
     // A body that is no JSON-RPC message, and no MCP headers: the span keeps its name.
-    let capture = Capture::default();
-    let inner = Scripted::new([answered(ANSWER)]);
-    let stack = ThrottleRetryLayer::new().layer(inner);
-    run(&capture, stack, json_request("not json")).await;
+    let request = json_request("not json");
+    let capture = traced(ThrottleRetryLayer::new(), [answered(ANSWER)], request).await;
     let calls = capture.calls();
     assert_eq!(calls.len(), 1);
     assert!(!calls[0].0.fields.contains_key("otel.name"));
@@ -315,12 +344,10 @@ async fn nothing_known_names_the_call_mcp() {
 #[tokio::test(start_paused = true)]
 async fn a_json_rpc_error_and_a_tool_error() {
     let _serial = SERIAL.lock().await;
-    let capture = Capture::default();
-    let inner = Scripted::new([answered(
+    let steps = [answered(
         br#"{"jsonrpc":"2.0","id":"call-1","error":{"code":-32602,"message":"Unknown tool: add"}}"#,
-    )]);
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
-    run(&capture, stack, json_request(ADD)).await;
+    )];
+    let capture = traced(recommended(), steps, json_request(ADD)).await;
     let calls = capture.calls();
     assert_eq!(calls.len(), 1);
     let f = &calls[0].0.fields;
@@ -328,12 +355,10 @@ async fn a_json_rpc_error_and_a_tool_error() {
     assert_eq!(f["rpc.response.status_code"], s("-32602"));
     assert_eq!(f["otel.status_code"], s("error"));
 
-    let capture = Capture::default();
-    let inner = Scripted::new([answered(
+    let steps = [answered(
         br#"{"jsonrpc":"2.0","id":"call-1","result":{"content":[{"type":"text","text":"no"}],"isError":true}}"#,
-    )]);
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
-    run(&capture, stack, json_request(ADD)).await;
+    )];
+    let capture = traced(recommended(), steps, json_request(ADD)).await;
     let calls = capture.calls();
     let f = &calls[0].0.fields;
     assert_eq!(f["error.type"], s("tool_error"));
@@ -344,15 +369,12 @@ async fn a_json_rpc_error_and_a_tool_error() {
 #[tokio::test(start_paused = true)]
 async fn url_full_shows_no_secret() {
     let _serial = SERIAL.lock().await;
-    let capture = Capture::default();
-    let inner = Scripted::new([answered(ANSWER)]);
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new()).layer(inner);
     let mut request = json_request(ADD);
     *request.uri_mut() =
         "https://user:password@runtime.example:8443/mcp?X-Amz-Signature=abcdef&X-Amz-Credential=AKID%2Fx&sig=s3cr3t&x=1"
             .parse()
             .unwrap();
-    run(&capture, stack, request).await;
+    let capture = traced(recommended(), [answered(ANSWER)], request).await;
     let calls = capture.calls();
     let url = &calls[0].1[0].fields["url.full"];
     assert_eq!(
@@ -395,8 +417,6 @@ fn seen(shared: &Shared, name: &str) -> Vec<Option<String>> {
 #[tokio::test(start_paused = true)]
 async fn every_attempt_carries_the_trace_headers() {
     let _serial = SERIAL.lock().await;
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let shared = inner.shared();
     let trace = TraceContext::new(|| {
         Some(
             TraceHeaders::new(TRACE, SPAN, true)
@@ -404,10 +424,8 @@ async fn every_attempt_carries_the_trace_headers() {
                 .baggage("user=alice"),
         )
     });
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
-        .trace_context(trace)
-        .layer(inner);
-    stack.oneshot(json_request(ADD)).await.unwrap();
+    let steps = [throttled(), answered(ANSWER)];
+    let shared = sent_through(recommended().trace_context(trace), steps, json_request(ADD)).await;
     let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
     assert_eq!(seen(&shared, "traceparent"), two(TRACEPARENT));
     assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
@@ -418,46 +436,34 @@ async fn every_attempt_carries_the_trace_headers() {
 #[tokio::test(start_paused = true)]
 async fn a_trace_header_the_app_set_is_kept() {
     let _serial = SERIAL.lock().await;
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let shared = inner.shared();
     let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
-        .trace_context(trace)
-        .layer(inner);
     let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
     let mut request = json_request(ADD);
     request
         .headers_mut()
         .insert("traceparent", own.parse().unwrap());
-    stack.oneshot(request).await.unwrap();
+    let steps = [throttled(), answered(ANSWER)];
+    let shared = sent_through(recommended().trace_context(trace), steps, request).await;
     let two = |v: &str| vec![Some(v.to_owned()), Some(v.to_owned())];
     assert_eq!(seen(&shared, "traceparent"), two(own));
     // The app set no X-Ray header: that one is the hook's.
     assert_eq!(seen(&shared, "x-amzn-trace-id"), two(X_RAY));
 
     // No trace context (or an invalid one): no header.
-    let inner = Scripted::new([answered(ANSWER)]);
-    let shared = inner.shared();
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
-        .trace_context(TraceContext::new(|| {
-            Some(TraceHeaders::new([0; 16], SPAN, true))
-        }))
-        .layer(inner);
-    stack.oneshot(json_request(ADD)).await.unwrap();
+    let invalid = TraceContext::new(|| Some(TraceHeaders::new([0; 16], SPAN, true)));
+    let layers = recommended().trace_context(invalid);
+    let shared = sent_through(layers, [answered(ANSWER)], json_request(ADD)).await;
     assert_eq!(seen(&shared, "traceparent"), vec![None]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_trace_context_in_the_request_extensions() {
     let _serial = SERIAL.lock().await;
-    let inner = Scripted::new([answered(ANSWER)]);
-    let shared = inner.shared();
-    let stack = ThrottleRetryLayer::new().layer(inner);
     let mut request = json_request(ADD);
     request.extensions_mut().insert(TraceContext::new(|| {
         Some(TraceHeaders::new(TRACE, SPAN, true))
     }));
-    stack.oneshot(request).await.unwrap();
+    let shared = sent_through(ThrottleRetryLayer::new(), [answered(ANSWER)], request).await;
     assert_eq!(
         seen(&shared, "traceparent"),
         vec![Some(TRACEPARENT.to_owned())]
@@ -474,7 +480,7 @@ async fn the_opentelemetry_context_gives_the_trace_headers() {
 
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
     let shared = inner.shared();
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+    let stack = recommended()
         .trace_context(TraceContext::opentelemetry())
         .layer(inner);
     let span_context = SpanContext::new(
@@ -559,7 +565,7 @@ async fn the_histograms_of_a_throttled_tool_call() {
 
     let provider = metrics::Provider::default();
     let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let stack = RecommendedLayers::new(tower::layer::util::Identity::new())
+    let stack = recommended()
         .metrics(Metrics::new(&metrics::meter(&provider)))
         .layer(inner);
     stack.oneshot(json_request(ADD)).await.unwrap();
@@ -643,13 +649,11 @@ async fn the_session_layer_outermost_names_the_call_from_the_body_at_once() {
     let _serial = SERIAL.lock().await;
     // The session recovery layer owns the call and reads the in-memory body without waiting:
     // the call span is named before any layer enters it.
-    let capture = Capture::default();
-    let inner = Scripted::new([throttled(), answered(ANSWER)]);
-    let stack = ServiceBuilder::new()
+    let layers = ServiceBuilder::new()
         .layer(agentcore_tower::McpSessionRecoveryLayer::new())
-        .layer(ThrottleRetryLayer::new())
-        .service(inner);
-    run(&capture, stack, json_request(ADD)).await;
+        .layer(ThrottleRetryLayer::new());
+    let steps = [throttled(), answered(ANSWER)];
+    let capture = traced(layers, steps, json_request(ADD)).await;
     assert_throttled_then_answered(&capture);
 }
 
@@ -860,15 +864,14 @@ async fn an_attempt_the_signer_could_not_authenticate_is_not_sent_in_its_span() 
 async fn a_token_refused_then_refreshed_is_two_attempt_spans_of_one_call() {
     let _serial = SERIAL.lock().await;
     use agentcore_tower::auth::{BearerToken, TokenFn};
-    let capture = Capture::default();
-    let inner = Scripted::new([
+    let steps = [
         Step::Respond(response(
             401,
             &[("www-authenticate", "Bearer error=\"invalid_token\"")],
             b"",
         )),
         answered(ANSWER),
-    ]);
+    ];
     let tokens = TokenFn::new(|refused: Option<BearerToken>| async move {
         Ok::<_, std::io::Error>(BearerToken::new(if refused.is_some() {
             "fresh-token"
@@ -876,8 +879,7 @@ async fn a_token_refused_then_refreshed_is_two_attempt_spans_of_one_call() {
             "stale-token"
         }))
     });
-    let stack = bearer_signer(tokens).layer(inner);
-    run(&capture, stack, json_request(ADD)).await;
+    let capture = traced(bearer_signer(tokens), steps, json_request(ADD)).await;
     let calls = capture.calls();
     assert_eq!(calls.len(), 1, "{:#?}", capture.spans());
     let (call, attempts) = &calls[0];
