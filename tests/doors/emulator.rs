@@ -91,6 +91,21 @@ async fn call(emulator: &Emulator, request: Request<Full<Bytes>>) -> Result<Answ
     call_with(emulator, guard(), emulator.credentials(), |b| b, request).await
 }
 
+/// One call through the full stack, `fault` pushed first: the answer or the error.
+async fn call_meeting(
+    emulator: &Emulator,
+    fault: Fault,
+    request: Request<Full<Bytes>>,
+) -> Result<Answer, Error> {
+    emulator.push_fault(fault);
+    call(emulator, request).await
+}
+
+/// A `tools/call` of the emulator's `counter`.
+fn counter(id: u64) -> Request<Full<Bytes>> {
+    tool_call(id, "counter", json!({}))
+}
+
 fn text_of(answer: &Answer) -> &str {
     answer
         .json
@@ -110,6 +125,19 @@ fn first_decision(
         d.verdict().clone(),
         d.permission().map(|p| (p.by, p.assumes)),
     )
+}
+
+/// The first attempt was sent again by `layer`, allowed by `by` under `assumes`.
+fn assert_first_sent_again_by(record: &AttemptRecord, layer: &str, by: By, assumes: Assumption) {
+    let (decided_by, verdict, permission) = first_decision(record, 0);
+    assert!(
+        matches!(verdict, Verdict::SentAgain { .. }),
+        "{verdict:?}: {record}"
+    );
+    assert_eq!(
+        (decided_by.as_str(), permission),
+        (layer, Some((by, assumes)))
+    );
 }
 
 #[tokio::test]
@@ -164,9 +192,7 @@ async fn throttles_are_waited_out_with_and_without_retry_after() {
     ] {
         emulator.push_fault(Fault::Throttle { retry_after });
         let started = Instant::now();
-        let answer = call(&emulator, tool_call(id, "counter", json!({})))
-            .await
-            .unwrap();
+        let answer = call(&emulator, counter(id)).await.unwrap();
         assert!(
             started.elapsed() >= least,
             "{retry_after:?}: {:?}",
@@ -198,8 +224,7 @@ async fn throttles_are_waited_out_with_and_without_retry_after() {
 #[tokio::test]
 async fn a_dropped_connection_re_sends_only_what_was_declared() {
     let emulator = start(EmulatorConfig::default()).await;
-    emulator.push_fault(Fault::DropAfterRun);
-    let error = call(&emulator, tool_call(1, "counter", json!({})))
+    let error = call_meeting(&emulator, Fault::DropAfterRun, counter(1))
         .await
         .unwrap_err();
     assert_eq!(error.failure_kind(), FailureKind::ConnectionDropped);
@@ -211,19 +236,20 @@ async fn a_dropped_connection_re_sends_only_what_was_declared() {
     );
     assert_eq!(emulator.counter(), 1, "ran once, not re-sent");
 
-    emulator.push_fault(Fault::DropAfterRun);
-    let answer = call(&emulator, tool_call(2, "add", json!({"a": 2, "b": 3})))
-        .await
-        .unwrap();
+    let answer = call_meeting(
+        &emulator,
+        Fault::DropAfterRun,
+        tool_call(2, "add", json!({"a": 2, "b": 3})),
+    )
+    .await
+    .unwrap();
     assert_eq!(text_of(&answer), "5");
     assert_eq!(answer.record.len(), 2);
-    let (layer, _, permission) = first_decision(&answer.record, 0);
-    assert_eq!(
-        (layer.as_str(), permission),
-        (
-            "replay_guard",
-            Some((By::AppDeclaration, Assumption::Idempotent))
-        )
+    assert_first_sent_again_by(
+        &answer.record,
+        "replay_guard",
+        By::AppDeclaration,
+        Assumption::Idempotent,
     );
     assert_eq!(
         emulator.audit().executions_of("add"),
@@ -235,10 +261,13 @@ async fn a_dropped_connection_re_sends_only_what_was_declared() {
 #[tokio::test]
 async fn a_500_is_re_sent_only_for_what_was_declared() {
     let emulator = start(EmulatorConfig::default()).await;
-    emulator.push_fault(Fault::ServerError { after_run: true });
-    let answer = call(&emulator, tool_call(1, "counter", json!({})))
-        .await
-        .unwrap();
+    let answer = call_meeting(
+        &emulator,
+        Fault::ServerError { after_run: true },
+        counter(1),
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.status, 500);
     assert_eq!(answer.record.len(), 1);
     assert!(matches!(
@@ -247,10 +276,13 @@ async fn a_500_is_re_sent_only_for_what_was_declared() {
     ));
     assert_eq!(emulator.counter(), 1);
 
-    emulator.push_fault(Fault::ServerError { after_run: false });
-    let answer = call(&emulator, tool_call(2, "add", json!({"a": 1, "b": 1})))
-        .await
-        .unwrap();
+    let answer = call_meeting(
+        &emulator,
+        Fault::ServerError { after_run: false },
+        tool_call(2, "add", json!({"a": 1, "b": 1})),
+    )
+    .await
+    .unwrap();
     assert_eq!((answer.status.as_u16(), text_of(&answer)), (200, "2"));
     assert_eq!(answer.record.len(), 2);
 }
@@ -258,8 +290,7 @@ async fn a_500_is_re_sent_only_for_what_was_declared() {
 #[tokio::test]
 async fn look_alikes_are_delivered_as_they_came() {
     let emulator = start(EmulatorConfig::default()).await;
-    emulator.push_fault(Fault::ConflictLookAlike);
-    let answer = call(&emulator, tool_call(1, "counter", json!({})))
+    let answer = call_meeting(&emulator, Fault::ConflictLookAlike, counter(1))
         .await
         .unwrap();
     assert_eq!(answer.json["error"]["code"], -32005);
@@ -269,8 +300,7 @@ async fn look_alikes_are_delivered_as_they_came() {
     );
     assert_eq!(answer.record.len(), 1);
 
-    emulator.push_fault(Fault::HealthCheckFailed);
-    let answer = call(&emulator, tool_call(2, "counter", json!({})))
+    let answer = call_meeting(&emulator, Fault::HealthCheckFailed, counter(2))
         .await
         .unwrap();
     assert_eq!(answer.json["error"]["code"], -32010);
@@ -283,19 +313,16 @@ async fn the_known_limit_a_server_raised_busy_after_the_call_ran() {
     // The HTTP 200 form cannot tell a server-raised -32005 from the platform's refusal: the call
     // is re-sent and runs twice — and the record says it was an assumption, not a fact.
     let emulator = start(EmulatorConfig::default()).await;
-    emulator.push_fault(Fault::BusyAfterRun);
-    let answer = call(&emulator, tool_call(1, "counter", json!({})))
+    let answer = call_meeting(&emulator, Fault::BusyAfterRun, counter(1))
         .await
         .unwrap();
     assert_eq!(text_of(&answer), "2");
     assert_eq!(emulator.counter(), 2);
-    let (layer, _, permission) = first_decision(&answer.record, 0);
-    assert_eq!(
-        (layer.as_str(), permission),
-        (
-            "session_busy",
-            Some((By::Adapter, Assumption::RefusedBeforeExecution))
-        )
+    assert_first_sent_again_by(
+        &answer.record,
+        "session_busy",
+        By::Adapter,
+        Assumption::RefusedBeforeExecution,
     );
     assert_eq!(
         answer.record.attempts()[0].effect(),
@@ -305,15 +332,9 @@ async fn the_known_limit_a_server_raised_busy_after_the_call_ran() {
     // An app that cannot take that risk declares the tool strict.
     emulator.push_fault(Fault::BusyAfterRun);
     let strict = ReplayGuardLayer::new().strict_tools(["counter"]);
-    let answer = call_with(
-        &emulator,
-        strict,
-        emulator.credentials(),
-        |b| b,
-        tool_call(2, "counter", json!({})),
-    )
-    .await
-    .unwrap();
+    let answer = call_with(&emulator, strict, emulator.credentials(), |b| b, counter(2))
+        .await
+        .unwrap();
     assert_eq!(answer.json["error"]["code"], -32005);
     assert_eq!(answer.record.len(), 1);
     assert_eq!(emulator.counter(), 3, "ran once more, not re-sent");
