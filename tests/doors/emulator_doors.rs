@@ -123,6 +123,11 @@ async fn gateway(
     send(method, &emulator.gateway_url(), extra, body, door).await
 }
 
+/// A GET of `url` with no credentials and no header of its own.
+async fn get(url: &str) -> Raw {
+    send(Method::GET, url, &[], "", Door::None).await
+}
+
 /// A POST of `body`, with no header of its own.
 async fn post(url: &str, body: &str, door: Door<'_>) -> Raw {
     send(Method::POST, url, &[], body, door).await
@@ -360,14 +365,7 @@ async fn an_oauth_runtime_serves_its_protected_resource_metadata_without_auth() 
     )
     .await;
     for qualifier in ["DEFAULT", "prod"] {
-        let answer = send(
-            Method::GET,
-            &runtime_metadata_url(&emulator, qualifier),
-            &[],
-            "",
-            Door::None,
-        )
-        .await;
+        let answer = get(&runtime_metadata_url(&emulator, qualifier)).await;
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.header("content-type"), Some("application/json"));
         assert_eq!(
@@ -385,14 +383,7 @@ async fn an_oauth_runtime_serves_its_protected_resource_metadata_without_auth() 
     }
     // The default issuer, and another runtime's document is not there.
     let default = start(EmulatorConfig::default().bearer_tokens(["t"])).await;
-    let answer = send(
-        Method::GET,
-        &runtime_metadata_url(&default, "DEFAULT"),
-        &[],
-        "",
-        Door::None,
-    )
-    .await;
+    let answer = get(&runtime_metadata_url(&default, "DEFAULT")).await;
     assert_eq!(
         answer.json()["authorization_servers"],
         json!(["https://issuer.example/emulator"])
@@ -402,7 +393,7 @@ async fn an_oauth_runtime_serves_its_protected_resource_metadata_without_auth() 
         default.endpoint(),
         escaped("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/other-XyZ")
     );
-    let answer = send(Method::GET, &other, &[], "", Door::None).await;
+    let answer = get(&other).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
     assert_eq!(emulator.audit().unauthorized, 0);
 }
@@ -495,6 +486,14 @@ async fn open_session(emulator: &Emulator, door: Door<'_>) -> String {
     answer.header("mcp-session-id").unwrap().to_owned()
 }
 
+/// An emulated SigV4 gateway, its credentials, and an MCP session opened with them.
+async fn sigv4_gateway_session() -> (Emulator, Credentials, String) {
+    let emulator = start(EmulatorConfig::default().gateway(true)).await;
+    let mine = emulator.credentials();
+    let session = open_session(&emulator, sigv4(&mine)).await;
+    (emulator, mine, session)
+}
+
 #[tokio::test]
 async fn a_gateway_serves_plain_mcp_within_its_sessions() {
     let emulator = start(
@@ -571,9 +570,7 @@ async fn a_gateway_serves_plain_mcp_within_its_sessions() {
 
 #[tokio::test]
 async fn a_gateway_session_expires_and_ends() {
-    let emulator = start(EmulatorConfig::default().gateway(true)).await;
-    let mine = emulator.credentials();
-    let session = open_session(&emulator, sigv4(&mine)).await;
+    let (emulator, mine, session) = sigv4_gateway_session().await;
     let with = [("mcp-session-id", session.as_str())];
     let list = rpc(2, "tools/list", json!({}));
     let listed = gateway(&emulator, Method::POST, &with, &list, sigv4(&mine)).await;
@@ -610,9 +607,7 @@ async fn a_gateway_session_expires_and_ends() {
 
 #[tokio::test]
 async fn a_gateway_applies_faults_to_tool_calls() {
-    let emulator = start(EmulatorConfig::default().gateway(true)).await;
-    let mine = emulator.credentials();
-    let session = open_session(&emulator, sigv4(&mine)).await;
+    let (emulator, mine, session) = sigv4_gateway_session().await;
     let with = [("mcp-session-id", session.as_str())];
     emulator.push_fault(Fault::Throttle { retry_after: None });
     let throttled = gateway(&emulator, Method::POST, &with, &counter(2), sigv4(&mine)).await;
@@ -653,16 +648,10 @@ async fn a_bearer_gateway_challenges_serves_its_metadata_and_scopes_sessions_to_
         assert!(answer.header("mcp-session-id").is_none());
         assert_eq!(last(&emulator).authorization, scheme);
     }
-    let metadata = send(
-        Method::GET,
-        &format!(
-            "{}/.well-known/oauth-protected-resource",
-            emulator.endpoint()
-        ),
-        &[],
-        "",
-        Door::None,
-    )
+    let metadata = get(&format!(
+        "{}/.well-known/oauth-protected-resource",
+        emulator.endpoint()
+    ))
     .await;
     assert_eq!(metadata.status, StatusCode::OK);
     assert_eq!(

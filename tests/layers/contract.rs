@@ -377,6 +377,20 @@ fn ten_minutes_ahead(
         .service(http_client())
 }
 
+/// A `tools/call` of the emulator's `counter` (JSON-RPC id `id`) through a clone of `stack`:
+/// the answer.
+async fn call_counter<S, B>(stack: &S, id: u64) -> Response<B>
+where
+    S: tower::Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    stack
+        .clone()
+        .oneshot(tool_call(id, "counter", json!({})))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signed() {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -390,11 +404,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
     let stack = ten_minutes_ahead(&emulator, cached);
 
     // The skewed clock: refused once, the offset taken from the answer's Date, then accepted.
-    let response = stack
-        .clone()
-        .oneshot(tool_call(1, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 1).await;
     assert_eq!(response.status(), 200);
     let record = AttemptRecord::of_response(&response).unwrap().clone();
     assert_eq!(record.len(), 2, "{record}");
@@ -406,11 +416,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
     );
     assert_eq!(emulator.counter(), 1);
     // Corrected for good: the next call is signed right the first time.
-    let response = stack
-        .clone()
-        .oneshot(tool_call(2, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 2).await;
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
     assert_eq!(
         asked.load(Ordering::SeqCst),
@@ -420,11 +426,7 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
 
     // An expired token: the cache dropped, the credentials resolved again, sent once more.
     emulator.push_fault(Fault::ExpiredToken);
-    let response = stack
-        .clone()
-        .oneshot(tool_call(3, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 3).await;
     assert_eq!(response.status(), 200);
     let record = AttemptRecord::of_response(&response).unwrap().clone();
     assert_eq!(
@@ -441,21 +443,14 @@ async fn expired_credentials_and_a_skewed_clock_are_sent_once_more_freshly_signe
     // Twice expired: only one re-send; any other 403: none.
     emulator.push_fault(Fault::ExpiredToken);
     emulator.push_fault(Fault::ExpiredToken);
-    let response = stack
-        .clone()
-        .oneshot(tool_call(4, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 4).await;
     assert_eq!(response.status(), 403);
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 2);
     emulator.push_fault(Fault::Platform {
         error: PlatformError::AccessDenied,
         form: PlatformForm::Http,
     });
-    let response = stack
-        .oneshot(tool_call(5, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 5).await;
     assert_eq!(response.status(), 403);
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
 }
@@ -465,20 +460,16 @@ async fn calls_refused_together_for_a_skewed_clock_correct_it_once_and_all_go_th
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     // Our clock is 10 minutes ahead; eight calls are signed before any answer comes back.
     let stack = ten_minutes_ahead(&emulator, emulator.credentials());
-    let calls = (0..8).map(|i| stack.clone().oneshot(tool_call(i, "counter", json!({}))));
+    let calls = (0..8).map(|i| call_counter(&stack, i));
     let answers = futures_util::future::join_all(calls).await;
     // Each refused call sets the correction to the same offset (an added one would have moved
     // the clock 80 minutes back, and every re-send would have been refused again).
     for answer in answers {
-        let answer = answer.unwrap();
         let record = AttemptRecord::of_response(&answer).unwrap().clone();
         assert_eq!(answer.status(), 200, "{record}");
         assert!(record.len() <= 2, "{record}");
     }
     assert_eq!(emulator.counter(), 8);
-    let response = stack
-        .oneshot(tool_call(9, "counter", json!({})))
-        .await
-        .unwrap();
+    let response = call_counter(&stack, 9).await;
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
 }
