@@ -236,6 +236,28 @@ async fn opened(layer: McpSessionRecoveryLayer) -> (Client, Server) {
     (client, server)
 }
 
+/// A client with an open session (`session-1`), which the server has since forgotten.
+async fn forgotten() -> (Client, Server) {
+    let (client, server) = opened(McpSessionRecoveryLayer::new()).await;
+    server.forget_sessions();
+    (client, server)
+}
+
+/// The client's DELETE of `session`.
+fn delete(session: &str) -> Request<Full<Bytes>> {
+    Request::delete("https://mcp.example/mcp")
+        .header("mcp-session-id", session)
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}
+
+/// A `tools/call` of `counter` in `session-1`, carrying `extension` (a budget, a rule).
+fn counter_with<T: Clone + Send + Sync + 'static>(extension: T) -> Request<Full<Bytes>> {
+    let mut request = tool("session-1", 1, "counter");
+    request.extensions_mut().insert(extension);
+    request
+}
+
 fn owned(seen: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
     seen.iter()
         .map(|(m, s)| ((*m).to_owned(), s.map(str::to_owned)))
@@ -244,8 +266,7 @@ fn owned(seen: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
 
 #[tokio::test]
 async fn an_expired_session_is_opened_again_and_the_call_sent_once_more() {
-    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
+    let (mut client, server) = forgotten().await;
 
     let answer = send(&mut client, tool("session-1", 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::OK);
@@ -301,8 +322,7 @@ async fn an_expired_session_is_opened_again_and_the_call_sent_once_more() {
 
 #[tokio::test(start_paused = true)]
 async fn fifty_requests_meeting_one_expiry_share_one_initialize() {
-    let (client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
+    let (client, server) = forgotten().await;
     server.state().initialize_takes = Duration::from_secs(2);
     let calls = (0..50).map(|i| {
         let client = client.clone();
@@ -335,8 +355,7 @@ async fn a_platform_404_is_delivered_at_once() {
 
 #[tokio::test]
 async fn a_404_without_a_session_or_with_an_unknown_one_is_delivered() {
-    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
+    let (mut client, server) = forgotten().await;
     // Another session's id, which this layer never saw opened.
     let answer = send(&mut client, tool("session-elsewhere", 1, "counter")).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
@@ -355,8 +374,7 @@ async fn a_404_without_a_session_or_with_an_unknown_one_is_delivered() {
 
 #[tokio::test]
 async fn a_404_right_after_a_recovery_is_delivered_without_a_loop() {
-    let (client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
+    let (client, server) = forgotten().await;
     // A server that forgets every session it opens at once.
     let forgetful = tower::service_fn({
         let server = server.clone();
@@ -403,13 +421,8 @@ async fn a_rule_that_forbids_it_is_obeyed() {
             Err("never".into())
         }
     }
-    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
-    let mut request = tool("session-1", 1, "counter");
-    request
-        .extensions_mut()
-        .insert(SharedReplayRule::new(Never));
-    let answer = send(&mut client, request).await;
+    let (mut client, server) = forgotten().await;
+    let answer = send(&mut client, counter_with(SharedReplayRule::new(Never))).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let record = AttemptRecord::of_response(&answer).unwrap();
     assert_eq!(
@@ -424,8 +437,7 @@ async fn a_rule_that_forbids_it_is_obeyed() {
 
 #[tokio::test(start_paused = true)]
 async fn when_the_new_session_cannot_be_opened_the_404_is_delivered_and_tried_once() {
-    let (client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
+    let (client, server) = forgotten().await;
     {
         let mut state = server.state();
         state.refuse_initialize = true;
@@ -471,11 +483,7 @@ async fn a_deleted_session_is_forgotten() {
     let layer = McpSessionRecoveryLayer::new();
     let (mut client, server) = opened(layer.clone()).await;
     assert_eq!(layer.sessions(), 1);
-    let delete = Request::delete("https://mcp.example/mcp")
-        .header("mcp-session-id", "session-1")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let answer = send(&mut client, delete).await;
+    let answer = send(&mut client, delete("session-1")).await;
     assert_eq!(answer.status(), StatusCode::OK);
     assert_eq!(layer.sessions(), 0);
     let answer = send(&mut client, tool("session-1", 1, "counter")).await;
@@ -492,11 +500,7 @@ async fn a_delete_that_meets_the_expiry_forgets_the_session_without_opening_one(
     let layer = McpSessionRecoveryLayer::new();
     let (mut client, server) = opened(layer.clone()).await;
     server.forget_sessions();
-    let delete = Request::delete("https://mcp.example/mcp")
-        .header("mcp-session-id", "session-1")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let answer = send(&mut client, delete).await;
+    let answer = send(&mut client, delete("session-1")).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     assert_eq!(AttemptRecord::of_response(&answer).unwrap().len(), 1);
     assert_eq!(layer.sessions(), 0);
@@ -505,13 +509,9 @@ async fn a_delete_that_meets_the_expiry_forgets_the_session_without_opening_one(
 
 #[tokio::test]
 async fn the_new_session_is_opened_within_the_calls_limits_and_budget() {
-    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
-    let mut request = tool("session-1", 1, "counter");
-    request
-        .extensions_mut()
-        .insert(agentcore_tower::CallBudget::new().max_total_wait(Duration::from_secs(5)));
-    let answer = send(&mut client, request).await;
+    let (mut client, server) = forgotten().await;
+    let budget = agentcore_tower::CallBudget::new().max_total_wait(Duration::from_secs(5));
+    let answer = send(&mut client, counter_with(budget)).await;
     assert_eq!(answer.status(), StatusCode::OK);
     // The first initialize was the client's own (no budget of the app's); the re-opening one
     // carries the call's limits and its retry budget.
@@ -523,13 +523,9 @@ async fn the_new_session_is_opened_within_the_calls_limits_and_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn past_the_calls_deadline_the_404_is_delivered() {
-    let (mut client, server) = opened(McpSessionRecoveryLayer::new()).await;
-    server.forget_sessions();
-    let mut request = tool("session-1", 1, "counter");
-    request
-        .extensions_mut()
-        .insert(agentcore_tower::CallBudget::new().deadline(tokio::time::Instant::now()));
-    let answer = send(&mut client, request).await;
+    let (mut client, server) = forgotten().await;
+    let budget = agentcore_tower::CallBudget::new().deadline(tokio::time::Instant::now());
+    let answer = send(&mut client, counter_with(budget)).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
     let record = AttemptRecord::of_response(&answer).unwrap();
     assert!(
