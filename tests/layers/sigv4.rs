@@ -93,6 +93,15 @@ async fn verifying_server(
     .await
 }
 
+/// An answer with `status` and `headers`, and no body.
+fn bodiless(status: u16, headers: &[(&str, &str)]) -> Response<Full<Bytes>> {
+    let mut builder = Response::builder().status(status);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(Full::new(Bytes::new())).unwrap()
+}
+
 fn json_ok(body: &'static str) -> Response<Full<Bytes>> {
     Response::builder()
         .header("content-type", "application/json")
@@ -177,12 +186,13 @@ async fn a_local_server_re_signs_what_it_received_and_agrees() {
 async fn a_re_sent_attempt_carries_a_new_date_and_signature() {
     let seen = Seen::default();
     let server = verifying_server(seen.clone(), |n| match n {
-        1 => Response::builder()
-            .status(429)
-            .header("x-amzn-errortype", "ThrottlingException")
-            .header("retry-after", "0")
-            .body(Full::new(Bytes::new()))
-            .unwrap(),
+        1 => bodiless(
+            429,
+            &[
+                ("x-amzn-errortype", "ThrottlingException"),
+                ("retry-after", "0"),
+            ],
+        ),
         _ => json_ok("{}"),
     })
     .await;
@@ -241,11 +251,7 @@ impl ProvideCredentials for Rotating {
 async fn credentials_rotated_between_attempts_are_used() {
     let seen = Seen::default();
     let server = verifying_server(seen.clone(), |n| match n {
-        1 => Response::builder()
-            .status(429)
-            .header("retry-after", "0")
-            .body(Full::new(Bytes::new()))
-            .unwrap(),
+        1 => bodiless(429, &[("retry-after", "0")]),
         _ => json_ok("{}"),
     })
     .await;
@@ -716,11 +722,7 @@ async fn a_freshly_signed_resend_carries_the_extensions_of_the_first() {
                         seen.len() == 1
                     };
                     let response = if first {
-                        Response::builder()
-                            .status(403)
-                            .header("x-amzn-errortype", "ExpiredTokenException")
-                            .body(Full::new(Bytes::new()))
-                            .unwrap()
+                        bodiless(403, &[("x-amzn-errortype", "ExpiredTokenException")])
                     } else {
                         json_ok(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#)
                     };
