@@ -46,6 +46,14 @@ fn runtime_client(emulator: &Emulator, guard: ReplayGuardLayer) -> Client {
     )
 }
 
+/// A client of the emulated runtime through the stack with the guard's defaults, its MCP
+/// session opened.
+async fn opened_runtime_client(emulator: &Emulator) -> Client {
+    let mut client = runtime_client(emulator, ReplayGuardLayer::new());
+    client.open().await;
+    client
+}
+
 /// The same to the emulated gateway.
 fn gateway_stack(emulator: &Emulator) -> Stack {
     read_whole(
@@ -171,8 +179,7 @@ async fn cold_starts_of_8_and_12_s_in_either_form_are_waited_out_with_the_defaul
 #[tokio::test(start_paused = true)]
 async fn after_a_20_minute_idle_gap_the_next_call_meets_a_new_microvm_and_runs_once() {
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(12))).await;
-    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
-    client.open().await;
+    let mut client = opened_runtime_client(&emulator).await;
     let given = client.session.clone();
     assert_eq!(client.call("counter", json!({})).await.text(), "1");
 
@@ -226,8 +233,7 @@ async fn a_gateway_session_past_its_timeout_is_recovered() {
 #[tokio::test(start_paused = true)]
 async fn fifty_concurrent_requests_meeting_one_expiry_share_one_initialize() {
     let emulator = start(EmulatorConfig::default().provisioning(Duration::from_secs(3))).await;
-    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
-    client.open().await;
+    let client = opened_runtime_client(&emulator).await;
     assert_eq!(emulator.end_microvms(), 1);
     let calls = (0..50u64).map(|i| {
         let client = client.clone();
@@ -254,8 +260,7 @@ async fn fifty_concurrent_requests_meeting_one_expiry_share_one_initialize() {
 #[tokio::test(start_paused = true)]
 async fn an_undeclared_tool_answered_404_is_sent_once_more_after_the_new_session_and_runs_once() {
     let emulator = start(EmulatorConfig::default()).await;
-    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
-    client.open().await;
+    let mut client = opened_runtime_client(&emulator).await;
     assert!(emulator.expire_mcp_session(client.session.as_deref().unwrap()));
     let answer = client.call("counter", json!({})).await;
     assert_eq!(answer.text(), "1");
@@ -276,8 +281,7 @@ async fn an_undeclared_tool_answered_404_is_sent_once_more_after_the_new_session
 #[tokio::test(start_paused = true)]
 async fn a_404_resource_not_found_is_delivered_at_once() {
     let emulator = start(EmulatorConfig::default()).await;
-    let mut client = runtime_client(&emulator, ReplayGuardLayer::new());
-    client.open().await;
+    let mut client = opened_runtime_client(&emulator).await;
     emulator.push_fault(Fault::Platform {
         error: PlatformError::ResourceNotFound,
         form: PlatformForm::Http,
