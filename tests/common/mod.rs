@@ -492,6 +492,13 @@ impl std::io::Write for LogWriter {
     }
 }
 
+/// The verdict of the first decision on attempt `attempt` (from 0) of the record `response`
+/// carries.
+pub fn verdict_on<B>(response: &Response<B>, attempt: usize) -> agentcore_tower::record::Verdict {
+    let record = agentcore_tower::AttemptRecord::of_response(response).expect("a record");
+    record.attempts()[attempt].decisions()[0].verdict().clone()
+}
+
 /// An `on_record` hook that counts the records it is handed in `fired`.
 pub fn counting_hook(
     fired: &Arc<std::sync::atomic::AtomicU32>,

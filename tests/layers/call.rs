@@ -434,10 +434,9 @@ async fn the_apps_budget_bounds_every_layer() {
         Duration::from_secs(1),
         "no wait past the deadline"
     );
-    let record = AttemptRecord::of_response(&response).unwrap();
     assert_eq!(
-        record.attempts()[1].decisions()[0].verdict(),
-        &Verdict::WaitCeiling {
+        verdict_on(&response, 1),
+        Verdict::WaitCeiling {
             cause: "HTTP 429",
             wait: Duration::from_secs(1),
             remaining: Duration::from_millis(500),

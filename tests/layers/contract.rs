@@ -258,10 +258,9 @@ async fn x_amz_retry_after_is_waited_to_the_millisecond() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(started.elapsed(), Duration::from_millis(1500));
-    let record = AttemptRecord::of_response(&response).unwrap();
     assert_eq!(
-        record.attempts()[0].decisions()[0].verdict(),
-        &Verdict::SentAgain {
+        verdict_on(&response, 0),
+        Verdict::SentAgain {
             cause: "HTTP 429",
             wait: Duration::from_millis(1500),
             retry_after: Some(Duration::from_millis(1500)),

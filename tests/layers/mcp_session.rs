@@ -13,7 +13,7 @@ use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Failure, Permission, ReplayRule, SharedReplayRule};
 use agentcore_tower::{AttemptRecord, McpSessionRecoveryLayer};
 use bytes::Bytes;
-use common::mcp_post;
+use common::{mcp_post, verdict_on};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
@@ -424,10 +424,9 @@ async fn a_rule_that_forbids_it_is_obeyed() {
     let (mut client, server) = forgotten().await;
     let answer = send(&mut client, counter_with(SharedReplayRule::new(Never))).await;
     assert_eq!(answer.status(), StatusCode::NOT_FOUND);
-    let record = AttemptRecord::of_response(&answer).unwrap();
     assert_eq!(
-        record.attempts()[0].decisions()[0].verdict(),
-        &Verdict::Forbidden {
+        verdict_on(&answer, 0),
+        Verdict::Forbidden {
             cause: "MCP session expired (HTTP 404)",
             reason: "never".into()
         }

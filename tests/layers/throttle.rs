@@ -252,10 +252,9 @@ async fn the_ceiling_cuts_a_long_retry_after_at_once() {
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "86400");
     assert_eq!(shared.calls(), 1);
-    let record = AttemptRecord::of_response(&response).unwrap().attempts();
     assert_eq!(
-        record[0].decisions()[0].verdict(),
-        &Verdict::WaitCeiling {
+        verdict_on(&response, 0),
+        Verdict::WaitCeiling {
             cause: "HTTP 429",
             wait: Duration::from_secs(86400),
             remaining: Duration::from_secs(10),
@@ -551,10 +550,9 @@ async fn a_replay_rule_on_the_request_can_forbid() {
     let response = svc.oneshot(request).await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(shared.calls(), 1);
-    let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
     assert_eq!(
-        attempts[0].decisions()[0].verdict(),
-        &Verdict::Forbidden {
+        verdict_on(&response, 0),
+        Verdict::Forbidden {
             cause: "HTTP 429",
             reason: "strict tool".into()
         }
