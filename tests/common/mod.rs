@@ -492,6 +492,29 @@ impl std::io::Write for LogWriter {
     }
 }
 
+/// [`TOOLS_CALL`] sent once through `layer` over `inner`: the answer, and what `inner` saw.
+pub async fn call_through<L>(
+    layer: L,
+    inner: Scripted,
+) -> (
+    <L::Service as tower::Service<Request<Full<Bytes>>>>::Response,
+    Arc<Shared>,
+)
+where
+    L: tower::Layer<Scripted>,
+    L::Service: tower::Service<Request<Full<Bytes>>>,
+    <L::Service as tower::Service<Request<Full<Bytes>>>>::Error: std::fmt::Debug,
+{
+    use tower::ServiceExt as _;
+    let shared = inner.shared();
+    let response = layer
+        .layer(inner)
+        .oneshot(json_request(TOOLS_CALL))
+        .await
+        .unwrap();
+    (response, shared)
+}
+
 /// The verdict of the first decision on attempt `attempt` (from 0) of the record `response`
 /// carries.
 pub fn verdict_on<B>(response: &Response<B>, attempt: usize) -> agentcore_tower::record::Verdict {

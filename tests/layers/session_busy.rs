@@ -51,9 +51,7 @@ fn ok() -> Step {
 /// the service saw, the delivered status and body bytes.
 async fn through(first: Step) -> (usize, u16, Bytes) {
     let inner = Scripted::new([first, ok()]);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, shared) = call_through(SessionBusyRetryLayer::new(), inner).await;
     let status = response.status().as_u16();
     let (body, _) = read_all(response.into_body()).await;
     (shared.calls(), status, body)
@@ -109,9 +107,7 @@ async fn matches_exactly_the_two_forms() {
 #[tokio::test(start_paused = true)]
 async fn busy_busy_ok_delivers_the_ok_with_three_recorded_attempts() {
     let inner = Scripted::new([busy_200(), busy_409(), ok()]);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, shared) = call_through(SessionBusyRetryLayer::new(), inner).await;
     assert_eq!(response.status(), 200);
     assert_eq!(shared.calls(), 3);
     assert_eq!(shared.unready_calls.load(Ordering::SeqCst), 0);
@@ -158,9 +154,8 @@ async fn busy_busy_ok_delivers_the_ok_with_three_recorded_attempts() {
 #[tokio::test(start_paused = true)]
 async fn busy_forever_delivers_the_last_refusal_intact_after_the_cap() {
     let inner = Scripted::with_fallback([], busy_200);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().max_attempts(6).layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, shared) =
+        call_through(SessionBusyRetryLayer::new().max_attempts(6), inner).await;
     assert_eq!(shared.calls(), 6);
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "application/json");
@@ -181,11 +176,9 @@ async fn busy_forever_delivers_the_last_refusal_intact_after_the_cap() {
 async fn by_default_busy_forever_is_waited_out_by_time_not_by_count() {
     // The defaults: the 45 s ceiling ends the call, never the cap of 50 attempts.
     for _ in 0..20 {
-        let inner = Scripted::with_fallback([], busy_200);
-        let shared = inner.shared();
-        let svc = SessionBusyRetryLayer::new().layer(inner);
         let start = Instant::now();
-        let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+        let inner = Scripted::with_fallback([], busy_200);
+        let (response, shared) = call_through(SessionBusyRetryLayer::new(), inner).await;
         let record = AttemptRecord::of_response(&response).unwrap().clone();
         let attempts = record.attempts();
         let calls = shared.calls();
@@ -247,14 +240,12 @@ async fn waits_follow_the_documented_defaults() {
 #[tokio::test(start_paused = true)]
 async fn the_total_wait_ceiling_stops_re_sending() {
     let inner = Scripted::with_fallback([], busy_200);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new()
+    let layer = SessionBusyRetryLayer::new()
         .max_attempts(100)
         .base_delay(Duration::from_secs(1))
         .max_delay(Duration::from_secs(1))
-        .max_total_wait(Duration::from_millis(2500))
-        .layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+        .max_total_wait(Duration::from_millis(2500));
+    let (response, shared) = call_through(layer, inner).await;
     // Waits are in [0.5 s, 1 s]: at least 2 re-sends fit under 2.5 s, at most 5.
     let calls = shared.calls();
     assert!((3..=6).contains(&calls), "{calls}");
@@ -278,9 +269,7 @@ async fn deliver(
     body: ScriptedBody,
 ) -> (Bytes, Option<http::HeaderMap>, Option<String>, usize) {
     let inner = Scripted::with_fallback([Step::Respond(scripted_response(200, headers, body))], ok);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, shared) = call_through(SessionBusyRetryLayer::new(), inner).await;
     let mut body = response.into_body();
     let mut data = Vec::new();
     let mut trailers = None;
@@ -395,8 +384,7 @@ async fn an_sse_stream_is_never_read_by_the_layer() {
         &[("content-type", "text/event-stream")],
         body,
     ))]);
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, _) = call_through(SessionBusyRetryLayer::new(), inner).await;
     assert_eq!(probe.polls(), 0, "the layer did not touch the stream");
     let mut body = response.into_body();
     let mut got = Vec::new();
@@ -416,8 +404,7 @@ async fn a_content_length_over_the_bound_is_not_read() {
         &[JSON, ("content-length", "5000")],
         body,
     ))]);
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, _) = call_through(SessionBusyRetryLayer::new(), inner).await;
     assert_eq!(probe.polls(), 0);
     let (data, _) = read_all(response.into_body()).await;
     assert_eq!(&data[..], BUSY);
@@ -438,9 +425,7 @@ async fn a_content_length_within_a_custom_bound_is_read() {
     svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
     assert_eq!(shared.calls(), 2);
     let inner = Scripted::new([Step::Respond(response(200, &[JSON], BUSY))]);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().peek_limit(50).layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, shared) = call_through(SessionBusyRetryLayer::new().peek_limit(50), inner).await;
     assert_eq!(
         shared.calls(),
         1,
@@ -455,8 +440,7 @@ async fn a_batch_is_recognised_from_its_first_byte() {
     let body = ScriptedBody::data(&[b"  [", BUSY]).hanging();
     let probe = body.probe();
     let inner = Scripted::new([Step::Respond(scripted_response(200, &[JSON], body))]);
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, _) = call_through(SessionBusyRetryLayer::new(), inner).await;
     assert_eq!(probe.polls(), 1);
     let mut body = response.into_body();
     let first = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await;
@@ -501,8 +485,7 @@ async fn the_matched_reply_is_released_before_the_wait() {
 #[tokio::test(start_paused = true)]
 async fn size_hint_and_end_of_stream_stay_honest() {
     let inner = Scripted::new([ok()]);
-    let svc = SessionBusyRetryLayer::new().layer(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (response, _) = call_through(SessionBusyRetryLayer::new(), inner).await;
     let mut body = response.into_body();
     assert_eq!(body.size_hint().exact(), Some(OK.len() as u64));
     assert!(!body.is_end_stream());

@@ -178,10 +178,9 @@ async fn waits_until_an_http_date() {
 
 #[tokio::test(start_paused = true)]
 async fn a_past_date_means_now() {
-    let inner = Scripted::new([throttled(Some("Sun, 06 Nov 1994 08:49:37 GMT")), ok(b"{}")]);
-    let svc = ThrottleRetryLayer::new().layer(inner);
     let start = Instant::now();
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let inner = Scripted::new([throttled(Some("Sun, 06 Nov 1994 08:49:37 GMT")), ok(b"{}")]);
+    let (response, _) = call_through(ThrottleRetryLayer::new(), inner).await;
     assert_eq!(response.status(), 200);
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
@@ -243,11 +242,9 @@ async fn jitter_stays_within_its_bounds() {
 
 #[tokio::test(start_paused = true)]
 async fn the_ceiling_cuts_a_long_retry_after_at_once() {
-    let inner = Scripted::new([throttled(Some("86400"))]);
-    let shared = inner.shared();
-    let svc = ThrottleRetryLayer::new().layer(inner);
     let start = Instant::now();
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let inner = Scripted::new([throttled(Some("86400"))]);
+    let (response, shared) = call_through(ThrottleRetryLayer::new(), inner).await;
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "86400");
@@ -266,14 +263,12 @@ async fn the_ceiling_cuts_a_long_retry_after_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn the_ceiling_counts_all_waits_of_the_call() {
-    let inner = Scripted::with_fallback([], || throttled(Some("1")));
-    let shared = inner.shared();
-    let svc = ThrottleRetryLayer::new()
-        .max_attempts(10)
-        .max_total_wait(Duration::from_millis(2500))
-        .layer(inner);
     let start = Instant::now();
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let inner = Scripted::with_fallback([], || throttled(Some("1")));
+    let layer = ThrottleRetryLayer::new()
+        .max_attempts(10)
+        .max_total_wait(Duration::from_millis(2500));
+    let (response, shared) = call_through(layer, inner).await;
     assert_eq!(response.status(), 429);
     assert_eq!(shared.calls(), 3);
     assert_eq!(start.elapsed(), Duration::from_secs(2));
@@ -283,9 +278,8 @@ async fn the_ceiling_counts_all_waits_of_the_call() {
 async fn the_attempt_cap_is_exact() {
     for cap in [1u32, 2, 5] {
         let inner = Scripted::with_fallback([], || throttled(Some("0")));
-        let shared = inner.shared();
-        let svc = ThrottleRetryLayer::new().max_attempts(cap).layer(inner);
-        let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+        let (response, shared) =
+            call_through(ThrottleRetryLayer::new().max_attempts(cap), inner).await;
         assert_eq!(response.status(), 429);
         assert_eq!(shared.calls(), cap as usize);
         let attempts = AttemptRecord::of_response(&response).unwrap().attempts();
@@ -416,9 +410,7 @@ fn one_status(status: u16) -> (usize, u16, Bytes, Option<http::HeaderMap>) {
             .body(body)
             .unwrap();
         let inner = Scripted::with_fallback([Step::Respond(resp)], || ok(b"second answer"));
-        let shared = inner.shared();
-        let svc = ThrottleRetryLayer::new().layer(inner);
-        let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+        let (response, shared) = call_through(ThrottleRetryLayer::new(), inner).await;
         let status = response.status().as_u16();
         let (body, trailers) = read_all(response.into_body()).await;
         (shared.calls(), status, body, trailers)
@@ -586,12 +578,10 @@ async fn an_app_record_gets_the_same_decisions_as_a_crate_record() {
 #[tokio::test(start_paused = true)]
 async fn stacked_layers_share_one_record_and_one_cap() {
     let inner = Scripted::new([throttled(Some("0")), throttled(Some("0")), ok(b"{}")]);
-    let shared = inner.shared();
-    let svc = tower::ServiceBuilder::new()
+    let layer = tower::ServiceBuilder::new()
         .layer(ThrottleRetryLayer::new().max_attempts(2))
-        .layer(ThrottleRetryLayer::new().max_attempts(2))
-        .service(inner);
-    let response = svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+        .layer(ThrottleRetryLayer::new().max_attempts(2));
+    let (response, shared) = call_through(layer, inner).await;
     // The cap is the call's: the outer layer does not start the inner one's count again.
     assert_eq!(response.status(), 429);
     assert_eq!(shared.calls(), 2);
