@@ -16,7 +16,7 @@ use common::*;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{Value, json};
-use tower::{Layer, ServiceBuilder, ServiceExt};
+use tower::{ServiceBuilder, ServiceExt};
 
 const TABLE: [PlatformError; 11] = [
     PlatformError::Unauthorized,
@@ -224,12 +224,7 @@ async fn a_look_alike_of_the_throttling_reply_is_delivered_at_once() {
         &[("content-type", "application/json")],
         look_alike,
     ))]);
-    let shared = inner.shared();
-    let response = ThrottleRetryLayer::new()
-        .layer(inner)
-        .oneshot(json_request(TOOLS_CALL))
-        .await
-        .unwrap();
+    let (response, shared) = call_through(ThrottleRetryLayer::new(), inner).await;
     assert_eq!(shared.calls(), 1);
     let record = AttemptRecord::of_response(&response).unwrap().clone();
     assert_eq!(record.attempts()[0].platform_error(), None);
@@ -251,11 +246,7 @@ async fn x_amz_retry_after_is_waited_to_the_millisecond() {
         Step::Respond(response(200, &[], b"{}")),
     ]);
     let started = tokio::time::Instant::now();
-    let response = ThrottleRetryLayer::new()
-        .layer(inner)
-        .oneshot(json_request(TOOLS_CALL))
-        .await
-        .unwrap();
+    let (response, _) = call_through(ThrottleRetryLayer::new(), inner).await;
     assert_eq!(response.status(), 200);
     assert_eq!(started.elapsed(), Duration::from_millis(1500));
     assert_eq!(

@@ -420,9 +420,7 @@ async fn a_content_length_within_a_custom_bound_is_read() {
         )),
         ok(),
     ]);
-    let shared = inner.shared();
-    let svc = SessionBusyRetryLayer::new().peek_limit(200).layer(inner);
-    svc.oneshot(json_request(TOOLS_CALL)).await.unwrap();
+    let (_, shared) = call_through(SessionBusyRetryLayer::new().peek_limit(200), inner).await;
     assert_eq!(shared.calls(), 2);
     let inner = Scripted::new([Step::Respond(response(200, &[JSON], BUSY))]);
     let (response, shared) = call_through(SessionBusyRetryLayer::new().peek_limit(50), inner).await;
