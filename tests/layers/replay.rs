@@ -270,15 +270,24 @@ async fn refusals_are_re_sent_for_any_tool_by_the_adapters_policy() {
     );
 }
 
+/// A batch of a `tools/list` and a `tools/call` of `tool`, its answer lost after it ran,
+/// through a guard that declares `lookup` idempotent: the outcome and the faults met.
+async fn lost_batch_calling(tool: &str) -> (Outcome2, Vec<Fault>) {
+    let batch = format!(
+        r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}]"#
+    );
+    let request = Request::post("https://runtime.example/mcp?secret=query")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(batch)))
+        .unwrap();
+    let guard = ReplayGuardLayer::new().idempotent_tools(["lookup"]);
+    let (outcome, met, _) = run(guard, &[Fault::DropAfterRun], request).await;
+    (outcome, met)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_batch_with_one_undeclared_member_is_not_re_sent() {
-    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"charge","arguments":{}}}]"#;
-    let (outcome, met, _) = run(
-        ReplayGuardLayer::new().idempotent_tools(["lookup"]),
-        &[Fault::DropAfterRun],
-        rpc(batch),
-    )
-    .await;
+    let (outcome, met) = lost_batch_calling("charge").await;
     assert_eq!(met.len(), 1);
     let record = record_of(&outcome).attempts();
     assert!(matches!(
@@ -287,13 +296,7 @@ async fn a_batch_with_one_undeclared_member_is_not_re_sent() {
             if reason == "a batch member is not replayable: tools/call `charge` is not declared replayable"
     ));
     // Every member replayable: re-sent.
-    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lookup","arguments":{}}}]"#;
-    let (outcome, met, _) = run(
-        ReplayGuardLayer::new().idempotent_tools(["lookup"]),
-        &[Fault::DropAfterRun],
-        rpc(batch),
-    )
-    .await;
+    let (outcome, met) = lost_batch_calling("lookup").await;
     assert_eq!(met.len(), 2);
     let attempts = record_of(&outcome).attempts();
     assert_eq!(
@@ -387,33 +390,26 @@ async fn a_predicate_sees_method_tool_and_arguments() {
     assert_eq!(met.len(), 1);
 }
 
+/// A `tools/call` of `tool` carrying the per-request `override_`.
+fn overridden(tool: &str, override_: ReplayOverride) -> Request<Full<Bytes>> {
+    let mut request = tools_call(tool);
+    request.extensions_mut().insert(override_);
+    request
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_per_request_override_wins() {
-    let mut request = tools_call("charge");
-    request.extensions_mut().insert(ReplayOverride::Replayable);
+    let request = overridden("charge", ReplayOverride::Replayable);
     let (_, met, _) = run(ReplayGuardLayer::new(), &[Fault::DropAfterRun], request).await;
     assert_eq!(met.len(), 2);
 
-    let mut request = tools_call("lookup");
-    request
-        .extensions_mut()
-        .insert(ReplayOverride::NotReplayable);
-    let (_, met, _) = run(
-        ReplayGuardLayer::new().idempotent_tools(["lookup"]),
-        &[Fault::DropAfterRun],
-        request,
-    )
-    .await;
+    let lookup_idempotent = || ReplayGuardLayer::new().idempotent_tools(["lookup"]);
+    let request = overridden("lookup", ReplayOverride::NotReplayable);
+    let (_, met, _) = run(lookup_idempotent(), &[Fault::DropAfterRun], request).await;
     assert_eq!(met.len(), 1);
 
-    let mut request = tools_call("lookup");
-    request.extensions_mut().insert(ReplayOverride::Strict);
-    let (_, met, _) = run(
-        ReplayGuardLayer::new().idempotent_tools(["lookup"]),
-        &[Fault::Throttled],
-        request,
-    )
-    .await;
+    let request = overridden("lookup", ReplayOverride::Strict);
+    let (_, met, _) = run(lookup_idempotent(), &[Fault::Throttled], request).await;
     assert_eq!(met.len(), 1);
 }
 
