@@ -270,7 +270,7 @@ async fn an_oauth_runtime_challenges_a_request_without_a_token_and_runs_nothing(
 #[tokio::test]
 async fn an_oauth_runtime_takes_an_accepted_token_and_refuses_another() {
     let emulator = start(EmulatorConfig::default().bearer_tokens(["token-a", "token-b"])).await;
-    let url = invocations(&emulator, "?qualifier=DEFAULT");
+    let url = emulator.invocations_url();
 
     let wrong = post(&url, &counter(1), Door::Bearer("not-a-token")).await;
     assert_runtime_challenge(&wrong, &emulator, "DEFAULT");
@@ -317,7 +317,7 @@ async fn a_runtime_refuses_the_other_door_with_a_403_and_no_challenge() {
     let oauth = start(EmulatorConfig::default().bearer_tokens(["token-a"])).await;
     let signed = send(
         Method::POST,
-        &invocations(&oauth, "?qualifier=DEFAULT"),
+        &oauth.invocations_url(),
         &[],
         &counter(1),
         sigv4(&oauth.credentials()),
@@ -327,7 +327,7 @@ async fn a_runtime_refuses_the_other_door_with_a_403_and_no_challenge() {
     let iam = start(EmulatorConfig::default()).await;
     let bearer = send(
         Method::POST,
-        &invocations(&iam, "?qualifier=DEFAULT"),
+        &iam.invocations_url(),
         &[],
         &counter(1),
         Door::Bearer("token-a"),
@@ -401,7 +401,7 @@ async fn an_oauth_runtime_serves_its_protected_resource_metadata_without_auth() 
 #[tokio::test]
 async fn a_token_swapped_at_run_time_makes_the_old_one_stale() {
     let emulator = start(EmulatorConfig::default().bearer_tokens(["old-token"])).await;
-    let url = invocations(&emulator, "?qualifier=DEFAULT");
+    let url = emulator.invocations_url();
     let first = post(&url, &counter(1), Door::Bearer("old-token")).await;
     assert_eq!(first.status, StatusCode::OK);
 
@@ -434,7 +434,7 @@ async fn an_oauth_runtime_stops_a_session_for_a_token_only() {
     let session_header = [("x-amzn-bedrock-agentcore-runtime-session-id", session)];
     let answer = send(
         Method::POST,
-        &invocations(&emulator, "?qualifier=DEFAULT"),
+        &emulator.invocations_url(),
         &session_header,
         &counter(1),
         Door::Bearer("token-a"),
@@ -788,7 +788,7 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
     let credentials = runtime.credentials();
     let wrong = send(
         Method::POST,
-        &invocations(&runtime, "?qualifier=DEFAULT"),
+        &runtime.invocations_url(),
         &[],
         &counter(1),
         Door::SigV4 {
@@ -800,7 +800,7 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
     assert_eq!(wrong.status, StatusCode::FORBIDDEN);
     let right = send(
         Method::POST,
-        &invocations(&runtime, "?qualifier=DEFAULT"),
+        &runtime.invocations_url(),
         &[],
         &counter(2),
         sigv4(&credentials),
@@ -986,7 +986,7 @@ async fn server_discover_is_answered_in_2026_and_unknown_to_a_legacy_request_and
     // An emulator of the `initialize` era: the 2026-07-28 probe meets the 400 of a 2025 SDK
     // server for a version it does not speak; without the header, an unknown method.
     let old = start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await;
-    let old_url = invocations(&old, "?qualifier=DEFAULT");
+    let old_url = old.invocations_url();
     let answer = post_with(&old, &old_url, &modern_headers(&discover, None), &discover).await;
     assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{answer:?}");
     assert_eq!(answer.header("content-type"), Some("application/json"));
@@ -1015,7 +1015,7 @@ async fn a_2026_request_whose_headers_disagree_with_its_body_is_a_400_and_runs_n
     // Stateful: a request of the `initialize` era needs an MCP session here; one of 2026-07-28
     // needs none.
     let emulator = start(EmulatorConfig::default().stateful(true)).await;
-    let url = invocations(&emulator, "?qualifier=DEFAULT");
+    let url = emulator.invocations_url();
     let call = modern(1, "tools/call", json!({"name": "counter", "arguments": {}}));
     let good = with_header(
         modern_headers(&call, None),
@@ -1613,7 +1613,7 @@ async fn initialize_is_unchanged_for_every_earlier_version_and_negotiates_2026_d
         let url = if gateway {
             emulator.gateway_url()
         } else {
-            invocations(&emulator, "?qualifier=DEFAULT")
+            emulator.invocations_url()
         };
         for (asked, answered) in [
             ("2024-11-05", "2024-11-05"),
@@ -1664,7 +1664,7 @@ async fn initialize_is_unchanged_for_every_earlier_version_and_negotiates_2026_d
     }
     // An emulator whose newest version is 2025-06-18 negotiates down to it.
     let old = start(EmulatorConfig::default().newest_protocol_version("2025-06-18")).await;
-    let url = invocations(&old, "?qualifier=DEFAULT");
+    let url = old.invocations_url();
     for (asked, answered) in [
         ("2025-03-26", "2025-03-26"),
         ("2025-11-25", "2025-06-18"),

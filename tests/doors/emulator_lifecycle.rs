@@ -954,24 +954,12 @@ async fn a_microvm_past_its_idle_timeout_terminates_for_15_s_refusing_its_reques
     }
 }
 
-/// The runtime's invocations URL, as a plain MCP client is given it.
-fn invocations_url(emulator: &Emulator) -> String {
-    format!(
-        "{}/runtimes/{}/invocations?qualifier=DEFAULT",
-        emulator.endpoint(),
-        emulator
-            .runtime_arn()
-            .replace(':', "%3A")
-            .replace('/', "%2F")
-    )
-}
-
 /// A SigV4 signer for plain MCP requests to the runtime's invocations URL: no runtime session
 /// id, as a plain MCP client sends them.
 fn plain_signer(emulator: &Emulator) -> agentcore_tower::endpoint::McpEndpointLayer {
     agentcore_tower::endpoint::McpEndpointLayer::sigv4(emulator.credentials())
         .region(emulator.region())
-        .origin(invocations_url(emulator))
+        .origin(emulator.invocations_url())
         .build()
         .unwrap()
 }
@@ -983,7 +971,7 @@ async fn plain_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Value
     let stack = ServiceBuilder::new()
         .layer(plain_signer(emulator))
         .service(http_client());
-    let request = mcp_post(&invocations_url(emulator), mcp_session, body.to_string());
+    let request = mcp_post(&emulator.invocations_url(), mcp_session, body.to_string());
     let mut answer = Raw::read(stack.oneshot(request).await.unwrap()).await;
     answer.headers.remove(http::header::DATE);
     answer
@@ -1421,7 +1409,7 @@ async fn a_plain_mcp_client_at_the_runtime_url_stays_in_its_runtime_session_by_i
     .await
     .unwrap();
     // The recommended layers over a plain MCP signer: no runtime session id on any request.
-    let url = invocations_url(&emulator);
+    let url = emulator.invocations_url();
     let stack = read_whole(
         ServiceBuilder::new()
             .layer(McpSessionRecoveryLayer::new())
