@@ -121,13 +121,18 @@ fn delete_session(url: &str, session: &str) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
+/// A POST of `body` to `uri` as a 2025-11-25 client sends it, outside any MCP session.
 fn mcp_post(uri: &str, body: &'static str) -> Request<Full<Bytes>> {
-    Request::post(uri)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(Full::new(Bytes::from_static(body.as_bytes())))
-        .unwrap()
+    at_2025_11_25(common::mcp_post(uri, None, body))
+}
+
+/// `request` with the `MCP-Protocol-Version` a 2025-11-25 client sends.
+fn at_2025_11_25(mut request: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    request.headers_mut().insert(
+        "mcp-protocol-version",
+        http::HeaderValue::from_static("2025-11-25"),
+    );
+    request
 }
 
 fn unauthorized() -> Response<TestBody> {
@@ -627,16 +632,7 @@ fn rpc(
     params: serde_json::Value,
 ) -> Request<Full<Bytes>> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut request = Request::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25");
-    if let Some(session) = session {
-        request = request.header("mcp-session-id", session);
-    }
-    request
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap()
+    at_2025_11_25(common::mcp_post(url, session, body.to_string()))
 }
 
 fn initialize(url: &str) -> Request<Full<Bytes>> {
