@@ -226,14 +226,7 @@ async fn an_oauth_runtime_challenges_a_request_without_a_token_and_runs_nothing(
         ("", "DEFAULT"),
         ("?qualifier=prod", "prod"),
     ] {
-        let answer = send(
-            Method::POST,
-            &invocations(&emulator, query),
-            &[],
-            &counter(1),
-            Door::None,
-        )
-        .await;
+        let answer = post(&invocations(&emulator, query), &counter(1), Door::None).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{query}");
         assert_eq!(
             answer.header("www-authenticate").unwrap(),
@@ -315,24 +308,15 @@ async fn an_oauth_runtime_takes_an_accepted_token_and_refuses_another() {
 async fn a_runtime_refuses_the_other_door_with_a_403_and_no_challenge() {
     // SigV4 to a bearer runtime.
     let oauth = start(EmulatorConfig::default().bearer_tokens(["token-a"])).await;
-    let signed = send(
-        Method::POST,
+    let signed = post(
         &oauth.invocations_url(),
-        &[],
         &counter(1),
         sigv4(&oauth.credentials()),
     )
     .await;
     // A bearer token to a SigV4 runtime.
     let iam = start(EmulatorConfig::default()).await;
-    let bearer = send(
-        Method::POST,
-        &iam.invocations_url(),
-        &[],
-        &counter(1),
-        Door::Bearer("token-a"),
-    )
-    .await;
+    let bearer = post(&iam.invocations_url(), &counter(1), Door::Bearer("token-a")).await;
     for (emulator, answer, scheme) in [(&oauth, &signed, "sigv4"), (&iam, &bearer, "bearer")] {
         assert_eq!(answer.status, StatusCode::FORBIDDEN, "{scheme}");
         assert!(answer.header("www-authenticate").is_none());
@@ -767,10 +751,8 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
             .starts_with("InvalidSignatureException:")
     );
     assert!(!last(&gateway).signed);
-    let right = send(
-        Method::POST,
+    let right = post(
         &gateway.gateway_url(),
-        &[],
         &initialize(1),
         Door::SigV4 {
             credentials: &credentials,
@@ -786,10 +768,8 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
     // The runtime checks its default, `bedrock-agentcore`.
     let runtime = start(EmulatorConfig::default()).await;
     let credentials = runtime.credentials();
-    let wrong = send(
-        Method::POST,
+    let wrong = post(
         &runtime.invocations_url(),
-        &[],
         &counter(1),
         Door::SigV4 {
             credentials: &credentials,
@@ -798,14 +778,7 @@ async fn the_signing_name_is_the_one_checked_in_either_mode() {
     )
     .await;
     assert_eq!(wrong.status, StatusCode::FORBIDDEN);
-    let right = send(
-        Method::POST,
-        &runtime.invocations_url(),
-        &[],
-        &counter(2),
-        sigv4(&credentials),
-    )
-    .await;
+    let right = post(&runtime.invocations_url(), &counter(2), sigv4(&credentials)).await;
     assert_eq!(right.status, StatusCode::OK, "{}", right.text);
     assert_eq!(runtime.audit().executions_of("counter"), 1);
 }
