@@ -4,6 +4,7 @@
 //! whole stack over the emulator playing each door.
 
 use crate::common;
+use crate::emulator::start;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -663,9 +664,7 @@ fn call_tool(url: &str, session: Option<&str>, id: u64, tool: &str) -> Request<F
 /// An emulated OAuth runtime that takes the token `FRESH`, and the recommended layers over a
 /// bearer invoke layer for it that gets its tokens from `tokens`.
 async fn bearer_runtime(tokens: impl ProvideToken) -> (Emulator, OverHttp<SigV4InvokeLayer>) {
-    let emulator = Emulator::start(EmulatorConfig::default().bearer_tokens([FRESH]))
-        .await
-        .unwrap();
+    let emulator = start(EmulatorConfig::default().bearer_tokens([FRESH])).await;
     let target = InvokeTarget::arn(emulator.runtime_arn()).endpoint(emulator.endpoint());
     let layer = SigV4InvokeLayer::bearer(target, tokens).build().unwrap();
     (emulator, over_http(ReplayGuardLayer::new(), layer))
@@ -735,9 +734,7 @@ async fn over_the_emulator_a_wrong_token_is_the_401_delivered_with_the_metadata_
 
 #[tokio::test]
 async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guards_rule() {
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
+    let emulator = start(EmulatorConfig::default().gateway(true)).await;
     let layer = emulator.endpoint_signer().build().unwrap();
     let stack = over_http(ReplayGuardLayer::new().idempotent_tools(["add"]), layer);
     let url = emulator.gateway_url();
@@ -818,13 +815,12 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
 
 #[tokio::test]
 async fn over_the_emulator_a_gateway_over_a_bearer_token_refreshes_it_and_expires_sessions() {
-    let emulator = Emulator::start(
+    let emulator = start(
         EmulatorConfig::default()
             .gateway(true)
             .bearer_tokens([FRESH]),
     )
-    .await
-    .unwrap();
+    .await;
     let tokens = Tokens::default();
     let layer = McpEndpointLayer::bearer(tokens.provider()).build().unwrap();
     let stack = over_http(ReplayGuardLayer::new(), layer);
@@ -850,14 +846,13 @@ async fn over_the_emulator_a_gateway_over_a_bearer_token_refreshes_it_and_expire
 
 #[tokio::test]
 async fn over_the_emulator_a_sigv4_mcp_url_is_signed_for_its_signing_name() {
-    let emulator = Emulator::start(
+    let emulator = start(
         EmulatorConfig::default()
             .gateway(true)
             .signing_name("execute-api")
             .region("us-west-2"),
     )
-    .await
-    .unwrap();
+    .await;
     let url = emulator.gateway_url();
     for (name, status) in [("execute-api", 200), ("bedrock-agentcore", 403)] {
         let layer = McpEndpointLayer::sigv4(emulator.credentials())

@@ -29,7 +29,8 @@ struct Answer {
     content_type: String,
 }
 
-async fn start(config: EmulatorConfig) -> Emulator {
+/// An emulator started with `config` (the other emulator test files start theirs here too).
+pub(crate) async fn start(config: EmulatorConfig) -> Emulator {
     Emulator::start(config).await.unwrap()
 }
 

@@ -4,6 +4,7 @@
 //! asserts the exact answers: statuses, challenges, documents, counters.
 
 use crate::common::{Raw, http_client};
+use crate::emulator::start;
 
 use std::time::SystemTime;
 
@@ -206,10 +207,6 @@ fn first_credentials() -> Credentials {
 
 fn second_credentials() -> Credentials {
     Credentials::new("AKIDSECOND", "second-secret", None, None, "test")
-}
-
-async fn start(config: EmulatorConfig) -> Emulator {
-    Emulator::start(config).await.unwrap()
 }
 
 fn last(emulator: &Emulator) -> Received {
