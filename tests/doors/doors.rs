@@ -670,6 +670,25 @@ async fn bearer_runtime(tokens: impl ProvideToken) -> (Emulator, OverHttp<SigV4I
     (emulator, over_http(ReplayGuardLayer::new(), layer))
 }
 
+/// The emulated gateway's MCP sessions expired, then a call of `counter` (JSON-RPC id `id`) in
+/// `session`, the one the client holds, through `stack`: the answer.
+async fn call_after_expiry<S, B>(
+    emulator: &Emulator,
+    stack: &S,
+    url: &str,
+    session: &str,
+    id: u64,
+) -> Response<B>
+where
+    S: tower::Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S::Error: std::fmt::Debug,
+{
+    emulator.expire_mcp_sessions();
+    send(stack, call_tool(url, Some(session), id, "counter"))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn over_the_emulator_a_bearer_runtime_refreshes_a_refused_token_once() {
     let tokens = Tokens::default();
@@ -767,10 +786,7 @@ async fn over_the_emulator_a_gateway_over_sigv4_keeps_mcp_sessions_and_the_guard
         .await
         .unwrap();
     assert_eq!(response.status(), 400);
-    emulator.expire_mcp_sessions();
-    let response = send(&stack, call_tool(&url, Some(&session), 5, "counter"))
-        .await
-        .unwrap();
+    let response = call_after_expiry(&emulator, &stack, &url, &session, 5).await;
     assert_eq!(response.status(), 404);
     assert_eq!(AttemptRecord::of_response(&response).unwrap().len(), 1);
     assert_eq!(emulator.counter(), 2);
@@ -835,10 +851,7 @@ async fn over_the_emulator_a_gateway_over_a_bearer_token_refreshes_it_and_expire
         .unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(emulator.counter(), 1);
-    emulator.expire_mcp_sessions();
-    let response = send(&stack, call_tool(&url, Some(&session), 2, "counter"))
-        .await
-        .unwrap();
+    let response = call_after_expiry(&emulator, &stack, &url, &session, 2).await;
     assert_eq!(response.status(), 404);
     assert_eq!(emulator.counter(), 1);
     assert_eq!(emulator.audit().unauthorized, 1);
