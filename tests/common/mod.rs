@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod hostile;
+pub mod loopback;
 pub mod stack;
 
 use std::collections::VecDeque;
@@ -267,13 +268,7 @@ pub fn scripted_response(
 /// each request's head and whole body. Stops when the returned guard is dropped.
 pub struct LocalServer {
     pub addr: std::net::SocketAddr,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _serving: loopback::Serving,
 }
 
 pub type Handler = Arc<dyn Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Send + Sync>;
@@ -282,35 +277,24 @@ pub async fn serve(
     handler: impl Fn(http::request::Parts, Bytes) -> Response<Full<Bytes>> + Send + Sync + 'static,
 ) -> LocalServer {
     let handler: Handler = Arc::new(handler);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
+    let (addr, serving) =
+        loopback::serve_loopback(move |request: Request<hyper::body::Incoming>| {
             let handler = handler.clone();
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let handler = handler.clone();
-                        async move {
-                            let (parts, body) = request.into_parts();
-                            let bytes = body
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            Ok::<_, Infallible>(handler(parts, bytes))
-                        }
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    LocalServer { addr, task }
+            async move {
+                let (parts, body) = request.into_parts();
+                let bytes = body
+                    .collect()
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                handler(parts, bytes)
+            }
+        })
+        .await;
+    LocalServer {
+        addr,
+        _serving: serving,
+    }
 }
 
 /// A POST of `body` to `url` as an MCP client sends it (JSON, either kind of answer

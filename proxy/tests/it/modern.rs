@@ -61,12 +61,12 @@ impl Server {
             ..State::default()
         }));
         let shared = state.clone();
-        let (base, task) = serve_loopback(move |request| {
+        let (addr, task) = serve_loopback(move |request| {
             let state = shared.clone();
             async move { serve(&state, request).await }
         })
         .await;
-        let url = format!("{base}/mcp");
+        let url = format!("http://{addr}/mcp");
         Server {
             url,
             state,

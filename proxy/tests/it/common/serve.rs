@@ -6,46 +6,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
-/// An in-test server's task, aborted when dropped: the server lives as long as what holds it.
-pub struct Serving(tokio::task::JoinHandle<()>);
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Serves HTTP/1 on 127.0.0.1 (a free port), each request answered by `handle`, while the
-/// [`Serving`] is kept: the base URL (`http://127.0.0.1:PORT`) and the task.
-pub async fn serve_loopback<H, F, B>(handle: H) -> (String, Serving)
-where
-    H: Fn(http::Request<hyper::body::Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: std::future::Future<Output = http::Response<B>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let handle = handle.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let answer = handle(request);
-                    async move { Ok::<_, std::convert::Infallible>(answer.await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (base, Serving(task))
-}
+#[path = "../../../../tests/common/loopback.rs"]
+mod loopback;
+pub use loopback::{Serving, serve_loopback};
 
 /// An in-test server on loopback and its record of what it got, one `T` a request; it serves
 /// while it is kept.
@@ -72,9 +35,9 @@ impl<T: Clone + Send + 'static> Recorder<T> {
     {
         let record = Arc::new(Mutex::new(Vec::new()));
         let sink = record.clone();
-        let (base, task) = serve_loopback(move |request| handle(sink.clone(), request)).await;
+        let (addr, task) = serve_loopback(move |request| handle(sink.clone(), request)).await;
         Recorder {
-            base,
+            base: format!("http://{addr}"),
             record,
             _task: task,
         }
