@@ -42,7 +42,7 @@ async fn main() -> Result<(), BoxError> {
     // The stack's own spans and events, to stderr: the call, each attempt as it goes on the wire
     // and each layer's decision (never a header value). A tower-http `TraceLayer` fits between
     // the stack and the client too, and sees every signed attempt (as
-    // `compat/tests/it/with_tower_http.rs` shows).
+    // `interop/tests/it/with_tower_http.rs` shows).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::DEBUG)

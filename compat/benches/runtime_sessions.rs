@@ -24,7 +24,7 @@
 //!
 //! The idle time is set to 8 hours so that nothing expires during the run.
 //!
-//! Run: `cargo bench -p agentcore-tower-compat --bench runtime_sessions` (add
+//! Run: `cargo bench --manifest-path compat/Cargo.toml --bench runtime_sessions` (add
 //! `-- --warm-up-time 1 --measurement-time 3` for a short run, `-- --quick` for a shorter one).
 
 use std::alloc::{GlobalAlloc, Layout, System};

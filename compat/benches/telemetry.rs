@@ -41,7 +41,7 @@
 //! checked to do what it says (the same answer; 2 spans exported per call, 3 for the busy call;
 //! both histograms recorded; the trace headers on the wire).
 //!
-//! Run: `cargo bench -p agentcore-tower-compat --bench telemetry` (add
+//! Run: `cargo bench --manifest-path compat/Cargo.toml --bench telemetry` (add
 //! `-- --warm-up-time 1 --measurement-time 3` for a short run).
 
 use std::future::Future;

@@ -12,10 +12,10 @@
 //! Instructions per call, as the difference of two runs so that start-up cancels out:
 //!
 //! ```text
-//! cargo build --release -p agentcore-tower-compat --example calls
+//! cargo build --release --manifest-path compat/Cargo.toml --example calls
 //! for n in 200 1200; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/tmp/calls.$n \
-//!     target/release/examples/calls layers $n
+//!     compat/target/release/examples/calls layers $n
 //! done
 //! # (Ir of 1200 - Ir of 200) / 1000; callgrind_annotate /tmp/calls.1200 for where it goes
 //! ```

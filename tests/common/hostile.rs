@@ -1,7 +1,7 @@
 //! A hostile MCP endpoint over real HTTP/1.1 (hand-written, so it can send chunked trailers
 //! without being asked) that echoes the attempt's session token, signature or bearer token and
 //! anything else it received into every place of its answer, and the secrets it is handed: for
-//! the tests that no secret gets out (`tests/layers/secrets.rs`, `compat/tests/it/opentelemetry_export.rs`).
+//! the tests that no secret gets out (`tests/layers/secrets.rs`, `interop/tests/it/opentelemetry_export.rs`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

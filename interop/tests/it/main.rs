@@ -1,9 +1,7 @@
 //! The tests of the library with software its own build leaves out, in one binary: rmcp's
 //! Streamable HTTP server at the far end of the stack (`rmcp_server`), what the crate exports as
 //! OpenTelemetry's SDK receives it (`opentelemetry_export`), and tower-http's layers in the stack
-//! (`with_tower_http`). The library's test doubles are shared by path. The differential tests
-//! against the AWS SDK are a binary of their own (`tests/differential`), so that neither crate
-//! takes more than about 0.9 GB to compile (the two as one took 1.2 GB).
+//! (`with_tower_http`). The library's test doubles are shared by path.
 
 #[path = "../../../tests/common/mod.rs"]
 mod common;
