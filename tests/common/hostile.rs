@@ -46,6 +46,46 @@ pub fn all_escaped(text: &str) -> String {
         .collect()
 }
 
+/// The modes of [`answer`] that answer once, each a way to hand back a secret.
+pub const MODES: [&str; 8] = [
+    "trailers",
+    "errortype",
+    "errortype-400",
+    "session",
+    "length",
+    "escaped",
+    "sse",
+    "echo",
+];
+
+/// The modes that put the secret in the AWS request id (`aws.request_id` in the spans): in a
+/// 200, and in a 429 that is re-sent.
+pub const REQUEST_ID_MODES: [&str; 2] = ["requestid", "requestid-429"];
+
+/// The two doors of a runtime with OAuth inbound auth, both with the bearer token `jwt`:
+/// `SigV4InvokeLayer` to the hostile server at `addr`, and `McpEndpointLayer` (which sends
+/// where each request says).
+pub fn bearer_doors(
+    addr: SocketAddr,
+    jwt: &str,
+) -> (
+    agentcore_tower::invoke::SigV4InvokeLayer,
+    agentcore_tower::endpoint::McpEndpointLayer,
+) {
+    use agentcore_tower::auth::BearerToken;
+    let runtime = agentcore_tower::invoke::SigV4InvokeLayer::bearer(
+        agentcore_tower::invoke::InvokeTarget::arn(ARN).endpoint(format!("http://{addr}")),
+        BearerToken::new(jwt.to_owned()),
+    )
+    .build()
+    .unwrap();
+    let endpoint =
+        agentcore_tower::endpoint::McpEndpointLayer::bearer(BearerToken::new(jwt.to_owned()))
+            .build()
+            .unwrap();
+    (runtime, endpoint)
+}
+
 /// The answer to a request whose `tools/call` names `mode`: each one a way to hand back a secret.
 pub fn answer(mode: &str, token: &str, signature: &str, echo: &str) -> String {
     let json = |body: &str| {

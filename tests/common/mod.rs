@@ -515,3 +515,12 @@ pub fn counting_hook(
         fired.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// `orders` are the 24 distinct orders of four layers.
+pub fn assert_every_order(orders: &[Vec<&'static str>]) {
+    assert_eq!(orders.len(), 24);
+    let distinct: std::collections::BTreeSet<_> = orders.iter().collect();
+    assert_eq!(distinct.len(), 24, "{orders:?}");
+    assert!(orders.iter().all(|o| o.len() == 4
+        && o.iter().collect::<std::collections::BTreeSet<_>>().len() == 4));
+}

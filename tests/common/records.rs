@@ -54,3 +54,36 @@ pub fn text_of(result: &rmcp::model::CallToolResult) -> Vec<&str> {
         .map(|c| c.as_text().expect("text content").text.as_str())
         .collect()
 }
+
+/// rmcp's client `config` over `transport`: in auto mode (`server/discover` at 2026-07-28,
+/// falling back to `initialize` at 2025-11-25) when `pinned` is `None`, else `initialize` at
+/// that version, as rmcp's `serve` does.
+pub async fn serve_client<T, E, A>(
+    config: rmcp::model::ClientConfig,
+    transport: T,
+    pinned: Option<rmcp::model::ProtocolVersion>,
+) -> Result<
+    rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    rmcp::service::ClientInitializeError,
+>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::model::ProtocolVersion;
+    use rmcp::{ClientServiceExt as _, ServiceExt as _};
+    match pinned {
+        None => {
+            config
+                .serve_with_lifecycle(
+                    transport,
+                    rmcp::ClientLifecycleMode::Auto {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                    },
+                )
+                .await
+        }
+        Some(version) => config.with_protocol_version(version).serve(transport).await,
+    }
+}

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
-use crate::records::{Records, add, exchanges, tap_into, text_of};
+use crate::records::{Records, add, exchanges, serve_client, tap_into, text_of};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use agentcore_tower::protocol::{self, ParamHeaders};
 use agentcore_tower::rmcp::TowerClient;
@@ -21,11 +21,11 @@ use futures_util::FutureExt as _;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
+use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::service::RunningService;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt as _};
 
@@ -148,25 +148,11 @@ macro_rules! connect {
             ))
             .service(tapped($http, wire.clone()));
         let transport = TowerClient::new(stack).into_transport($uri);
-        let client: Client = match $lifecycle {
-            Lifecycle::Auto => {
-                config()
-                    .serve_with_lifecycle(
-                        transport,
-                        ClientLifecycleMode::Auto {
-                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                            legacy_version: Some(ProtocolVersion::V_2025_11_25),
-                        },
-                    )
-                    .await?
-            }
-            Lifecycle::Initialize(version) => {
-                config()
-                    .with_protocol_version(version)
-                    .serve(transport)
-                    .await?
-            }
+        let pinned = match $lifecycle {
+            Lifecycle::Auto => None,
+            Lifecycle::Initialize(version) => Some(version),
         };
+        let client: Client = serve_client(config(), transport, pinned).await?;
         (client, records, wire)
     }};
 }

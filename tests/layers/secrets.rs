@@ -8,8 +8,6 @@
 
 use crate::common;
 
-use agentcore_tower::auth::BearerToken;
-use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, recommended_layers,
@@ -205,26 +203,8 @@ async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
 
     let jwt = jwt();
     let (addr, seen) = hostile_server().await;
-    let runtime = SigV4InvokeLayer::bearer(
-        InvokeTarget::arn(ARN).endpoint(format!("http://{addr}")),
-        BearerToken::new(jwt.clone()),
-    )
-    .build()
-    .unwrap();
-    let endpoint = McpEndpointLayer::bearer(BearerToken::new(jwt.clone()))
-        .build()
-        .unwrap();
+    let (runtime, endpoint) = bearer_doors(addr, &jwt);
     let mut everything = format!("{runtime:?} {endpoint:?}");
-    let modes = [
-        "trailers",
-        "errortype",
-        "errortype-400",
-        "session",
-        "length",
-        "escaped",
-        "sse",
-        "echo",
-    ];
     let runtime_stack = ServiceBuilder::new()
         .layer(recommended_layers(ReplayGuardLayer::new(), runtime.clone()))
         .service(http_client());
@@ -234,7 +214,7 @@ async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
             endpoint.clone(),
         ))
         .service(http_client());
-    for mode in modes {
+    for mode in MODES {
         let runtime = read(runtime_stack.clone(), mode).await;
         let mut request = call(mode);
         *request.uri_mut() = format!("http://{addr}/mcp").parse().unwrap();
@@ -258,7 +238,7 @@ async fn a_hostile_echo_gets_no_bearer_token_to_the_app_by_any_path() {
             everything.push_str(&read.everything);
         }
     }
-    assert_eq!(seen.lock().unwrap().len(), 2 * modes.len());
+    assert_eq!(seen.lock().unwrap().len(), 2 * MODES.len());
     assert!(
         seen.lock().unwrap().iter().all(|s| s.signature == jwt),
         "the server got the token"

@@ -737,15 +737,6 @@ macro_rules! one_call_span_in_every_order {
     (@name 4) => { "session_recovery" };
 }
 
-/// `orders` are the 24 distinct orders of four layers.
-fn assert_every_order(orders: &[Vec<&'static str>]) {
-    assert_eq!(orders.len(), 24);
-    let distinct: std::collections::BTreeSet<_> = orders.iter().collect();
-    assert_eq!(distinct.len(), 24, "{orders:?}");
-    assert!(orders.iter().all(|o| o.len() == 4
-        && o.iter().collect::<std::collections::BTreeSet<_>>().len() == 4));
-}
-
 #[tokio::test(start_paused = true)]
 async fn one_call_span_in_every_order_of_the_guard_the_retries_and_the_signer() {
     let _serial = SERIAL.lock().await;

@@ -785,15 +785,6 @@ fn traced<L>(layer: L, trace: bool, set: impl FnOnce(L, TraceContext) -> L) -> L
     }
 }
 
-/// `orders` are the 24 distinct orders of four layers.
-fn assert_every_order(orders: &[Vec<&'static str>]) {
-    assert_eq!(orders.len(), 24);
-    let distinct: std::collections::BTreeSet<_> = orders.iter().collect();
-    assert_eq!(distinct.len(), 24, "{orders:?}");
-    assert!(orders.iter().all(|o| o.len() == 4
-        && o.iter().collect::<std::collections::BTreeSet<_>>().len() == 4));
-}
-
 /// The 24 orders of the guard, the throttling and session-busy layers and the signer, each
 /// sending one call over an emulator, with the retry layers' trace context or without.
 async fn every_order(trace: bool) {
@@ -901,19 +892,11 @@ fn with_password() -> String {
     format!("http://user:{}@mcp.invalid", hostile::PASSWORD)
 }
 
-/// The modes of the hostile server, each a way to hand back a secret (see `common::hostile`).
-const MODES: [&str; 10] = [
-    "trailers",
-    "errortype",
-    "errortype-400",
-    "session",
-    "length",
-    "escaped",
-    "sse",
-    "echo",
-    "requestid",
-    "requestid-429",
-];
+/// Every mode of the hostile server (see `common::hostile`), each a way to hand back a secret:
+/// those that answer once, then the request id's (the 429 is re-sent twice).
+fn every_mode() -> impl Iterator<Item = &'static str> {
+    hostile::MODES.into_iter().chain(hostile::REQUEST_ID_MODES)
+}
 
 /// A `tools/call` whose tool names the hostile server's `mode`, to `origin`'s `/mcp` with the
 /// query value.
@@ -947,7 +930,7 @@ async fn a_hostile_echo_gets_no_sigv4_secret_into_any_export() {
     .build()
     .unwrap();
     let stack = traced_door(signer, &exported).layer(http_client());
-    for mode in MODES {
+    for mode in every_mode() {
         answer(stack.clone(), hostile_call(mode, &with_password())).await;
     }
     drop(stack);
@@ -964,7 +947,7 @@ async fn a_hostile_echo_gets_no_sigv4_secret_into_any_export() {
         .map(|s| s.signature.clone())
         .collect();
     // One attempt per mode, but the throttled one: three.
-    assert_eq!(signatures.len(), MODES.len() + 2);
+    assert_eq!(signatures.len(), every_mode().count() + 2);
     let mut secrets = vec![
         ("the secret key", hostile::SECRET_KEY.to_owned()),
         ("the session token", token.clone()),
@@ -987,26 +970,14 @@ async fn a_hostile_echo_gets_no_sigv4_secret_into_any_export() {
 
 #[tokio::test]
 async fn a_hostile_echo_gets_no_bearer_token_into_any_export() {
-    use agentcore_tower::auth::BearerToken;
-    use agentcore_tower::endpoint::McpEndpointLayer;
-    use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
-
     let _serial = SERIAL.lock().await;
     let exported = Exported::install();
     let jwt = hostile::jwt();
     let (addr, seen) = hostile::hostile_server().await;
-    let runtime = SigV4InvokeLayer::bearer(
-        InvokeTarget::arn(hostile::ARN).endpoint(format!("http://{addr}")),
-        BearerToken::new(jwt.clone()),
-    )
-    .build()
-    .unwrap();
-    let endpoint = McpEndpointLayer::bearer(BearerToken::new(jwt.clone()))
-        .build()
-        .unwrap();
+    let (runtime, endpoint) = hostile::bearer_doors(addr, &jwt);
     let runtime_stack = traced_door(runtime, &exported).layer(http_client());
     let endpoint_stack = traced_door(endpoint, &exported).layer(http_client());
-    for mode in MODES {
+    for mode in every_mode() {
         answer(runtime_stack.clone(), hostile_call(mode, &with_password())).await;
         // The endpoint door sends where the request says: the hostile server itself.
         answer(
@@ -1032,7 +1003,7 @@ async fn a_hostile_echo_gets_no_bearer_token_into_any_export() {
         text.contains(&format!("http://REDACTED:REDACTED@{addr}/mcp?key=REDACTED")),
         "the endpoint door's url.full: {text}"
     );
-    assert_eq!(seen.lock().unwrap().len(), 2 * (MODES.len() + 2));
+    assert_eq!(seen.lock().unwrap().len(), 2 * (every_mode().count() + 2));
     assert!(
         seen.lock().unwrap().iter().all(|s| s.signature == jwt),
         "the server got the token"

@@ -19,6 +19,7 @@ use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
@@ -27,12 +28,11 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, RoleServer};
-use rmcp::{ServerHandler, ServiceExt as _};
+use rmcp::{ErrorData, RoleClient, RoleServer};
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
-use crate::records::{Records, add, exchanges, tap_into, text_of};
+use crate::records::{Records, add, exchanges, serve_client, tap_into, text_of};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Client = RunningService<RoleClient, ClientConfig>;
@@ -274,25 +274,7 @@ async fn connect_recorded(
         ClientCapabilities::default(),
         Implementation::new("rmcp-server-test", "0"),
     );
-    let client = match pinned {
-        None => {
-            config
-                .serve_with_lifecycle(
-                    transport,
-                    ClientLifecycleMode::Auto {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                        legacy_version: Some(ProtocolVersion::V_2025_11_25),
-                    },
-                )
-                .await?
-        }
-        Some(version) => {
-            config
-                .with_protocol_version(version)
-                .serve(transport)
-                .await?
-        }
-    };
+    let client = serve_client(config, transport, pinned).await?;
     Ok(client)
 }
 
