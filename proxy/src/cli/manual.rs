@@ -45,6 +45,7 @@ SYNOPSIS
             [--idempotent-tool NAME]... [--strict-tool NAME]...
             [--trust-tool-annotations] [--read-only]
             [--allow-tool PATTERN]... [--deny-tool PATTERN]...
+            [--header NAME=VALUE]...
             [--listen ADDRESS:PORT [--listen-token-file PATH]]
 
 DESCRIPTION
@@ -427,3 +428,26 @@ EXIT STATUS
     With check: 0 when all is well, 1 otherwise, 2 for a wrong command
     line.
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::{HELP, USAGE};
+
+    /// The options a text names, in order of first mention.
+    fn options(text: &str) -> Vec<&str> {
+        let mut seen = Vec::new();
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+            if word.starts_with("--") && word.len() > 2 && !seen.contains(&word) {
+                seen.push(word);
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn the_manuals_synopsis_names_every_option_of_the_short_usage() {
+        let synopsis = &HELP[HELP.find("SYNOPSIS").unwrap()..HELP.find("DESCRIPTION").unwrap()];
+        assert_eq!(options(synopsis), options(USAGE));
+        assert!(options(USAGE).contains(&"--header"));
+    }
+}
