@@ -260,8 +260,12 @@ impl Signals {
         }
     }
 
-    /// What `next` gives, or `None` once a signal has come ([`Signals::came`]).
+    /// What `next` gives, or `None` once a signal has come ([`Signals::came`]): then at once,
+    /// without polling `next` or the finished signal again.
     async fn unless<T>(&mut self, next: impl Future<Output = T>) -> Option<T> {
+        if self.came.is_some() {
+            return None;
+        }
         tokio::select! {
             value = next => Some(value),
             name = &mut self.signal => {
