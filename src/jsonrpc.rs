@@ -563,7 +563,12 @@ impl Named<'_> {
 /// Whether the head's `Content-Type` is `application/json` (any parameters, such as
 /// `charset`, allowed; case-insensitive).
 pub(crate) fn is_json_content_type(headers: &HeaderMap) -> bool {
-    media_type(headers).is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+    media_type_is(headers, "application/json")
+}
+
+/// Whether the head's one `Content-Type` is `media_type` (parameters allowed; case-insensitive).
+pub(crate) fn media_type_is(headers: &HeaderMap, media_type_wanted: &str) -> bool {
+    media_type(headers).is_some_and(|m| m.eq_ignore_ascii_case(media_type_wanted))
 }
 
 /// The media type of the head's one `Content-Type`, without parameters.

@@ -146,6 +146,7 @@ pub mod rmcp;
 pub mod rule;
 pub mod session_busy;
 mod stack;
+pub mod tasks;
 pub mod telemetry;
 pub mod throttle;
 mod uri;

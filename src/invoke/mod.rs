@@ -168,7 +168,7 @@ pub(crate) use door::signing_door;
 pub use future::ResponseFuture;
 pub(crate) use future::call;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
-pub(crate) use request::{Origin, SIGNING_NAME};
+pub(crate) use request::{Origin, RUNTIME_SESSION_ID, SIGNING_NAME};
 pub use request::{RUNTIME_CUSTOM_MAX_VALUE, RUNTIME_CUSTOM_PREFIX};
 pub use session::RuntimeSessions;
 pub(crate) use session::{RenewedFrom, mcp_session_of};
@@ -180,7 +180,7 @@ pub use target::{InvokeTarget, ResolvedTarget};
 
 use crate::auth::{Auth, AuthSource, Clock, ProvideToken};
 use crate::error::ConfigError;
-use request::{RUNTIME_SESSION_ID, is_valid_session_id};
+use request::is_valid_session_id;
 use session::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
 
 /// The largest payload `InvokeAgentRuntime` accepts.

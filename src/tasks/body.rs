@@ -1,0 +1,197 @@
+//! The body of a [`TaskPolling`](super::TaskPolling) answer: the server's, as it came, or the
+//! layer's own answer to a call that became a task, written while the task is polled.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::sync::mpsc;
+
+use crate::body::PeekedBody;
+use crate::error::BoxError;
+
+pin_project! {
+    /// The body of a [`TaskPolling`](super::TaskPolling) answer: the server's, as it came (its
+    /// first bytes, when the layer read them to tell a task handle, yielded first), or the
+    /// layer's own answer to a call the server made a task — the messages it writes while it
+    /// polls the task (progress, then the final result or error).
+    pub struct TaskBody<B: Body> {
+        #[pin]
+        inner: Inner<B>,
+    }
+}
+
+pin_project! {
+    #[project = Projected]
+    enum Inner<B: Body> {
+        Server {
+            #[pin]
+            body: PeekedBody<B>,
+        },
+        Task {
+            job: JobBody,
+        },
+    }
+}
+
+impl<B: Body> TaskBody<B> {
+    /// The server's body, as it came.
+    pub(super) fn server(body: PeekedBody<B>) -> Self {
+        Self {
+            inner: Inner::Server { body },
+        }
+    }
+
+    /// The layer's answer to a call that became a task.
+    pub(super) fn task(job: JobBody) -> Self {
+        Self {
+            inner: Inner::Task { job },
+        }
+    }
+
+    /// Whether this is the layer's own answer to a call the server made a task.
+    pub fn is_task(&self) -> bool {
+        matches!(self.inner, Inner::Task { .. })
+    }
+}
+
+impl<B> Body for TaskBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().inner.project() {
+            Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
+            Projected::Task { job } => job.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Server { body } => body.is_end_stream(),
+            Inner::Task { job } => job.driver.is_none() && job.events.is_empty(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Server { body } => body.size_hint(),
+            Inner::Task { .. } => SizeHint::default(),
+        }
+    }
+}
+
+impl<B: Body> fmt::Debug for TaskBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            Inner::Server { .. } => f.write_str("TaskBody::Server"),
+            Inner::Task { job } => f
+                .debug_struct("TaskBody::Task")
+                .field("task", &job.watch.task())
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// The boxed future that polls a task and writes what the client reads.
+pub(super) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the body's owner does when it is dropped before the task ended: sends `tasks/cancel`.
+pub(super) type OnAbandon = Box<dyn FnOnce(String) + Send>;
+
+/// The layer's own answer: the driver runs as the body is read, and what it writes is yielded
+/// in order. No task is spawned to poll: reading the body drives it, and dropping the body
+/// stops it (and cancels the task, through [`OnAbandon`]).
+pub(super) struct JobBody {
+    driver: Option<Driver>,
+    events: mpsc::UnboundedReceiver<Bytes>,
+    watch: Watch,
+    on_abandon: Option<OnAbandon>,
+}
+
+impl JobBody {
+    pub(super) fn new(
+        driver: Driver,
+        events: mpsc::UnboundedReceiver<Bytes>,
+        watch: Watch,
+        on_abandon: OnAbandon,
+    ) -> Self {
+        Self {
+            driver: Some(driver),
+            events,
+            watch,
+            on_abandon: Some(on_abandon),
+        }
+    }
+
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            if let Poll::Ready(Some(bytes)) = self.events.poll_recv(cx) {
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            let Some(driver) = self.driver.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match driver.as_mut().poll(cx) {
+                // What it wrote last is still to be yielded.
+                Poll::Ready(()) => self.driver = None,
+                Poll::Pending => {
+                    // It may have written before it waited.
+                    return match self.events.poll_recv(cx) {
+                        Poll::Ready(Some(bytes)) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                        _ => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for JobBody {
+    fn drop(&mut self) {
+        if let (Some(task), Some(on_abandon)) = (self.watch.unfinished(), self.on_abandon.take()) {
+            on_abandon(task);
+        }
+    }
+}
+
+/// What the driver and the body share: the task being polled, and whether it has ended (or the
+/// layer has cancelled it already).
+#[derive(Clone, Default)]
+pub(super) struct Watch(Arc<Mutex<(Option<String>, bool)>>);
+
+impl Watch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<String>, bool)> {
+        self.0.lock().unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    pub(super) fn polling(&self, task: &str) {
+        *self.lock() = (Some(task.to_owned()), false);
+    }
+
+    /// The task has ended, or needs nothing more from the layer.
+    pub(super) fn finished(&self) {
+        self.lock().1 = true;
+    }
+
+    fn task(&self) -> Option<String> {
+        self.lock().0.clone()
+    }
+
+    fn unfinished(&self) -> Option<String> {
+        let state = self.lock();
+        (!state.1).then(|| state.0.clone()).flatten()
+    }
+}
