@@ -1,5 +1,6 @@
 //! What the emulator saw, for tests to read: [`Audit`], every [`Received`] request, every
-//! [`TaskRequest`] and where each invocation without a runtime session id was [`Routed`].
+//! [`CreatedTask`] and [`TaskRequest`], and where each invocation without a runtime session id
+//! was [`Routed`].
 
 use std::collections::HashMap;
 
@@ -68,9 +69,12 @@ pub struct Audit {
     pub inputs_required: u64,
     /// `subscriptions/listen` requests answered with a stream.
     pub listens: u64,
-    /// Tasks created (the `io.modelcontextprotocol/tasks` extension): `slow_job` calls answered
-    /// with a task handle. Each is one execution of `slow_job`, counted when it starts.
+    /// Tasks created (the `io.modelcontextprotocol/tasks` extension): `slow_job` and `long_job`
+    /// calls answered with a task handle. Each is one execution of its tool, counted when it
+    /// starts.
     pub tasks_created: u64,
+    /// Every task created, in the order created: its tool, its id, where it lives.
+    pub created_tasks: Vec<CreatedTask>,
     /// Every `tasks/get`, `tasks/update` and `tasks/cancel`, in the order received, with the
     /// runtime session it arrived on.
     pub task_requests: Vec<TaskRequest>,
@@ -97,6 +101,18 @@ pub struct Routed {
     pub by_mcp_session: bool,
 }
 
+/// One task created: a `tools/call` answered with a task handle (`resultType: "task"`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CreatedTask {
+    /// The tool it runs: `slow_job` or `long_job`.
+    pub tool: String,
+    /// Its `taskId`.
+    pub task_id: String,
+    /// The runtime session whose microVM holds it (`None` at a gateway).
+    pub runtime_session_id: Option<String>,
+}
+
 /// One `tasks/get` (a poll), `tasks/update` or `tasks/cancel` as the emulator's MCP server met
 /// it: where it arrived, and whether that server held the task.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -108,8 +124,9 @@ pub struct TaskRequest {
     pub task_id: String,
     /// The runtime session it arrived on (`None` at a gateway).
     pub runtime_session_id: Option<String>,
-    /// Whether the MCP server it reached holds the task: a task lives in the microVM of the
-    /// runtime session that created it, and is unknown anywhere else.
+    /// Whether the MCP server it reached holds the task (and answered it): a task lives in the
+    /// microVM of the runtime session that created it, and is unknown anywhere else; a task
+    /// whose TTL passed before it was done is not found either (it is gone).
     pub found: bool,
 }
 

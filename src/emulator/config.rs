@@ -144,6 +144,9 @@ pub struct EmulatorConfig {
     pub(super) header_allowlist: Option<Vec<String>>,
     pub(super) newest_protocol_version: String,
     pub(super) slow_job_duration: Duration,
+    pub(super) long_job_duration: Duration,
+    pub(super) task_ttl: Duration,
+    pub(super) task_poll_interval: Duration,
     pub(super) termination_delay: Duration,
     pub(super) initialization_limit: Duration,
 }
@@ -179,6 +182,16 @@ pub const DEFAULT_SIGNING_NAME: &str = "bedrock-agentcore";
 /// How long the `slow_job` tool takes, unless configured: 200 ms (on tokio's clock).
 pub const DEFAULT_SLOW_JOB_DURATION: Duration = Duration::from_millis(200);
 
+/// How long the `long_job` tool works when its call names no `seconds`, unless configured: 40
+/// minutes (on the jobs clock: see [`Emulator::advance_jobs`](super::Emulator::advance_jobs)).
+pub const DEFAULT_LONG_JOB_DURATION: Duration = Duration::from_secs(40 * 60);
+
+/// A `long_job` task's `ttlMs`, unless configured: one hour.
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(3_600);
+
+/// A `long_job` task's `pollIntervalMs`, unless configured: 5,000 ms.
+pub const DEFAULT_TASK_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
 impl Default for EmulatorConfig {
     fn default() -> Self {
         Self {
@@ -206,6 +219,9 @@ impl Default for EmulatorConfig {
             header_allowlist: None,
             newest_protocol_version: crate::protocol::LATEST.to_owned(),
             slow_job_duration: DEFAULT_SLOW_JOB_DURATION,
+            long_job_duration: DEFAULT_LONG_JOB_DURATION,
+            task_ttl: DEFAULT_TASK_TTL,
+            task_poll_interval: DEFAULT_TASK_POLL_INTERVAL,
             termination_delay: DEFAULT_TERMINATION_DELAY,
             initialization_limit: DEFAULT_INITIALIZATION_LIMIT,
         }
@@ -241,6 +257,9 @@ impl fmt::Debug for EmulatorConfig {
             .field("header_allowlist", &self.header_allowlist)
             .field("newest_protocol_version", &self.newest_protocol_version)
             .field("slow_job_duration", &self.slow_job_duration)
+            .field("long_job_duration", &self.long_job_duration)
+            .field("task_ttl", &self.task_ttl)
+            .field("task_poll_interval", &self.task_poll_interval)
             .field("termination_delay", &self.termination_delay)
             .field("initialization_limit", &self.initialization_limit)
             .finish()
@@ -286,8 +305,9 @@ impl EmulatorConfig {
 
     /// How long a runtime session may go without a request before its microVM ends (default
     /// [`DEFAULT_IDLE_TIMEOUT`], 900 s). The next request then meets a new microVM: a cold
-    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken;
-    /// AWS takes 60 to 28,800 s.
+    /// start, whose MCP server knows none of the old one's MCP sessions. Any duration is taken,
+    /// up to 14 days and beyond: AWS takes 60 to 28,800 s for a runtime's microVMs, and up to
+    /// 1,209,600 s (14 days) for an AgentCore Instance's `idleRuntimeSessionTimeout`.
     pub fn idle_timeout(mut self, time: Duration) -> Self {
         self.idle_timeout = time;
         self
@@ -295,7 +315,9 @@ impl EmulatorConfig {
 
     /// How long a microVM lives, in use or not, from the request that started it (default
     /// [`DEFAULT_MAX_LIFETIME`], 8 hours). The next request then meets a new microVM, as after
-    /// the idle timeout. Any duration is taken; AWS takes 60 to 28,800 s.
+    /// the idle timeout. Any duration is taken, up to 14 days and beyond: AWS takes 60 to
+    /// 28,800 s for a runtime's microVMs, and up to 1,209,600 s (14 days) for an AgentCore
+    /// Instance's `maxLifetime`.
     pub fn max_lifetime(mut self, time: Duration) -> Self {
         self.max_lifetime = time;
         self
@@ -413,6 +435,31 @@ impl EmulatorConfig {
     /// See the module docs for the tasks extension it answers with.
     pub fn slow_job_duration(mut self, time: Duration) -> Self {
         self.slow_job_duration = time;
+        self
+    }
+
+    /// How long the `long_job` tool works when its call names no `seconds` (default
+    /// [`DEFAULT_LONG_JOB_DURATION`], 40 minutes), on the jobs clock: tokio's, moved by
+    /// `tokio::time::advance` on a paused clock, plus what
+    /// [`Emulator::advance_jobs`](super::Emulator::advance_jobs) adds.
+    pub fn long_job_duration(mut self, time: Duration) -> Self {
+        self.long_job_duration = time;
+        self
+    }
+
+    /// The `ttlMs` of a `long_job` task (default [`DEFAULT_TASK_TTL`], one hour): a task not
+    /// done by `createdAt + ttlMs` (on the jobs clock) is gone, and `tasks/get` answers -32602
+    /// "Failed to retrieve task: Task has expired". (`slow_job`'s tasks keep rmcp's `ttlMs:
+    /// null`.)
+    pub fn task_ttl(mut self, time: Duration) -> Self {
+        self.task_ttl = time;
+        self
+    }
+
+    /// The `pollIntervalMs` a `long_job` task suggests (default
+    /// [`DEFAULT_TASK_POLL_INTERVAL`], 5,000 ms). (`slow_job`'s tasks keep 100 ms.)
+    pub fn task_poll_interval(mut self, time: Duration) -> Self {
+        self.task_poll_interval = time;
         self
     }
 }

@@ -373,12 +373,12 @@ use std::sync::{Arc, Mutex};
 
 use aws_credential_types::Credentials;
 
-pub use audit::{Audit, Received, Routed, TaskRequest};
+pub use audit::{Audit, CreatedTask, Received, Routed, TaskRequest};
 pub use config::{
     BusyForm, DEFAULT_GATEWAY_SESSION_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIALIZATION_LIMIT,
-    DEFAULT_ISSUER, DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN, DEFAULT_SIGNING_NAME,
-    DEFAULT_SLOW_JOB_DURATION, DEFAULT_TERMINATION_DELAY, EmulatorConfig, Fault, FaultRates,
-    PlatformForm, RetryAfter,
+    DEFAULT_ISSUER, DEFAULT_LONG_JOB_DURATION, DEFAULT_MAX_LIFETIME, DEFAULT_RUNTIME_ARN,
+    DEFAULT_SIGNING_NAME, DEFAULT_SLOW_JOB_DURATION, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL,
+    DEFAULT_TERMINATION_DELAY, EmulatorConfig, Fault, FaultRates, PlatformForm, RetryAfter,
 };
 pub(crate) use state::{McpSession, Principal, State};
 pub use verify::{SignatureError, SignatureVerifier};
@@ -604,6 +604,30 @@ impl Emulator {
     /// open. A client that listens again opens a new stream.
     pub fn end_listens(&self) -> usize {
         self.state.mcp().listeners.end()
+    }
+
+    /// Moves the jobs clock forward by `by`: the clock of every task (`long_job`'s and
+    /// `slow_job`'s, in every microVM), and of none of the rest (sessions, microVMs and
+    /// provisioning stay on tokio's clock). A task's elapsed time is
+    /// `tokio::time::Instant::now() - started` plus what this added since it started: a test
+    /// whose client runs in real time (a child process, where tokio's clock cannot be paused)
+    /// runs a "40-minute" `long_job` by advancing 40 minutes. Its TTL and its timestamps
+    /// (`lastUpdatedAt`) move with it. A task waiting for input does not work meanwhile.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let emulator = Emulator::start(EmulatorConfig::default()).await?;
+    /// // A client created a `long_job` task; its 40 minutes pass at once.
+    /// emulator.advance_jobs(Duration::from_secs(40 * 60));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn advance_jobs(&self, by: std::time::Duration) {
+        self.state.mcp().tasks.advance(by);
     }
 
     /// Ends every runtime session's microVM now, as [`end_microvm`](Self::end_microvm) does

@@ -16,6 +16,12 @@ use crate::protocol;
 
 pub(crate) use tasks::Holder;
 
+/// The `_meta` key of the client's per-request capabilities.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// A method's outcome: its result, or an error's code, message and data.
+type Outcome = Result<Value, (i64, String, Option<Value>)>;
+
 /// What the emulator's MCP servers keep between requests of MCP 2026-07-28.
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
@@ -150,12 +156,12 @@ pub(crate) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Rep
                 Value::Array(batch) if !batch.is_empty() => {
                     let mut answers = Vec::new();
                     for message in batch {
-                        answers.extend(answer_one(message, state).await);
+                        answers.extend(answer_one(message, call, state).await);
                     }
                     (!answers.is_empty()).then_some(Value::Array(answers))
                 }
                 Value::Array(_) => Some(error(Value::Null, -32600, "Invalid Request: empty batch")),
-                message => answer_one(message, state).await,
+                message => answer_one(message, call, state).await,
             };
             match answer {
                 Some(answer) => Reply::Answer(StatusCode::OK, answer),
@@ -165,8 +171,9 @@ pub(crate) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Rep
     }
 }
 
-/// One message of the `initialize` era: `None` when nothing is to be answered.
-async fn answer_one(message: &Value, state: &State) -> Option<Value> {
+/// One message of the `initialize` era: `None` when nothing is to be answered. The tasks
+/// extension is answered to a request that declares it, as in MCP 2026-07-28.
+async fn answer_one(message: &Value, call: &Call<'_>, state: &State) -> Option<Value> {
     let Some(object) = message.as_object() else {
         return Some(error(Value::Null, -32600, "Invalid Request"));
     };
@@ -177,16 +184,24 @@ async fn answer_one(message: &Value, state: &State) -> Option<Value> {
     };
     let id = id?; // A notification: nothing to answer.
     let params = object.get("params").cloned().unwrap_or(Value::Null);
-    let result = match method {
-        "initialize" => initialize(&params, state),
+    let plain = |result: Result<Value, (i64, String)>| result.map_err(|(c, m)| (c, m, None));
+    let outcome = match method {
+        "initialize" => plain(initialize(&params, state)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::listed(false)})),
-        "tools/call" => tools::call(&id, &params, false, state).await,
+        "tools/call" => match tasks::call_tool(&id, &params, &call.holder, state) {
+            Some(outcome) => outcome,
+            None => plain(tools::call(&id, &params, false, state).await),
+        },
+        "tasks/get" | "tasks/update" | "tasks/cancel" if tasks::declared(&params) => {
+            tasks::request(method, &params, &call.holder, state)
+        }
         // `server/discover` included: a server of this era does not know it, and a client of
-        // 2026-07-28 in auto mode falls back to `initialize` on this answer.
-        other => Err((-32601, format!("Method not found: {other}"))),
+        // 2026-07-28 in auto mode falls back to `initialize` on this answer. So are the tasks
+        // extension's methods to a request that does not declare it.
+        other => Err((-32601, format!("Method not found: {other}"), None)),
     };
-    Some(response(id, result))
+    Some(response(id, outcome))
 }
 
 /// `initialize`: the version asked for when spoken here and one with `initialize`, else the
@@ -223,11 +238,17 @@ fn server_info() -> Value {
     json!({"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// A JSON-RPC response of a result or an error.
-fn response(id: Value, result: Result<Value, (i64, String)>) -> Value {
-    match result {
+/// A JSON-RPC response of a result or an error (with its data, when it has some).
+fn response(id: Value, outcome: Outcome) -> Value {
+    match outcome {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err((code, message)) => error(id, code, &message),
+        Err((code, message, data)) => {
+            let mut answer = error(id, code, &message);
+            if let Some(data) = data {
+                answer["error"]["data"] = data;
+            }
+            answer
+        }
     }
 }
 

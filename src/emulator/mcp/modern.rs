@@ -24,18 +24,15 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{Call, Reply, error, server_info, supported_versions, tasks, tools};
-use crate::emulator::{State, TaskRequest};
+use super::{
+    CLIENT_CAPABILITIES, Call, Outcome, Reply, error, response, server_info, supported_versions,
+    tasks, tools,
+};
+use crate::emulator::State;
 use crate::protocol;
-
-/// The `_meta` key of the client's capabilities.
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// The key of `confirm`'s one input request.
 const CONFIRM_INPUT: &str = "confirm";
-
-/// A method's outcome: its result, or an error's code, message and data.
-type Outcome = Result<Value, (i64, String, Option<Value>)>;
 
 /// The HTTP status of a 2026-07-28 answer, as rmcp 3.11's `jsonrpc_http_status` maps a
 /// JSON-RPC error code (the Python SDK's `ERROR_CODE_HTTP_STATUS` agrees on these).
@@ -49,27 +46,17 @@ fn status_of(code: i64) -> StatusCode {
 
 /// The answer of an outcome: a result gets `resultType: "complete"` unless it has its own
 /// (SEP-2322: a 2026-07-28 server includes it in every result).
-fn reply(id: Value, outcome: Outcome) -> Reply {
-    match outcome {
-        Ok(mut result) => {
-            if let Some(object) = result.as_object_mut() {
-                object
-                    .entry("resultType")
-                    .or_insert_with(|| json!("complete"));
-            }
-            Reply::Answer(
-                StatusCode::OK,
-                json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            )
-        }
-        Err((code, message, data)) => {
-            let mut answer = error(id, code, &message);
-            if let Some(data) = data {
-                answer["error"]["data"] = data;
-            }
-            Reply::Answer(status_of(code), answer)
-        }
+fn reply(id: Value, mut outcome: Outcome) -> Reply {
+    if let Ok(Value::Object(result)) = &mut outcome {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
     }
+    let status = match &outcome {
+        Ok(_) => StatusCode::OK,
+        Err((code, _, _)) => status_of(*code),
+    };
+    Reply::Answer(status, response(id, outcome))
 }
 
 /// The 400 of a `_meta` without the keys every 2026-07-28 request carries.
@@ -139,9 +126,9 @@ pub(super) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Rep
             )),
         );
     }
-    let Some(capabilities) = capabilities else {
+    if capabilities.is_none() {
         return invalid_meta(id, &[CLIENT_CAPABILITIES]);
-    };
+    }
     match method {
         "server/discover" => reply(id, Ok(discover(state))),
         // The caching hints rmcp's `fill_missing_cache_hints` gives a list that sets none:
@@ -150,10 +137,10 @@ pub(super) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Rep
             id,
             Ok(json!({"tools": tools::listed(true), "ttlMs": 0, "cacheScope": "private"})),
         ),
-        "tools/call" => tools_call(id, &params, capabilities, call, state).await,
+        "tools/call" => tools_call(id, &params, call, state).await,
         "subscriptions/listen" => listen(id, &params, state),
         "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            task(method, id, &params, capabilities, call, state)
+            reply(id, tasks::request(method, &params, &call.holder, state))
         }
         other => reply(
             id,
@@ -182,40 +169,17 @@ fn discover(state: &State) -> Value {
     })
 }
 
-/// Whether the client's capabilities declare the tasks extension (rmcp's `supports_tasks`).
-fn takes_tasks(capabilities: &Value) -> bool {
-    capabilities
-        .pointer("/extensions")
-        .and_then(|e| e.get(tasks::EXTENSION))
-        .is_some()
-}
-
-async fn tools_call(
-    id: Value,
-    params: &Value,
-    capabilities: &Value,
-    call: &Call<'_>,
-    state: &State,
-) -> Reply {
-    match params.get("name").and_then(Value::as_str) {
-        Some("confirm") => reply(id.clone(), confirm(&id, params, state)),
-        // A task only for a client that takes tasks: "the server MUST NOT return
-        // CreateTaskResult unless the request declared the tasks extension capability"
-        // (rmcp's server handler).
-        Some("slow_job") if takes_tasks(capabilities) => {
-            tools::ran(state, "slow_job", &id);
-            let (_, handle) = state
-                .mcp()
-                .tasks
-                .create(call.holder.clone(), state.config.slow_job_duration);
-            state.record(|a| a.tasks_created += 1);
-            reply(id, Ok(handle))
-        }
-        _ => {
-            let outcome = tools::call(&id, params, true, state).await;
-            reply(id, outcome.map_err(|(code, message)| (code, message, None)))
-        }
+/// `tools/call`: `confirm`'s multi round-trip, a task ([`tasks::call_tool`]: `long_job`, and
+/// `slow_job` for a client that declares the extension), or a plain call.
+async fn tools_call(id: Value, params: &Value, call: &Call<'_>, state: &State) -> Reply {
+    if params.get("name").and_then(Value::as_str) == Some("confirm") {
+        return reply(id.clone(), confirm(&id, params, state));
     }
+    if let Some(outcome) = tasks::call_tool(&id, params, &call.holder, state) {
+        return reply(id, outcome);
+    }
+    let outcome = tools::call(&id, params, true, state).await;
+    reply(id, outcome.map_err(|(code, message)| (code, message, None)))
 }
 
 /// `confirm`, a multi round-trip request (SEP-2322, in rmcp 3.11's `InputRequiredResult`
@@ -296,59 +260,4 @@ fn listen(id: Value, params: &Value, state: &State) -> Reply {
     };
     state.record(|a| a.listens += 1);
     Reply::Listen(state.mcp().listeners.open(id, accepted))
-}
-
-/// `tasks/get`, `tasks/update`, `tasks/cancel`: for a client that declared the tasks
-/// extension (else -32021, as rmcp's `validate_tasks_capability`), of a task this microVM's
-/// server holds (else -32602 "unknown task: …", rmcp's task manager's words).
-fn task(
-    method: &str,
-    id: Value,
-    params: &Value,
-    capabilities: &Value,
-    call: &Call<'_>,
-    state: &State,
-) -> Reply {
-    if !takes_tasks(capabilities) {
-        let data = json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}});
-        return reply(
-            id,
-            Err((
-                -32021,
-                "Missing required client capability".to_owned(),
-                Some(data),
-            )),
-        );
-    }
-    let Some(task_id) = params.get("taskId").and_then(Value::as_str) else {
-        return reply(
-            id,
-            Err((-32602, "Invalid params: no taskId".to_owned(), None)),
-        );
-    };
-    let holder = &call.holder;
-    let outcome = {
-        let mut memory = state.mcp();
-        match method {
-            "tasks/get" => {
-                let mut result = tools::slow_job_result();
-                result["resultType"] = json!("complete");
-                memory.tasks.get(task_id, holder, result)
-            }
-            "tasks/update" => memory.tasks.update(task_id, holder).then(|| json!({})),
-            _ => memory.tasks.cancel(task_id, holder).then(|| json!({})),
-        }
-    };
-    state.record(|a| {
-        a.task_requests.push(TaskRequest {
-            method: method.to_owned(),
-            task_id: task_id.to_owned(),
-            runtime_session_id: holder.runtime_session.clone(),
-            found: outcome.is_some(),
-        })
-    });
-    match outcome {
-        Some(result) => reply(id, Ok(result)),
-        None => reply(id, Err((-32602, format!("unknown task: {task_id}"), None))),
-    }
 }

@@ -55,6 +55,23 @@ fn of_2026() -> Value {
     ])
 }
 
+/// `long_job`, which runs only as a task (the tasks extension), in either era. Not listed yet:
+/// the tests of listings across the repository name the listed tools exactly.
+fn long_job() -> Value {
+    json!({
+        "name": "long_job",
+        "description": "Runs for a long while (40 minutes unless `seconds` says), only as a task: \
+            a client must declare the tasks extension (io.modelcontextprotocol/tasks). With `ask`, \
+            it asks the user to go on at its half; with `fail`, it fails at its end. NOT idempotent.",
+        "inputSchema": {"type": "object", "properties": {
+            "seconds": {"type": "integer", "minimum": 0, "description": "How long the job runs"},
+            "ask": {"type": "boolean", "description": "Ask the user to go on at half its length"},
+            "fail": {"type": "boolean", "description": "Fail with a JSON-RPC error at its end"}
+        }},
+        "annotations": {"readOnlyHint": false, "idempotentHint": false, "destructiveHint": false}
+    })
+}
+
 /// The tools listed to a client: of MCP 2026-07-28 (`modern`), all six; of an earlier
 /// version, the three of every era, as before.
 pub(super) fn listed(modern: bool) -> Value {
@@ -67,9 +84,11 @@ pub(super) fn listed(modern: bool) -> Value {
 
 /// The input schema of the tool named, listed or not (for the `Mcp-Param-*` check).
 pub(super) fn input_schema(name: &str) -> Option<Value> {
+    let tasks = long_job();
     listed(true)
         .as_array()?
         .iter()
+        .chain([&tasks])
         .find(|tool| tool["name"] == name)
         .map(|tool| tool["inputSchema"].clone())
 }
@@ -96,8 +115,8 @@ pub(super) fn slow_job_result() -> Value {
     text_result("slow_job done", false)
 }
 
-/// Runs a `tools/call` (`modern`: of MCP 2026-07-28; `confirm` and a `slow_job` task are
-/// answered before this, by the modern server).
+/// Runs a `tools/call` (`modern`: of MCP 2026-07-28; `confirm` is answered before this by the
+/// modern server, `long_job` and a `slow_job` task by the task code, in either era).
 pub(super) async fn call(
     id: &Value,
     params: &Value,
