@@ -27,6 +27,7 @@ mod secrets;
 mod session_busy;
 #[cfg(feature = "emulator")]
 mod sigv4;
+mod tasks;
 mod telemetry;
 #[cfg(feature = "emulator")]
 mod telemetry_emulator;
