@@ -13,6 +13,7 @@ mod doors;
 mod emulator;
 mod emulator_doors;
 mod emulator_lifecycle;
+mod emulator_tasks;
 #[cfg(all(feature = "rmcp", feature = "reqwest"))]
 mod modern_clients;
 mod refusal_model;
