@@ -3,12 +3,17 @@
 //! stack (rmcp, reqwest, hand-written clients of both protocol eras), in one binary (feature
 //! `emulator`; see `tests/layers/main.rs` for why the integration tests are two binaries).
 
+#[cfg(feature = "rmcp")]
+#[path = "../common/audit.rs"]
+mod audit;
 #[path = "../common/mod.rs"]
 mod common;
 #[cfg(feature = "rmcp")]
 #[path = "../common/records.rs"]
 mod records;
 
+#[cfg(feature = "rmcp")]
+mod concurrency;
 mod doors;
 mod emulator;
 mod emulator_doors;

@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use crate::audit::one_runtime_session;
 use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
 use crate::records::{Records, add, exchanges, serve_client, tap_into, text_of};
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
@@ -215,29 +216,6 @@ fn methods(audit: &Audit) -> Vec<&str> {
         .collect()
 }
 
-/// Every request the emulator received was signed and went to one runtime session, which
-/// started one microVM.
-fn one_runtime_session(audit: &Audit) {
-    let sessions: Vec<&str> = audit
-        .received
-        .iter()
-        .map(|r| {
-            assert!(r.signed, "{r:?}");
-            r.runtime_session_id
-                .as_deref()
-                .expect("every request names its runtime session")
-        })
-        .collect();
-    assert!(!sessions.is_empty());
-    assert!(
-        sessions.iter().all(|s| *s == sessions[0]),
-        "one runtime session for every request: {sessions:?}"
-    );
-    assert_eq!(audit.sessions_started, 1);
-    assert_eq!(audit.microvms_started, 1);
-    assert_eq!(audit.signature_failures, 0);
-}
-
 /// The version a request's `_meta` names.
 fn meta_version(sent: &Sent) -> Option<&str> {
     protocol::version_in_meta(&sent.body)
@@ -294,7 +272,7 @@ async fn auto_meets_a_2026_server(
         assert_eq!(received.mcp_method, received.method, "{received:?}");
     }
     assert_eq!(audit.received[2].mcp_name.as_deref(), Some("add"));
-    one_runtime_session(&audit);
+    one_runtime_session(&audit, 1);
     assert_eq!(audit.executions_of("add"), 1);
     assert_eq!(audit.executions.values().sum::<u64>(), 1);
     assert_eq!(audit.header_mismatches, 0);
@@ -371,7 +349,7 @@ async fn auto_falls_back_on_a_2025_server(
     for received in &audit.received[2..] {
         assert_eq!(received.mcp_session_id, session, "{received:?}");
     }
-    one_runtime_session(&audit);
+    one_runtime_session(&audit, 1);
     assert_eq!(audit.executions_of("add"), 1);
     assert_eq!(audit.executions.values().sum::<u64>(), 1);
 
@@ -529,7 +507,7 @@ async fn rmcp_pinned_to_initialize_works_with_a_2026_server() -> Result<(), BoxE
                 .iter()
                 .all(|r| r.mcp_session_id.is_some())
         );
-        one_runtime_session(&audit);
+        one_runtime_session(&audit, 1);
         assert_eq!(audit.executions_of("add"), 1);
         assert_eq!(audit.executions.values().sum::<u64>(), 1);
         assert_eq!(audit.header_mismatches, 0);
@@ -852,7 +830,7 @@ async fn a_home_grown_client_discovers_lists_and_calls() -> Result<(), BoxError>
     );
     assert!(audit.received.iter().all(|r| r.mcp_session_id.is_none()));
     assert_eq!(audit.mcp_sessions_started, 0);
-    one_runtime_session(&audit);
+    one_runtime_session(&audit, 1);
     assert_eq!(audit.header_mismatches, 1);
     assert_eq!(audit.requests, 4, "the -32020 was not sent again");
     assert_eq!(audit.executions_of("add"), 1);
@@ -917,7 +895,7 @@ async fn a_home_grown_client_completes_the_confirm_round_trip() -> Result<(), Bo
     );
     assert_eq!(audit.executions.values().sum::<u64>(), 1);
     assert_eq!(audit.inputs_required, 1);
-    one_runtime_session(&audit);
+    one_runtime_session(&audit, 1);
     Ok(())
 }
 
@@ -972,6 +950,6 @@ async fn a_header_mismatch_is_delivered_once_and_nothing_runs() -> Result<(), Bo
     assert_eq!(tool_text(&sum), "5");
     sent_once(&sum.record, 200);
     assert_eq!(emulator.audit().executions_of("add"), 1);
-    one_runtime_session(&emulator.audit());
+    one_runtime_session(&emulator.audit(), 1);
     Ok(())
 }
