@@ -6,6 +6,7 @@
 mod common;
 
 mod check;
+mod concurrency;
 mod daily_use;
 mod lifecycle;
 mod modern;

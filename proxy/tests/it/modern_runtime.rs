@@ -13,27 +13,12 @@ use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
 use serde_json::{Value, json};
 
-use common::{HttpClient, Proxy, start_emulator};
+use common::{HttpClient, Proxy, modern, start_emulator};
 
-const VERSION: &str = "2026-07-28";
+use common::MODERN as VERSION;
 /// How long `slow_job` runs: longer than the proxy's `--timeout` below.
 const JOB: Duration = Duration::from_millis(1_500);
 const TIMEOUT: &str = "1s";
-
-/// A request of the revision: its version and the client's capabilities in `_meta` (with the
-/// tasks extension when `tasks`).
-fn modern(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
-    let capabilities = if tasks {
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
-    } else {
-        json!({})
-    };
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    });
-    common::request(id, method, params)
-}
 
 /// One client of the proxy: a request in, its answer out.
 trait Client {

@@ -1888,15 +1888,6 @@ fn mcp_session_ids(audit: &Audit) -> Vec<String> {
     ids
 }
 
-/// Each of these tool calls ran exactly once, and nothing else ran.
-fn ran_once_each(audit: &Audit, calls: &[(&str, u64)]) {
-    let expected: std::collections::HashMap<(String, String), u64> = calls
-        .iter()
-        .map(|(tool, id)| (((*tool).to_owned(), id.to_string()), 1))
-        .collect();
-    assert_eq!(audit.executions_by_id, expected, "{audit:?}");
-}
-
 fn lines(lines: &[&str]) -> Vec<String> {
     lines.iter().map(|l| (*l).to_owned()).collect()
 }

@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::contract::PlatformError;
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm, SignatureVerifier};
+use agentcore_tower::emulator::{
+    Audit, Emulator, EmulatorConfig, Fault, PlatformForm, SignatureVerifier,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -408,6 +410,33 @@ pub fn call(id: u64, tool: &str, arguments: Value) -> Value {
         "tools/call",
         json!({"name": tool, "arguments": arguments}),
     )
+}
+
+/// MCP's revision without `initialize`, whose requests name their version in `_meta`.
+pub const MODERN: &str = "2026-07-28";
+
+/// A request of [`MODERN`]: its version and the client's capabilities in `_meta` (with the
+/// tasks extension when `tasks`).
+pub fn modern(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
+    let capabilities = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    request(id, method, params)
+}
+
+/// Each of these tool calls ran exactly once, and nothing else ran.
+pub fn ran_once_each(audit: &Audit, calls: &[(&str, u64)]) {
+    let expected: std::collections::HashMap<(String, String), u64> = calls
+        .iter()
+        .map(|(tool, id)| (((*tool).to_owned(), id.to_string()), 1))
+        .collect();
+    assert_eq!(audit.executions_by_id, expected, "{audit:?}");
 }
 
 /// The tools' names in a `tools/list` answer.
