@@ -28,8 +28,9 @@
 //!   streamed in 64 KiB chunks from one static buffer — for memory tests of large answers. Of
 //!   2026-07-28: `server/discover`, `tools/list` and `tools/call` with three more tools
 //!   (`confirm`, `weather`, `slow_job`), `subscriptions/listen`, and the tasks extension's
-//!   `tasks/get`, `tasks/update`, `tasks/cancel`. JSON answers, or SSE with
-//!   [`sse`](EmulatorConfig::sse).
+//!   `tasks/get`, `tasks/update`, `tasks/cancel` — which a 2025 request that declares the
+//!   extension is answered too, with the task-only `long_job` (see [Tasks](#mcp-2026-07-28)).
+//!   JSON answers, or SSE with [`sse`](EmulatorConfig::sse).
 //! * **Faults**, scripted one by one ([`Emulator::push_fault`]) or drawn at random rates
 //!   ([`FaultRates`]) for `tools/call` requests: see [`Fault`].
 //! * **Audit** counters a test reads, and every request's routing headers ([`Received`]):
@@ -204,18 +205,46 @@
 //!   request's final result *(rmcp's `SubscriptionsListenResult`)*, or the client goes away
 //!   (the stream is a channel the answer's body reads: no task is left behind).
 //!   [`Audit::listens`] counts them.
-//! * **Tasks** (`io.modelcontextprotocol/tasks`, *rmcp's model*): a client that declares the
-//!   extension in its capabilities (`{"extensions": {"io.modelcontextprotocol/tasks": {}}}`)
-//!   and calls `slow_job` gets a task handle at once (`resultType: "task"`, `taskId`, `status:
-//!   "working"`, `createdAt`, `lastUpdatedAt`, `ttlMs: null`, `pollIntervalMs: 100`); the job
-//!   is done after [`slow_job_duration`](EmulatorConfig::slow_job_duration) (200 ms by
-//!   default, on tokio's clock), and `tasks/get` answers its status, with the tool's `result`
-//!   once `completed`. `tasks/cancel` cancels one not yet done; `tasks/update` is acknowledged.
-//!   A task lives in the microVM of the runtime session that created it, as in a real server's
-//!   own memory: a poll that reaches another runtime session, or a later microVM, answers
-//!   -32602 "unknown task: …" *(rmcp's task manager)*. [`Audit::task_requests`] records
-//!   where each poll arrived. Without the extension declared, `slow_job` runs within the call
-//!   and `tasks/*` answers HTTP 400, -32021 "Missing required client capability" *(rmcp)*.
+//! * **Tasks** (`io.modelcontextprotocol/tasks`; *ext-tasks*, the extension's draft text,
+//!   `specification/draft/tasks.md`), answered the same to a request of either era that
+//!   declares the extension in its per-request capabilities
+//!   (`params._meta["io.modelcontextprotocol/clientCapabilities"]` =
+//!   `{"extensions": {"io.modelcontextprotocol/tasks": {}}}`), as at a dual-era server; the
+//!   server's `server/discover` names it. Two tools run as tasks:
+//!   * `slow_job` (*rmcp's model*): declared, a task handle at once (`resultType: "task"`,
+//!     `taskId`, `status: "working"`, `createdAt`, `lastUpdatedAt`, `ttlMs: null`,
+//!     `pollIntervalMs: 100`), done after [`slow_job_duration`](EmulatorConfig::slow_job_duration)
+//!     (200 ms by default); not declared, it runs within the call. Polled where it does not
+//!     live: -32602 "unknown task: …" *(rmcp's task manager)*.
+//!   * `long_job` (`{"seconds": N, "ask": bool, "fail": bool}`, each optional; NOT idempotent;
+//!     not listed yet) runs ONLY as a task *(ext-tasks)*: not declared, -32021 "Missing required
+//!     client capability" with `data: {"requiredCapabilities": {"extensions":
+//!     {"io.modelcontextprotocol/tasks": {}}}}` (HTTP 400 in 2026-07-28, 200 in a 2025
+//!     session), nothing runs. Declared, a task handle with `ttlMs` =
+//!     [`task_ttl`](EmulatorConfig::task_ttl) (1 hour) and `pollIntervalMs` =
+//!     [`task_poll_interval`](EmulatorConfig::task_poll_interval) (5,000 ms), one execution
+//!     counted. It works for `seconds` ([`long_job_duration`](EmulatorConfig::long_job_duration),
+//!     40 minutes, by default), then is `completed` with the tool's `result` ("long_job done
+//!     after N s"), or with `fail` `failed` with `error: {"code": -32603, "message": "long_job
+//!     failed"}` and a `statusMessage`. With `ask`, at its half it is `input_required` with one
+//!     `elicitation/create` form (`inputRequests["approve-1"]`) and its clock stops;
+//!     `tasks/update` with `inputResponses["approve-1"] = {"action": "accept", "content":
+//!     {"proceed": true}}` sets it working again, any other answer completes it with an
+//!     `isError: true` result; keys not outstanding are ignored.
+//!
+//!   `tasks/get` answers the detailed task (`resultType: "complete"`; `inputRequests`,
+//!   `result` or `error` as its status carries), `tasks/update` and `tasks/cancel` the empty
+//!   `{"resultType": "complete"}`; a task not terminal is `cancelled`. A `long_job` task not
+//!   terminal by `createdAt + ttlMs` is gone: -32602 "Failed to retrieve task: Task has
+//!   expired", then "Task not found"; an id the server does not hold: -32602 "Failed to
+//!   retrieve task: Task not found" (in an HTTP 200). Not declared: -32021 (HTTP 400) in
+//!   2026-07-28; a 2025 request that does not declare it meets a server without the methods
+//!   (-32601). A task lives in the microVM of the runtime session that created it, as in a real
+//!   server's own memory: a poll that reaches another runtime session, or a later microVM, does
+//!   not find it. Task time runs on tokio's clock plus [`Emulator::advance_jobs`], for tests
+//!   whose client runs in real time. [`Audit::created_tasks`] and [`Audit::task_requests`]
+//!   record each task created and each `tasks/*` request, with the runtime session it
+//!   arrived on.
 //!
 //! [`newest_protocol_version`](EmulatorConfig::newest_protocol_version) plays a server of an
 //! earlier era, for tests of clients that must meet both.
@@ -254,12 +283,13 @@
 //!   please retry", or HTTP 409 with `x-amzn-errortype: RetryableConflictException` *(guide:
 //!   the MCP protocol contract's error table; the API reference)*. Nothing runs.
 //! * **Idle timeout**: [`idle_timeout`](EmulatorConfig::idle_timeout), by default
-//!   [`DEFAULT_IDLE_TIMEOUT`] (900 s), AgentCore's `idleRuntimeSessionTimeout` (60 to 28,800 s)
+//!   [`DEFAULT_IDLE_TIMEOUT`] (900 s), AgentCore's `idleRuntimeSessionTimeout` (60 to 28,800 s
+//!   for a runtime's microVMs, up to 1,209,600 s, 14 days, for AgentCore Instances)
 //!   *(guide: runtime lifecycle settings)*. A request arriving that long after its session's
 //!   last request (answered or refused) meets a new microVM.
 //! * **Lifetime**: [`max_lifetime`](EmulatorConfig::max_lifetime), by default
-//!   [`DEFAULT_MAX_LIFETIME`] (28,800 s, 8 hours), `maxLifetime` (60 to 28,800 s) *(guide: the
-//!   same)*, counted from the request that started the microVM, however busy it has been since.
+//!   [`DEFAULT_MAX_LIFETIME`] (28,800 s, 8 hours), `maxLifetime` (60 to 28,800 s; up to
+//!   1,209,600 s for AgentCore Instances) *(guide: the same)*, counted from the request that started the microVM, however busy it has been since.
 //! * **A new microVM** is a cold start again: it provisions (busy refusals), and its MCP server
 //!   knows none of the old one's MCP sessions. The runtime session id stays the same
 //!   ([`Audit::sessions_started`] counts session ids, [`Audit::microvms_started`] cold
