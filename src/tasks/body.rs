@@ -60,6 +60,13 @@ impl<B: Body> TaskBody<B> {
     }
 }
 
+impl<B: Body> From<B> for TaskBody<B> {
+    /// The server's body, as it came: for a stack that sometimes has no task layer.
+    fn from(body: B) -> Self {
+        Self::server(PeekedBody::new(body))
+    }
+}
+
 impl<B> Body for TaskBody<B>
 where
     B: Body<Data = Bytes>,

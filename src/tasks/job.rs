@@ -115,6 +115,8 @@ pub(super) struct Limits {
     pub(super) poll_interval: Duration,
     /// How many polls in a row may fail before the client is told.
     pub(super) poll_failures: u32,
+    /// How long one request about the task may take.
+    pub(super) poll_timeout: Duration,
 }
 
 /// Polls `task` through `service` until it ends, the job's limit passes, or the polls keep
@@ -143,7 +145,7 @@ pub(super) async fn run<S, ReqB, ResB>(
         }
         if task.status == Status::InputRequired {
             watch.finished();
-            cancel(&mut service, &template, &task.id).await;
+            cancel(&mut service, &template, &task.id, limits.poll_timeout).await;
             let message = format!(
                 "task {} needs input from the client (input_required), which this layer does \
                  not relay yet; the task was cancelled",
@@ -157,7 +159,7 @@ pub(super) async fn run<S, ReqB, ResB>(
         if Instant::now() + interval > deadline {
             tokio::time::sleep_until(deadline).await;
             watch.finished();
-            cancel(&mut service, &template, &task.id).await;
+            cancel(&mut service, &template, &task.id, limits.poll_timeout).await;
             let message = format!(
                 "task {} did not end within {} s; it was cancelled",
                 task.id,
@@ -169,13 +171,8 @@ pub(super) async fn run<S, ReqB, ResB>(
         tokio::time::sleep(interval.max(Duration::from_millis(1))).await;
         polls += 1;
         let id = format!("agentcore-tower/tasks/get/{polls}");
-        match ask(
-            &mut service,
-            template.request("tasks/get", &id, &task.id, None),
-            &id,
-        )
-        .await
-        {
+        let poll = template.request("tasks/get", &id, &task.id, None);
+        match ask(&mut service, poll, &id, limits.poll_timeout).await {
             Ok(answer) => match answer.get("result").and_then(Task::of) {
                 Some(next) if next.id == task.id => {
                     failures = 0;
@@ -245,8 +242,12 @@ fn final_answer(id: &Value, task: &Task) -> Value {
 
 /// Sends `tasks/cancel` for `task` and reads its answer (whatever it says: cancelling is
 /// cooperative, and the layer gives the client its own answer).
-pub(super) async fn cancel<S, ReqB, ResB>(service: &mut S, template: &Template, task: &str)
-where
+pub(super) async fn cancel<S, ReqB, ResB>(
+    service: &mut S,
+    template: &Template,
+    task: &str,
+    timeout: Duration,
+) where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: From<Bytes>,
@@ -254,7 +255,7 @@ where
 {
     let id = "agentcore-tower/tasks/cancel";
     let request = template.request("tasks/cancel", id, task, None);
-    if let Err(why) = ask(service, request, id).await {
+    if let Err(why) = ask(service, request, id, timeout).await {
         tracing::debug!(task, reason = %why, "tasks/cancel failed");
     }
 }
@@ -262,6 +263,22 @@ where
 /// Sends one request and reads the JSON-RPC message that answers it (JSON, or an event of an
 /// event stream).
 pub(super) async fn ask<S, ReqB, ResB>(
+    service: &mut S,
+    request: Request<ReqB>,
+    id: &str,
+    timeout: Duration,
+) -> Result<Value, String>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    tokio::time::timeout(timeout, ask_unbounded(service, request, id))
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
+}
+
+async fn ask_unbounded<S, ReqB, ResB>(
     service: &mut S,
     request: Request<ReqB>,
     id: &str,

@@ -102,10 +102,12 @@
 //! ```
 //!
 //! # Where it goes in the stack
-//! Outermost: above [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer), the retry
-//! layers and the signer (and above a deadline for one request, which then bounds each request
-//! of the job, never the job). Its polls are calls of their own through everything below it:
-//! signed, their refusals waited out, their records their own. The job has a limit of its own
+//! Above [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer), the retry layers and the
+//! signer. Its polls are calls of their own through everything below it: signed, their
+//! refusals waited out, their records their own, each bounded by
+//! [`poll_timeout`](TaskPollingLayer::poll_timeout). A timeout outside it (tower's
+//! `TimeoutLayer`) bounds the request that creates the task — until the answer's head — and
+//! never the job, whose answer is written as its body; the job has a limit of its own
 //! ([`max_job_duration`](TaskPollingLayer::max_job_duration)).
 //!
 //! # What it reads
@@ -149,6 +151,10 @@ pub const DEFAULT_JOB_LIMIT: Duration = Duration::from_secs(8 * 60 * 60);
 /// The poll interval when the server suggests none (`pollIntervalMs`).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long one request about a task may take, unless told: the crate's default ceiling of a
+/// call ([`CallBudget`](crate::CallBudget)).
+pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Runs the Tasks extension on behalf of clients that do not declare it. See the
 /// [module docs](self).
 #[derive(Clone)]
@@ -166,6 +172,7 @@ impl TaskPollingLayer {
                 job: None,
                 poll_interval: DEFAULT_POLL_INTERVAL,
                 poll_failures: 3,
+                poll_timeout: DEFAULT_POLL_TIMEOUT,
             },
         }
     }
@@ -191,6 +198,14 @@ impl TaskPollingLayer {
     /// [`DEFAULT_POLL_INTERVAL`]).
     pub fn default_poll_interval(mut self, interval: Duration) -> Self {
         self.limits.poll_interval = interval;
+        self
+    }
+
+    /// Sets how long one request about a task (a poll, a cancel) may take, its retries by the
+    /// layers below included (default [`DEFAULT_POLL_TIMEOUT`]): one that takes longer counts
+    /// as a failed poll.
+    pub fn poll_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.poll_timeout = timeout;
         self
     }
 
@@ -228,6 +243,7 @@ impl fmt::Debug for TaskPollingLayer {
             .field("max_job_duration", &self.limits.job)
             .field("default_poll_interval", &self.limits.poll_interval)
             .field("max_poll_failures", &self.limits.poll_failures)
+            .field("poll_timeout", &self.limits.poll_timeout)
             .finish()
     }
 }

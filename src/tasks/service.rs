@@ -104,11 +104,11 @@ where
         }
         (Some("server/discover"), Some(message)) => {
             let id = message.get("id").cloned().unwrap_or(Value::Null);
-            let (answer, body) = read_ahead(inner.call(request).await?).await;
-            if answer_of(&body, &id).is_some_and(|a| wire::offers_tasks(&a)) {
+            let (answer, peeked) = read_ahead(inner.call(request).await?).await;
+            if peeked.answer(&id).is_some_and(|a| wire::offers_tasks(&a)) {
                 layer.learn_offered();
             }
-            Ok(answer.map(|()| TaskBody::server(body)))
+            Ok(answer.map(|()| TaskBody::server(peeked.body)))
         }
         _ => {
             let answer = inner.call(request).await?;
@@ -146,7 +146,7 @@ where
         Request::from_parts(parts.clone(), body)
     };
     let (mut head, mut body) = read_ahead(inner.call(first).await?).await;
-    let mut answer = answer_of(&body, &id);
+    let mut answer = body.answer(&id);
     if !declared && answer.as_ref().is_some_and(wire::requires_tasks) && wire::declare(&mut message)
     {
         // -32021: the server ran nothing, for want of the declaration. Sent again with it.
@@ -161,12 +161,12 @@ where
         drop(body);
         inner.ready().await?;
         (head, body) = read_ahead(inner.call(rebuild(&parts, &message)).await?).await;
-        answer = answer_of(&body, &id);
+        answer = body.answer(&id);
         declared = true;
     }
     match answer.as_ref().and_then(wire::task_handle) {
         Some(task) if declared => Ok(take_over(inner, &parts, &message, head, task, &layer)),
-        _ => Ok(head.map(|()| TaskBody::server(body))),
+        _ => Ok(head.map(|()| TaskBody::server(body.body))),
     }
 }
 
@@ -212,7 +212,8 @@ where
         layer.limits,
         watch.clone(),
     ));
-    let on_abandon: OnAbandon = Box::new(move |task| abandon(inner, template, task));
+    let timeout = layer.limits.poll_timeout;
+    let on_abandon: OnAbandon = Box::new(move |task| abandon(inner, template, task, timeout));
     let (mut parts, ()) = head.into_parts();
     parts.status = http::StatusCode::OK;
     parts.headers.remove(CONTENT_LENGTH);
@@ -230,7 +231,7 @@ where
 
 /// A task whose answer the client dropped before it ended: `tasks/cancel`, sent on the tokio
 /// runtime the drop happened on (none: nothing is sent, and the server's TTL ends the task).
-fn abandon<S, ReqB, ResB>(mut inner: S, template: Template, task: String)
+fn abandon<S, ReqB, ResB>(mut inner: S, template: Template, task: String, timeout: Duration)
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Send + 'static,
     S::Error: Into<BoxError>,
@@ -240,7 +241,7 @@ where
 {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            runtime.spawn(async move { job::cancel(&mut inner, &template, &task).await });
+            runtime.spawn(async move { job::cancel(&mut inner, &template, &task, timeout).await });
         }
         Err(_) => tracing::debug!(layer = LAYER, task, "no runtime to send tasks/cancel on"),
     }
@@ -275,9 +276,10 @@ where
 }
 
 /// The answer's head, and its body with its first bytes read: the whole of a small JSON
-/// answer, or of an event stream until it ends or brings a message of the server's own (a
-/// notification, a request), which the client should not wait for.
-async fn read_ahead<B>(answer: Response<B>) -> (Response<()>, PeekedBody<B>)
+/// answer, or an event stream's first event (or comment) — a task handle comes alone, and
+/// whatever else comes first (progress, a comment that says the server is alive) is the
+/// client's to read at once.
+async fn read_ahead<B>(answer: Response<B>) -> (Response<()>, Peeked<B>)
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -286,25 +288,33 @@ where
     let stream = crate::jsonrpc::media_type_is(&head.headers, "text/event-stream");
     if stream || crate::jsonrpc::is_json_content_type(&head.headers) {
         std::future::poll_fn(|cx| {
-            body.poll_read_ahead(cx, HANDLE_LIMIT, |held| {
-                !stream || !has_server_message(held)
-            })
+            body.poll_read_ahead(cx, HANDLE_LIMIT, |held| !stream || !has_block(held))
         })
         .await;
     }
-    (Response::from_parts(head, ()), body)
+    (Response::from_parts(head, ()), Peeked { body, stream })
 }
 
-/// Whether an event stream's bytes hold a message of the server's own (one with a method).
-fn has_server_message(held: &[u8]) -> bool {
-    memchr::memmem::find(held, b"\"method\"").is_some()
+/// An answer's body with its first bytes read ahead.
+struct Peeked<B: Body> {
+    body: PeekedBody<B>,
+    stream: bool,
 }
 
-/// The message answering `id` in a body read whole: `None` when it was not read whole.
-fn answer_of<B: Body<Data = Bytes>>(body: &PeekedBody<B>, id: &Value) -> Option<Value> {
-    body.is_complete()
-        .then(|| wire::answer_in(&body.held_bytes(), id, &mut Vec::new()))
-        .flatten()
+impl<B: Body<Data = Bytes>> Peeked<B> {
+    /// The message answering `id` among what was read: in a JSON answer read whole, or in the
+    /// complete events read of an event stream.
+    fn answer(&self, id: &Value) -> Option<Value> {
+        (self.stream || self.body.is_complete())
+            .then(|| wire::answer_in(&self.body.held_bytes(), id, &mut Vec::new()))
+            .flatten()
+    }
+}
+
+/// Whether an event stream's bytes hold a complete block (an event, or a comment).
+fn has_block(held: &[u8]) -> bool {
+    memchr::memmem::find(held, b"\n\n").is_some()
+        || memchr::memmem::find(held, b"\r\n\r\n").is_some()
 }
 
 /// Whether the client reads an event stream (`Accept` names `text/event-stream`).
