@@ -522,7 +522,7 @@ pub async fn next_frame(
     match tokio::time::timeout(wait, body.frame()).await {
         Ok(None) => Ok(None),
         Ok(Some(Ok(frame))) => Ok(Some(frame)),
-        Ok(Some(Err(e))) => Err(call.broke(&e)),
+        Ok(Some(Err(e))) => Err(call.broke(&*e)),
         Err(_) => Err(call.cut(by_deadline)),
     }
 }

@@ -8,8 +8,12 @@ use agentcore_tower::AttemptRecord;
 
 use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
 
-/// The body of the stack's answers.
-pub type ResBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
+/// The body of the stack's answers: the server's, or the answer the stack writes to a call the
+/// server made a task.
+pub type ResBody = agentcore_tower::tasks::TaskBody<InnerBody>;
+
+/// The body of the answers of the stack below the task layer.
+pub type InnerBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
 
 /// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
 #[derive(Clone, Copy, Debug)]

@@ -15,11 +15,14 @@ use http::Uri;
 pub use headers::Headers;
 pub use manual::{HELP, USAGE};
 pub use values::{is_loopback_host, parse_token, shown, shown_duration};
-use values::{parse_duration, parse_listen, parse_pattern, parse_url};
+use values::{parse_duration, parse_duration_up_to, parse_listen, parse_pattern, parse_url};
 
 /// `--timeout`'s default: AgentCore Runtime's limit for a synchronous request (15 minutes), so
 /// that no call the service would still answer is cut here.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// `--max-task-duration`'s largest value: AgentCore Instances' longest session lifetime.
+const MAX_TASK: Duration = Duration::from_secs(14 * 86_400);
+
 /// `--idle-timeout`'s default: how long an answer may send nothing before it is taken for
 /// stalled.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -92,6 +95,11 @@ pub struct Args {
     pub timeout: Duration,
     /// How long an answer may send nothing.
     pub idle_timeout: Duration,
+    /// Tasks run on behalf of clients that do not declare the extension (off: `--no-tasks`).
+    pub tasks: bool,
+    /// `--max-task-duration`: how long a job run as a task may take (default: the task's TTL,
+    /// or 8 hours).
+    pub max_task_duration: Option<Duration>,
     /// Runtime only.
     pub runtime_user_id: Option<String>,
     /// SigV4 only: the AWS profile.
@@ -135,6 +143,8 @@ struct Given {
     read_only: bool,
     timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    no_tasks: bool,
+    max_task_duration: Option<Duration>,
     runtime_user_id: Option<String>,
     profile: Option<String>,
     stop_session_on_exit: bool,
@@ -252,6 +262,12 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
                 let duration = parse_duration("--idle-timeout", &value("--idle-timeout")?)?;
                 args.idle_timeout = Some(duration);
             }
+            "--max-task-duration" => {
+                once(&args.max_task_duration, "--max-task-duration")?;
+                let text = value("--max-task-duration")?;
+                let limit = parse_duration_up_to("--max-task-duration", &text, MAX_TASK, "14d")?;
+                args.max_task_duration = Some(limit);
+            }
             "--runtime-user-id" => {
                 once(&args.runtime_user_id, "--runtime-user-id")?;
                 args.runtime_user_id = Some(value("--runtime-user-id")?);
@@ -260,7 +276,10 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
                 once(&args.profile, "--profile")?;
                 args.profile = Some(value("--profile")?);
             }
-            "--stop-session-on-exit" | "--trust-tool-annotations" | "--read-only"
+            "--stop-session-on-exit"
+            | "--trust-tool-annotations"
+            | "--read-only"
+            | "--no-tasks"
                 if inline.is_some() =>
             {
                 return Err(format!("{flag} takes no value"));
@@ -268,6 +287,7 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
             "--stop-session-on-exit" => args.stop_session_on_exit = true,
             "--trust-tool-annotations" => args.trust_tool_annotations = true,
             "--read-only" => args.read_only = true,
+            "--no-tasks" => args.no_tasks = true,
             "--listen" => {
                 once(&args.listen, "--listen")?;
                 args.listen = Some(parse_listen(&value("--listen")?)?);
@@ -395,6 +415,8 @@ impl Given {
             read_only: self.read_only,
             timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
             idle_timeout: self.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
+            tasks: !self.no_tasks,
+            max_task_duration: self.max_task_duration,
             runtime_user_id: self.runtime_user_id,
             profile: self.profile,
             stop_session_on_exit: self.stop_session_on_exit,
@@ -470,6 +492,8 @@ mod tests {
             "--timeout",
             "5m",
             "--idle-timeout=1500ms",
+            "--no-tasks",
+            "--max-task-duration=2d",
             "--runtime-user-id",
             "user-1",
             "--header",
@@ -503,6 +527,8 @@ mod tests {
                 read_only: true,
                 timeout: Duration::from_secs(300),
                 idle_timeout: Duration::from_millis(1500),
+                tasks: false,
+                max_task_duration: Some(Duration::from_secs(2 * 86_400)),
                 runtime_user_id: Some("user-1".into()),
                 profile: None,
                 stop_session_on_exit: true,
@@ -519,6 +545,7 @@ mod tests {
         assert_eq!(args.timeout, Duration::from_secs(900));
         assert_eq!(args.idle_timeout, Duration::from_secs(300));
         assert!(!args.trust_tool_annotations && !args.read_only);
+        assert!(args.tasks && args.max_task_duration.is_none());
         assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
         assert_eq!(parse(&["-V"]).unwrap(), Parsed::Version);
     }
@@ -657,7 +684,15 @@ mod tests {
             (
                 &["--runtime-arn", ARN, "--timeout", "soon"],
                 "--timeout soon: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, \
-                 1h; alone, seconds)",
+                 1h, 2d; alone, seconds)",
+            ),
+            (
+                &["--runtime-arn", ARN, "--max-task-duration", "15d"],
+                "--max-task-duration 15d: the duration must be at most 14d",
+            ),
+            (
+                &["--runtime-arn", ARN, "--no-tasks=yes"],
+                "--no-tasks takes no value",
             ),
             (
                 &["--runtime-arn", ARN, "--idle-timeout=0s"],

@@ -12,6 +12,7 @@ use agentcore_tower::auth::CachedCredentials;
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::mcp_session::McpSessionRecovery;
+use agentcore_tower::tasks::{TaskBody, TaskPollingLayer};
 use agentcore_tower::telemetry::{Metrics, TraceContext};
 use agentcore_tower::{
     AttemptRecord, BoxError, McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer,
@@ -30,8 +31,8 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
 use crate::answers;
-use crate::call::{self, CallDeadline, ResBody, TimedOut};
-use crate::cli::{Args, Door, Headers, TokenSource, shown, shown_duration};
+use crate::call::{self, CallDeadline, InnerBody, ResBody, TimedOut};
+use crate::cli::{Args, Door, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
 
 /// The stack, boxed: cheap to clone, one per request.
@@ -214,7 +215,7 @@ async fn runtime(
         headers = ?args.headers,
         "proxying to AgentCore Runtime"
     );
-    let stack = over_client(guard(args), signer, &uri, &args.headers)?;
+    let stack = over_client(guard(args), signer, &uri, args)?;
     Ok(Built {
         stack,
         uri,
@@ -296,7 +297,7 @@ async fn endpoint(
         headers = ?args.headers,
         "{what}"
     );
-    let stack = over_client(guard(args), signer, url, &args.headers)?;
+    let stack = over_client(guard(args), signer, url, args)?;
     Ok(Built {
         stack,
         uri: url.clone(),
@@ -375,13 +376,22 @@ async fn configured_region() -> Option<String> {
         .map(|r| r.to_string())
 }
 
+/// The task layer `--no-tasks` and `--max-task-duration` ask for.
+fn tasks(args: &Args) -> Option<TaskPollingLayer> {
+    let layer = TaskPollingLayer::new();
+    args.tasks.then(|| match args.max_task_duration {
+        Some(limit) => layer.max_job_duration(limit),
+        None => layer,
+    })
+}
+
 /// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
 /// HTTPS.
 fn over_client<L>(
     guard: ReplayGuardLayer,
     signer: L,
     uri: &Uri,
-    headers: &Headers,
+    args: &Args,
 ) -> Result<Stack, StartError>
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
@@ -390,21 +400,14 @@ where
     McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
 {
     let executor = TokioExecutor::new();
-    let headers = Arc::new(headers.0.clone());
+    let headers = Arc::new(args.headers.0.clone());
+    let tasks = tasks(args);
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
-        stack_over(
-            guard,
-            signer,
-            Client::builder(executor).build_http(),
-            headers,
-        )
+        let client = Client::builder(executor).build_http();
+        stack_over(guard, signer, client, headers, tasks)
     } else {
-        stack_over(
-            guard,
-            signer,
-            Client::builder(executor).build(https_connector()?),
-            headers,
-        )
+        let client = Client::builder(executor).build(https_connector()?);
+        stack_over(guard, signer, client, headers, tasks)
     })
 }
 
@@ -418,7 +421,7 @@ type Inner = BoxCloneSyncService<Request<Full<Bytes>>, Response<ResBody>, agentc
 pub trait Boxable:
     tower::Service<
         Request<Full<Bytes>>,
-        Response = Response<ResBody>,
+        Response = Response<InnerBody>,
         Error = agentcore_tower::Error,
         Future: Send + 'static,
     > + Clone
@@ -431,7 +434,7 @@ pub trait Boxable:
 impl<S> Boxable for S where
     S: tower::Service<
             Request<Full<Bytes>>,
-            Response = Response<ResBody>,
+            Response = Response<InnerBody>,
             Error = agentcore_tower::Error,
             Future: Send + 'static,
         > + Clone
@@ -441,11 +444,18 @@ impl<S> Boxable for S where
 {
 }
 
-/// The stack, outer to inner: one deadline ([`Deadline`]), the MCP session re-opened when the
-/// server no longer knows it, the replay rule, throttle and session-busy retries, the signer —
-/// over `client`. `headers` (`--header`) are set on every request at the top, so that the
-/// signer signs them like the rest.
-fn stack_over<L, C>(guard: ReplayGuardLayer, signer: L, client: C, headers: Arc<HeaderMap>) -> Stack
+/// The stack, outer to inner: the Tasks extension run for clients that do not declare it
+/// (unless `--no-tasks`), one deadline per request ([`Deadline`]), the MCP session re-opened
+/// when the server no longer knows it, the replay rule, throttle and session-busy retries, the
+/// signer — over `client`. `headers` (`--header`) are set on every request at the top, so that
+/// the signer signs them like the rest.
+fn stack_over<L, C>(
+    guard: ReplayGuardLayer,
+    signer: L,
+    client: C,
+    headers: Arc<HeaderMap>,
+    tasks: Option<TaskPollingLayer>,
+) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
     McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
@@ -466,17 +476,36 @@ where
             }
         }
     }
-    let inner = BoxCloneSyncService::new(
-        ServiceBuilder::new()
-            .layer(recovery)
-            .layer(layers)
-            .service(client),
-    );
-    BoxCloneSyncService::new(Deadline {
-        inner,
-        total: call::limits().total,
-        headers,
-    })
+    let below = ServiceBuilder::new()
+        .layer(recovery)
+        .layer(layers)
+        .service(client);
+    // The task layer inside the deadline: `--timeout` bounds the request that creates a task
+    // (and its re-send declaring the extension) and, through the layer's poll timeout, each
+    // poll; never the job, whose answer carries no deadline for the relays.
+    let inner: Inner = match tasks {
+        Some(tasks) => {
+            BoxCloneSyncService::new(tasks.poll_timeout(call::limits().total).layer(below))
+        }
+        None => BoxCloneSyncService::new(below.map_response(|r| r.map(TaskBody::from))),
+    };
+    BoxCloneSyncService::new(
+        Deadline {
+            inner,
+            total: call::limits().total,
+            headers,
+        }
+        .map_response(untimed_if_task),
+    )
+}
+
+/// The answer the task layer wrote for a job, without the deadline of the request that
+/// created the task.
+fn untimed_if_task(mut answer: Response<ResBody>) -> Response<ResBody> {
+    if answer.body().is_task() {
+        answer.extensions_mut().remove::<CallDeadline>();
+    }
+    answer
 }
 
 /// What the stack records for OpenTelemetry when the proxy exports it (see `otlp`): the trace

@@ -14,6 +14,7 @@ usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
        agentcore-mcp-proxy --help | --version
 TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD  (else SigV4)
 COMMON: [--timeout DURATION] [--idle-timeout DURATION]
+        [--no-tasks] [--max-task-duration DURATION]
         [--idempotent-tool NAME]... [--strict-tool NAME]...
         [--trust-tool-annotations] [--read-only]
         [--allow-tool PATTERN]... [--deny-tool PATTERN]...
@@ -42,6 +43,7 @@ SYNOPSIS
 
     TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD
     COMMON: [--timeout DURATION] [--idle-timeout DURATION]
+            [--no-tasks] [--max-task-duration DURATION]
             [--idempotent-tool NAME]... [--strict-tool NAME]...
             [--trust-tool-annotations] [--read-only]
             [--allow-tool PATTERN]... [--deny-tool PATTERN]...
@@ -266,8 +268,28 @@ OPTIONS
         in silence for longer needs more. The wait for an answer to begin is
         --timeout's alone.
 
-        A DURATION is a whole number with a unit: 1500ms, 90s, 5m, 1h; a
+        A DURATION is a whole number with a unit: 1500ms, 90s, 5m, 1h, 2d; a
         number alone is seconds. More than zero, at most 24h.
+
+    --no-tasks
+        Leave MCP's Tasks extension to the client. By default the proxy runs
+        it on behalf of a client that does not declare it: a tools/call is
+        sent declaring it once the server is known to offer it (its
+        server/discover said so, or it answered -32021 \"Missing required
+        client capability\", which ran nothing and is sent again once,
+        declaring it), and a task the server answers with is polled
+        (tasks/get, on the task's runtime session) until it ends: the client
+        gets the final result as the answer to its own tools/call, however
+        long the job ran, with progress for its progressToken meanwhile. A
+        job past --max-task-duration, or that the server cancels, fails or
+        forgets, is answered with an error naming the task (error.data.kind:
+        task_limit, task_cancelled, task_lost). A client that declares the
+        extension itself gets the server's task handles untouched.
+        --timeout bounds each request of the job, never the job.
+
+    --max-task-duration DURATION
+        How long a job run as a task may take before it is cancelled.
+        Default: the task's own TTL (ttlMs), or 8h. At most 14d.
 
     --idempotent-tool NAME
         A tool that may be sent again after its answer was lost: one that is

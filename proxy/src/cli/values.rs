@@ -140,9 +140,19 @@ const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 /// A DURATION: a whole number followed by `ms`, `s`, `m` or `h`, or alone (seconds): `90s`,
 /// `5m`, `1h`, `1500ms`, `120`. More than zero, at most a day.
 pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
+    parse_duration_up_to(flag, text, MAX_DURATION, "24h")
+}
+
+/// A DURATION of at most `max` (`shown` as the manual says it).
+pub fn parse_duration_up_to(
+    flag: &str,
+    text: &str,
+    max: Duration,
+    shown: &str,
+) -> Result<Duration, String> {
     let bad = || {
         format!(
-            "{flag} {text}: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, 1h; \
+            "{flag} {text}: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, 1h, 2d; \
              alone, seconds)"
         )
     };
@@ -157,6 +167,7 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
         "" | "s" => Duration::from_secs(number),
         "m" => Duration::from_secs(number.saturating_mul(60)),
         "h" => Duration::from_secs(number.saturating_mul(3600)),
+        "d" => Duration::from_secs(number.saturating_mul(86_400)),
         _ => return Err(bad()),
     };
     if duration.is_zero() {
@@ -164,8 +175,10 @@ pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
             "{flag} {text}: the duration must be more than zero"
         ));
     }
-    if duration > MAX_DURATION {
-        return Err(format!("{flag} {text}: the duration must be at most 24h"));
+    if duration > max {
+        return Err(format!(
+            "{flag} {text}: the duration must be at most {shown}"
+        ));
     }
     Ok(duration)
 }

@@ -143,7 +143,7 @@ impl Body for SseRelay {
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
-                    let broke = this.call.broke(&e);
+                    let broke = this.call.broke(&*e);
                     warn!("{}", broke.message);
                     this.end(Some((broke.message, broke.data)));
                 }

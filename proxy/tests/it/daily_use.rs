@@ -493,7 +493,7 @@ fn daily_use_options_that_do_not_fit_are_usage_errors() {
         (
             &["--runtime-arn", ARN, "--timeout", "15 minutes"],
             "--timeout 15 minutes: not a DURATION (a whole number and a unit: 1500ms, 90s, 5m, \
-             1h; alone, seconds)",
+             1h, 2d; alone, seconds)",
         ),
         (
             &["--runtime-arn", ARN, "--idle-timeout", "0"],
