@@ -1481,7 +1481,7 @@ async fn a_task_is_answered_at_once_and_its_polls_find_it_only_in_the_runtime_se
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(
         answer.json(),
-        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": format!("unknown task: {task_id}")}})
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "Failed to retrieve task: Task not found"}})
     );
     // Nor does the next microVM of its own runtime session hold it.
     assert!(emulator.end_microvm(SESSION_A));
@@ -1569,11 +1569,16 @@ async fn a_task_cancelled_before_it_is_done_stays_cancelled() {
         .map(|r| r.method)
         .collect();
     assert_eq!(methods, ["tasks/cancel", "tasks/get"]);
-    // Of the `initialize` era, `tasks/get` is not known.
+    // Of the `initialize` era, `tasks/get` without the extension declared: the extension's
+    // -32021, naming it.
     let legacy =
         json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": task_id}});
     let answer = runtime_post(&emulator, &[], &legacy).await;
-    assert_eq!(rpc_error(&answer).0, -32601);
+    assert_eq!(rpc_error(&answer).0, -32021);
+    assert_eq!(
+        answer.json()["error"]["data"],
+        json!({"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})
+    );
 }
 
 #[tokio::test]

@@ -232,11 +232,11 @@ async fn long_job_in_a_2025_session_is_the_same_task() {
             json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete"}})
         );
     }
-    // Without the declaration, the extension's methods are unknown to this era's server.
+    // Without the declaration, the extension's methods are refused as its text says (-32021).
     let undeclared = legacy(6, "tasks/get", json!({"taskId": task_id}), false);
     let answer = post(&emulator, session, &undeclared).await;
     assert_eq!(answer.status, StatusCode::OK);
-    assert_eq!(answer.json()["error"]["code"], -32601);
+    assert_eq!(answer.json()["error"]["code"], -32021);
     // An id this server never held.
     let unknown = legacy(7, "tasks/get", json!({"taskId": "made-up"}), true);
     let answer = post(&emulator, session, &unknown).await;

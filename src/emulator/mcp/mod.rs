@@ -193,12 +193,13 @@ async fn answer_one(message: &Value, call: &Call<'_>, state: &State) -> Option<V
             Some(outcome) => outcome,
             None => plain(tools::call(&id, &params, false, state).await),
         },
-        "tasks/get" | "tasks/update" | "tasks/cancel" if tasks::declared(&params) => {
+        // The extension's methods: -32021 to a request that does not declare it, as the
+        // extension's text requires.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
             tasks::request(method, &params, &call.holder, state)
         }
         // `server/discover` included: a server of this era does not know it, and a client of
-        // 2026-07-28 in auto mode falls back to `initialize` on this answer. So are the tasks
-        // extension's methods to a request that does not declare it.
+        // 2026-07-28 in auto mode falls back to `initialize` on this answer.
         other => Err((-32601, format!("Method not found: {other}"), None)),
     };
     Some(response(id, outcome))

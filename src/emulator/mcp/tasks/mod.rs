@@ -147,7 +147,6 @@ fn slow_job(state: &State) -> Job {
         declined: Value::Null,
         ttl: None,
         poll_interval: SLOW_JOB_POLL_INTERVAL,
-        rmcp_words: true,
     }
 }
 
@@ -182,7 +181,6 @@ fn long_job(arguments: Option<&Value>, state: &State) -> Result<Job, Value> {
         ),
         ttl: Some(state.config.task_ttl),
         poll_interval: state.config.task_poll_interval,
-        rmcp_words: false,
     })
 }
 
@@ -216,16 +214,13 @@ pub(super) fn request(method: &str, params: &Value, holder: &Holder, state: &Sta
             found: answer.is_ok(),
         })
     });
-    answer.map_err(|missing| (-32602, not_there(task_id, missing), None))
+    answer.map_err(|missing| (-32602, not_there(missing), None))
 }
 
-/// The message of -32602 for a task that is not there.
-fn not_there(task_id: &str, missing: Missing) -> String {
+/// The message of -32602 for a task that is not there, in the extension's words.
+fn not_there(missing: Missing) -> String {
     match missing {
         Missing::Expired => "Failed to retrieve task: Task has expired".to_owned(),
-        Missing::NotFound { rmcp_words: true } => format!("unknown task: {task_id}"),
-        Missing::NotFound { rmcp_words: false } => {
-            "Failed to retrieve task: Task not found".to_owned()
-        }
+        Missing::NotFound => "Failed to retrieve task: Task not found".to_owned(),
     }
 }

@@ -49,19 +49,13 @@ pub(crate) struct Job {
     pub(crate) ttl: Option<Duration>,
     /// Its `pollIntervalMs`.
     pub(crate) poll_interval: Duration,
-    /// Whether a request that does not find it is answered in rmcp's words (`slow_job`, which
-    /// models rmcp's task manager) rather than the extension's.
-    pub(crate) rmcp_words: bool,
 }
 
 /// Why a task is not there to answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Missing {
     /// This server never held it (another runtime session's, an earlier microVM's, or made up).
-    NotFound {
-        /// Whether the task, held elsewhere, answers in rmcp's words (`unknown task: <id>`).
-        rmcp_words: bool,
-    },
+    NotFound,
     /// Its TTL passed before it was done: it is gone now.
     Expired,
 }
@@ -248,11 +242,10 @@ impl Tasks {
     fn held(&mut self, id: &str, holder: &Holder) -> Result<(&mut Task, Duration), Missing> {
         let (now, advanced) = (Instant::now(), self.advanced);
         let Entry::Occupied(mut entry) = self.tasks.entry(id.to_owned()) else {
-            return Err(Missing::NotFound { rmcp_words: false });
+            return Err(Missing::NotFound);
         };
         if entry.get().holder != *holder {
-            let rmcp_words = entry.get().job.rmcp_words;
-            return Err(Missing::NotFound { rmcp_words });
+            return Err(Missing::NotFound);
         }
         let task = entry.get_mut();
         let elapsed = task.elapsed(now, advanced);

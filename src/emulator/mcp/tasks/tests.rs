@@ -431,7 +431,11 @@ async fn a_task_is_known_only_to_the_microvm_that_created_it() {
     );
     assert_eq!(
         answer,
-        Err((-32602, format!("unknown task: {slow_id}"), None))
+        Err((
+            -32602,
+            "Failed to retrieve task: Task not found".to_owned(),
+            None
+        ))
     );
 }
 
