@@ -214,10 +214,9 @@
 //!   * `slow_job` (*rmcp's model*): declared, a task handle at once (`resultType: "task"`,
 //!     `taskId`, `status: "working"`, `createdAt`, `lastUpdatedAt`, `ttlMs: null`,
 //!     `pollIntervalMs: 100`), done after [`slow_job_duration`](EmulatorConfig::slow_job_duration)
-//!     (200 ms by default); not declared, it runs within the call. Polled where it does not
-//!     live: -32602 "unknown task: …" *(rmcp's task manager)*.
-//!   * `long_job` (`{"seconds": N, "ask": bool, "fail": bool}`, each optional; NOT idempotent;
-//!     not listed yet) runs ONLY as a task *(ext-tasks)*: not declared, -32021 "Missing required
+//!     (200 ms by default); not declared, it runs within the call.
+//!   * `long_job` (`{"seconds": N, "ask": bool, "fail": bool}`, each optional; NOT idempotent)
+//!     runs ONLY as a task *(ext-tasks)*: not declared, -32021 "Missing required
 //!     client capability" with `data: {"requiredCapabilities": {"extensions":
 //!     {"io.modelcontextprotocol/tasks": {}}}}` (HTTP 400 in 2026-07-28, 200 in a 2025
 //!     session), nothing runs. Declared, a task handle with `ttlMs` =
@@ -237,9 +236,8 @@
 //!   `{"resultType": "complete"}`; a task not terminal is `cancelled`. A `long_job` task not
 //!   terminal by `createdAt + ttlMs` is gone: -32602 "Failed to retrieve task: Task has
 //!   expired", then "Task not found"; an id the server does not hold: -32602 "Failed to
-//!   retrieve task: Task not found" (in an HTTP 200). Not declared: -32021 (HTTP 400) in
-//!   2026-07-28; a 2025 request that does not declare it meets a server without the methods
-//!   (-32601). A task lives in the microVM of the runtime session that created it, as in a real
+//!   retrieve task: Task not found" (in an HTTP 200). Not declared: -32021 (HTTP 400 in
+//!   2026-07-28, 200 in a 2025 session). A task lives in the microVM of the runtime session that created it, as in a real
 //!   server's own memory: a poll that reaches another runtime session, or a later microVM, does
 //!   not find it. Task time runs on tokio's clock plus [`Emulator::advance_jobs`], for tests
 //!   whose client runs in real time. [`Audit::created_tasks`] and [`Audit::task_requests`]

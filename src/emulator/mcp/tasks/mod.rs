@@ -12,8 +12,7 @@
 //!   MUST NOT return `CreateTaskResult` to a client that did not include the extension
 //!   capability on its request"), otherwise run within the call. Done after
 //!   [`slow_job_duration`](crate::emulator::EmulatorConfig::slow_job_duration); `ttlMs` null,
-//!   `pollIntervalMs` 100; a task this server does not hold is "unknown task: <id>" (rmcp's
-//!   task manager's words).
+//!   `pollIntervalMs` 100.
 //! * **`long_job`** (`{"seconds": N, "ask": bool, "fail": bool}`, each optional), ONLY as a
 //!   task: "If a server is unable to service a request to a client that does not declare this
 //!   extension capability without returning `CreateTaskResult`, the server MUST return an

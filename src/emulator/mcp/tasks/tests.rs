@@ -416,7 +416,7 @@ async fn a_task_is_known_only_to_the_microvm_that_created_it() {
     assert_eq!(requests[0].runtime_session_id.as_deref(), Some("session-b"));
     assert_eq!(requests[6].runtime_session_id, None);
     assert!(requests[..10].iter().all(|r| !r.found) && requests[10].found);
-    // A slow_job task keeps rmcp's words elsewhere.
+    // Nor a slow_job task.
     let slow = call_params("slow_job", json!({}), true);
     let handle = call_tool(&json!(9), &slow, &here(), &emulator.state)
         .unwrap_or_else(|| panic!("declared"))
