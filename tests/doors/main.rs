@@ -26,3 +26,4 @@ mod refusal_model;
 mod reqwest_stack;
 #[cfg(feature = "rmcp")]
 mod rmcp_client;
+mod tasks;
