@@ -36,6 +36,9 @@ pin_project! {
         Task {
             job: JobBody,
         },
+        Local {
+            bytes: Option<Bytes>,
+        },
     }
 }
 
@@ -51,6 +54,13 @@ impl<B: Body> TaskBody<B> {
     pub(super) fn task(job: JobBody) -> Self {
         Self {
             inner: Inner::Task { job },
+        }
+    }
+
+    /// An answer of the layer's own, whole.
+    pub(super) fn local(bytes: Bytes) -> Self {
+        Self {
+            inner: Inner::Local { bytes: Some(bytes) },
         }
     }
 
@@ -82,6 +92,7 @@ where
         match self.project().inner.project() {
             Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
             Projected::Task { job } => job.poll_frame(cx),
+            Projected::Local { bytes } => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -89,6 +100,7 @@ where
         match &self.inner {
             Inner::Server { body } => body.is_end_stream(),
             Inner::Task { job } => job.driver.is_none() && job.events.is_empty(),
+            Inner::Local { bytes } => bytes.is_none(),
         }
     }
 
@@ -96,6 +108,9 @@ where
         match &self.inner {
             Inner::Server { body } => body.size_hint(),
             Inner::Task { .. } => SizeHint::default(),
+            Inner::Local { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
         }
     }
 }
@@ -104,6 +119,7 @@ impl<B: Body> fmt::Debug for TaskBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner {
             Inner::Server { .. } => f.write_str("TaskBody::Server"),
+            Inner::Local { .. } => f.write_str("TaskBody::Local"),
             Inner::Task { job } => f
                 .debug_struct("TaskBody::Task")
                 .field("task", &job.watch.task())

@@ -1,109 +1,29 @@
 //! One task polled to its end on the client's behalf: `tasks/get` at the server's interval,
-//! progress for the client while it works, and the client's answer once it has ended.
+//! life for the client while it works, the server's requests put to the client when it needs
+//! input, and the client's answer once it has ended.
 
+use std::collections::HashSet;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::{Request, Response};
 use http_body::Body;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::time::Instant;
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use super::body::Watch;
+use super::client::Client;
+use super::request::{self, Template};
+use super::table::Table;
 use super::wire::{self, Status, Task};
-use crate::body::{ReadError, ReadToBytes};
 use crate::error::BoxError;
-use crate::replay::ReplayOverride;
-
-/// How much of a poll's answer is read: a completed task carries the tool's whole result.
-const ANSWER_LIMIT: usize = 64 << 20;
-
-/// What every request about one task is made from: the client's request, its head and `_meta`.
-#[derive(Clone)]
-pub(super) struct Template {
-    pub(super) uri: Uri,
-    pub(super) headers: HeaderMap,
-    pub(super) meta: Map<String, Value>,
-}
-
-impl Template {
-    /// A request of the extension about `task`, with the client's headers (its session, its
-    /// version, its credentials), the standard headers of the method (`Mcp-Method`, and
-    /// `Mcp-Name` the task id, so that it is routed where the task is held), and the runtime
-    /// session the task was created in.
-    pub(super) fn request<ReqB: From<Bytes>>(
-        &self,
-        method: &str,
-        id: &str,
-        task: &str,
-        extra: Option<(&str, Value)>,
-    ) -> Request<ReqB> {
-        let message = wire::task_request(method, id, task, &self.meta, extra);
-        let bytes = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
-        let mut request = Request::new(ReqB::from(bytes));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uri.clone();
-        let headers = request.headers_mut();
-        headers.clone_from(&self.headers);
-        let mut names = crate::protocol::request_headers(&message, None);
-        for name in ["mcp-method", "mcp-name"] {
-            if let Some(value) = names.remove(name) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        }
-        if method == "tasks/get" {
-            // A read: sent again after any failure, whatever the app declared of the tool.
-            request.extensions_mut().insert(ReplayOverride::Replayable);
-        }
-        request
-    }
-}
-
-/// The client's side of one call: who gets the answer, and how.
-pub(super) struct Client {
-    /// The id of the client's `tools/call`.
-    pub(super) id: Value,
-    /// `params._meta.progressToken` of its call.
-    pub(super) progress_token: Option<Value>,
-    /// Whether it reads an event stream (else it gets one JSON answer at the end).
-    pub(super) event_stream: bool,
-    pub(super) sink: mpsc::UnboundedSender<Bytes>,
-}
-
-impl Client {
-    /// Writes one message for the client: an event, or the whole JSON answer.
-    fn write(&self, message: &Value) {
-        let json = message.to_string();
-        let bytes = if self.event_stream {
-            format!("event: message\ndata: {json}\n\n")
-        } else {
-            json
-        };
-        let _ = self.sink.send(Bytes::from(bytes));
-    }
-
-    /// Writes what tells the client the call is alive: progress for its token, else an event
-    /// stream comment; nothing to a JSON reader.
-    fn alive(&self, polls: u64, task: &Task) {
-        let message = task
-            .status_message
-            .clone()
-            .unwrap_or_else(|| format!("task {} is working", task.id));
-        match &self.progress_token {
-            Some(token) if self.event_stream => {
-                self.write(&wire::progress(token, polls, &message));
-            }
-            _ if self.event_stream => {
-                let _ = self
-                    .sink
-                    .send(Bytes::from(format!(": task {} working\n\n", task.id)));
-            }
-            _ => {}
-        }
-    }
-}
 
 /// How the job is bounded.
 #[derive(Clone, Copy, Debug)]
@@ -119,100 +39,241 @@ pub(super) struct Limits {
     pub(super) poll_timeout: Duration,
 }
 
-/// Polls `task` through `service` until it ends, the job's limit passes, or the polls keep
-/// failing; writes the client's answer.
-pub(super) async fn run<S, ReqB, ResB>(
-    mut service: S,
-    template: Template,
-    mut task: Task,
-    client: Client,
-    limits: Limits,
-    watch: Watch,
-) where
+/// What a job is, apart from the client it answers: kept while it waits for a 2026-07-28
+/// client's input, and taken up again by the client's next request.
+#[derive(Clone)]
+pub(super) struct JobState {
+    pub(super) task: Task,
+    pub(super) template: Template,
+    /// When the task was created, and how long the job may run from then.
+    started: Instant,
+    limit: Duration,
+    /// The keys of the server's requests the client has answered (a poll may show them
+    /// outstanding until the server has taken the answers in).
+    answered: HashSet<String>,
+    /// Polls made: the progress reported.
+    polls: u64,
+}
+
+impl JobState {
+    pub(super) fn new(task: Task, template: Template, limits: &Limits) -> Self {
+        let limit = limits.job.or(task.ttl).unwrap_or(super::DEFAULT_JOB_LIMIT);
+        Self {
+            task,
+            template,
+            started: Instant::now(),
+            limit,
+            answered: HashSet::new(),
+            polls: 0,
+        }
+    }
+
+    /// When the job's limit passes.
+    pub(super) fn deadline(&self) -> Instant {
+        self.started + self.limit
+    }
+
+    /// The server's requests the client has not answered.
+    fn outstanding(&self) -> Map<String, Value> {
+        let mut requests = self.task.input_requests.clone();
+        requests.retain(|key, _| !self.answered.contains(key));
+        requests
+    }
+}
+
+/// A job, and everything it answers to.
+pub(super) struct Job<S, ReqB, ResB> {
+    pub(super) service: S,
+    pub(super) state: JobState,
+    pub(super) client: Client,
+    pub(super) limits: Limits,
+    pub(super) watch: Watch,
+    pub(super) table: Arc<Table>,
+    /// The client's request, as a `notifications/cancelled` names it.
+    pub(super) key: String,
+    pub(super) types: PhantomData<fn(ReqB) -> ResB>,
+}
+
+/// What the job does after a step.
+pub(super) enum Next {
+    Poll,
+    End,
+}
+
+/// Waits until `wake`: whether the client cancelled the call meanwhile.
+pub(super) async fn wait_until(wake: Instant, cancelled: &Notify) -> bool {
+    matches!(
+        first(tokio::time::sleep_until(wake), cancelled.notified()).await,
+        Either::Right(())
+    )
+}
+
+impl<S, ReqB, ResB> Job<S, ReqB, ResB>
+where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {
-    let started = Instant::now();
-    let limit = limits.job.or(task.ttl).unwrap_or(super::DEFAULT_JOB_LIMIT);
-    let (mut polls, mut failures) = (0u64, 0u32);
-    watch.polling(&task.id);
-    loop {
-        if task.is_terminal() {
-            watch.finished();
-            return client.write(&final_answer(&client.id, &task));
+    /// Polls the task until it ends, the job's limit passes, the polls keep failing, the
+    /// client cancels, or (2026-07-28) the client is asked for input; writes the client's
+    /// answer.
+    pub(super) async fn run(mut self) {
+        let cancelled = self.table.running(self.key.clone());
+        self.watch.polling(&self.state.task.id);
+        loop {
+            let next = if self.state.task.is_terminal() {
+                self.watch.finished();
+                self.client
+                    .write(&final_answer(&self.client.id, &self.state.task));
+                Next::End
+            } else if self.state.task.status == Status::InputRequired
+                && !self.state.outstanding().is_empty()
+            {
+                let outstanding = self.state.outstanding();
+                super::input::relay(&mut self, outstanding, &cancelled).await
+            } else {
+                self.wait_and_poll(&cancelled).await
+            };
+            if let Next::End = next {
+                break;
+            }
         }
-        if task.status == Status::InputRequired {
-            watch.finished();
-            cancel(&mut service, &template, &task.id, limits.poll_timeout).await;
-            let message = format!(
-                "task {} needs input from the client (input_required), which this layer does \
-                 not relay yet; the task was cancelled",
-                task.id
-            );
-            let error = wire::task_error(&task.id, "task_input_required", message, None);
-            return client.write(&wire::error_message(&client.id, error));
+        self.table.ended(&self.key);
+    }
+
+    /// Waits the poll interval (or to the job's limit), then polls once.
+    async fn wait_and_poll(&mut self, cancelled: &Notify) -> Next {
+        let task = self.state.task.id.clone();
+        let interval = self
+            .state
+            .task
+            .poll_interval
+            .unwrap_or(self.limits.poll_interval)
+            .max(Duration::from_millis(1));
+        let deadline = self.state.deadline();
+        let past_limit = Instant::now() + interval > deadline;
+        let wake = if past_limit {
+            deadline
+        } else {
+            Instant::now() + interval
+        };
+        if wait_until(wake, cancelled).await {
+            return self.cancelled().await;
         }
-        let interval = task.poll_interval.unwrap_or(limits.poll_interval);
-        let deadline = started + limit;
-        if Instant::now() + interval > deadline {
-            tokio::time::sleep_until(deadline).await;
-            watch.finished();
-            cancel(&mut service, &template, &task.id, limits.poll_timeout).await;
-            let message = format!(
-                "task {} did not end within {} s; it was cancelled",
-                task.id,
-                limit.as_secs()
-            );
-            let error = wire::task_error(&task.id, "task_limit", message, None);
-            return client.write(&wire::error_message(&client.id, error));
+        if past_limit {
+            let limit = self.state.limit.as_secs();
+            let message = format!("task {task} did not end within {limit} s; it was cancelled");
+            return self.fail("task_limit", message, None, true).await;
         }
-        tokio::time::sleep(interval.max(Duration::from_millis(1))).await;
-        polls += 1;
-        let id = format!("agentcore-tower/tasks/get/{polls}");
-        let poll = template.request("tasks/get", &id, &task.id, None);
-        match ask(&mut service, poll, &id, limits.poll_timeout).await {
-            Ok(answer) => match answer.get("result").and_then(Task::of) {
-                Some(next) if next.id == task.id => {
-                    failures = 0;
-                    task = Task {
-                        poll_interval: next.poll_interval.or(task.poll_interval),
-                        ttl: next.ttl.or(task.ttl),
-                        ..next
-                    };
-                    if !task.is_terminal() && task.status != Status::InputRequired {
-                        client.alive(polls, &task);
+        self.poll().await
+    }
+
+    /// One `tasks/get`: the task as it is now, or the end of the job.
+    async fn poll(&mut self) -> Next {
+        let mut failures = 0;
+        loop {
+            self.state.polls += 1;
+            let id = format!("{}get/{}", super::table::PREFIX, self.state.polls);
+            let task = &self.state.task.id;
+            let poll = self.state.template.request("tasks/get", &id, task, None);
+            match request::ask(&mut self.service, poll, &id, self.limits.poll_timeout).await {
+                Ok(answer) => return self.update(answer).await,
+                Err(why) => {
+                    failures += 1;
+                    if failures >= self.limits.poll_failures {
+                        let message = format!(
+                            "task {task}: {failures} polls in a row failed, the last with: {why}"
+                        );
+                        return self.fail("task_unreachable", message, None, false).await;
                     }
-                }
-                _ => {
-                    // The server no longer knows the task (expired, or held elsewhere), or
-                    // answered something else: the job is lost.
-                    watch.finished();
-                    let server = answer.get("error").cloned();
-                    let why = server
-                        .as_ref()
-                        .and_then(|e| e.get("message"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("an answer that is no task");
-                    let message = format!("task {}: tasks/get was answered: {why}", task.id);
-                    let error = wire::task_error(&task.id, "task_lost", message, server);
-                    return client.write(&wire::error_message(&client.id, error));
-                }
-            },
-            Err(why) => {
-                failures += 1;
-                if failures >= limits.poll_failures {
-                    watch.finished();
-                    let message = format!(
-                        "task {}: {failures} polls in a row failed, the last with: {why}",
-                        task.id
-                    );
-                    let error = wire::task_error(&task.id, "task_unreachable", message, None);
-                    return client.write(&wire::error_message(&client.id, error));
+                    let again = Instant::now() + self.limits.poll_interval;
+                    tokio::time::sleep_until(again).await;
                 }
             }
         }
+    }
+
+    /// Takes a poll's answer in: the task's new state, or the end of a job the server no
+    /// longer knows.
+    async fn update(&mut self, answer: Value) -> Next {
+        let task = &self.state.task;
+        match answer.get("result").and_then(Task::of) {
+            Some(next) if next.id == task.id => {
+                self.state.task = Task {
+                    poll_interval: next.poll_interval.or(task.poll_interval),
+                    ttl: next.ttl.or(task.ttl),
+                    ..next
+                };
+                if !self.state.task.is_terminal() && self.state.outstanding().is_empty() {
+                    self.client.alive(self.state.polls, &self.state.task);
+                }
+                Next::Poll
+            }
+            _ => {
+                // Expired, held elsewhere, or something that is no task: the job is lost.
+                let server = answer.get("error").cloned();
+                let why = server
+                    .as_ref()
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("an answer that is no task");
+                let message = format!("task {}: tasks/get was answered: {why}", task.id);
+                self.fail("task_lost", message, server, false).await
+            }
+        }
+    }
+
+    /// Ends the job with an error of the layer's own (`kind`), the task cancelled first when
+    /// `cancel` says so.
+    pub(super) async fn fail(
+        &mut self,
+        kind: &str,
+        message: String,
+        server: Option<Value>,
+        cancel: bool,
+    ) -> Next {
+        self.watch.finished();
+        if cancel {
+            self.send_cancel().await;
+        }
+        self.client
+            .error(wire::task_error(&self.state.task.id, kind, message, server));
+        Next::End
+    }
+
+    /// The client cancelled the call: the task is cancelled, and the call gets no answer (MCP:
+    /// a cancelled request is not answered).
+    pub(super) async fn cancelled(&mut self) -> Next {
+        self.watch.finished();
+        self.send_cancel().await;
+        Next::End
+    }
+
+    async fn send_cancel(&mut self) {
+        let (template, task) = (&self.state.template, &self.state.task.id);
+        request::cancel(&mut self.service, template, task, self.limits.poll_timeout).await;
+    }
+
+    /// Sends `tasks/update` with the client's answers: whether the server acknowledged it.
+    pub(super) async fn send_update(
+        &mut self,
+        responses: Map<String, Value>,
+    ) -> Result<(), String> {
+        let id = format!("{}update/{}", super::table::PREFIX, self.state.polls);
+        let keys: Vec<String> = responses.keys().cloned().collect();
+        let extra = Some(("inputResponses", Value::Object(responses)));
+        let task = &self.state.task.id;
+        let update = self
+            .state
+            .template
+            .request("tasks/update", &id, task, extra);
+        let answer = request::ask(&mut self.service, update, &id, self.limits.poll_timeout).await?;
+        if let Some(error) = answer.get("error") {
+            return Err(format!("tasks/update was answered {error}"));
+        }
+        self.state.answered.extend(keys);
+        Ok(())
     }
 }
 
@@ -240,72 +301,20 @@ fn final_answer(id: &Value, task: &Task) -> Value {
     }
 }
 
-/// Sends `tasks/cancel` for `task` and reads its answer (whatever it says: cancelling is
-/// cooperative, and the layer gives the client its own answer).
-pub(super) async fn cancel<S, ReqB, ResB>(
-    service: &mut S,
-    template: &Template,
-    task: &str,
-    timeout: Duration,
-) where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
-    let id = "agentcore-tower/tasks/cancel";
-    let request = template.request("tasks/cancel", id, task, None);
-    if let Err(why) = ask(service, request, id, timeout).await {
-        tracing::debug!(task, reason = %why, "tasks/cancel failed");
-    }
+/// Which of two futures ended first.
+pub(super) enum Either<A, B> {
+    Left(A),
+    Right(B),
 }
 
-/// Sends one request and reads the JSON-RPC message that answers it (JSON, or an event of an
-/// event stream).
-pub(super) async fn ask<S, ReqB, ResB>(
-    service: &mut S,
-    request: Request<ReqB>,
-    id: &str,
-    timeout: Duration,
-) -> Result<Value, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-{
-    tokio::time::timeout(timeout, ask_unbounded(service, request, id))
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
-}
-
-async fn ask_unbounded<S, ReqB, ResB>(
-    service: &mut S,
-    request: Request<ReqB>,
-    id: &str,
-) -> Result<Value, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-{
-    let failed = |e: S::Error| crate::Error::from_service(e).to_string();
-    service.ready().await.map_err(failed)?;
-    let answer = service.call(request).await.map_err(failed)?;
-    let status = answer.status();
-    let body = ReadToBytes::new(answer.into_body(), ANSWER_LIMIT)
-        .await
-        .map_err(|e| match e {
-            ReadError::TooLarge => "an answer larger than 64 MiB".to_owned(),
-            ReadError::Body(_) => "an answer that could not be read".to_owned(),
-        })?;
-    wire::answer_in(&body, &Value::from(id), &mut Vec::new())
-        .ok_or_else(|| format!("HTTP {} without an answer to {id}", status.as_u16()))
-}
-
-/// The header of the runtime session an answer came from, kept for the task's requests.
-pub(super) fn pin_runtime_session(headers: &mut HeaderMap, answer: &HeaderMap) {
-    let name = HeaderName::from_static(crate::invoke::RUNTIME_SESSION_ID);
-    if let Some(session) = answer.get(&name).filter(|v| !v.is_empty()) {
-        headers.insert(name, HeaderValue::clone(session));
-    }
+/// Runs two futures until the first ends (the left one is polled first).
+pub(super) async fn first<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Output> {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = a.as_mut().poll(cx) {
+            return Poll::Ready(Either::Left(out));
+        }
+        b.as_mut().poll(cx).map(Either::Right)
+    })
+    .await
 }

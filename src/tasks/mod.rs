@@ -34,8 +34,16 @@
 //! * while the task works, a client that reads an event stream hears of it: a
 //!   `notifications/progress` for the call's `progressToken` after each poll (so its own
 //!   timeout sees life), else an event-stream comment;
-//! * a client that drops the answer before the task ended (a cancellation, a timeout) has the
-//!   task cancelled: `tasks/cancel` is sent on the tokio runtime the drop happens on.
+//! * a task that needs the client's input (`input_required`) has the server's requests put to
+//!   the client in its revision's way — a 2026-07-28 client gets an `InputRequiredResult`
+//!   (`resultType: "input_required"`, with a `requestState` of the layer's) and its next
+//!   `tools/call` carrying that state resumes the job; a 2025 client gets each request on the
+//!   answer's event stream and POSTs its response, which the layer takes (HTTP 202) — and the
+//!   answers go to the server with `tasks/update` (see "The client's input" below);
+//! * a client that cancels the call has the task cancelled: a 2025 client's
+//!   `notifications/cancelled` for the call (passed on to the server too), or an answer dropped
+//!   before the task ended (2026-07-28 cancels by closing the stream) — `tasks/cancel` is sent
+//!   on the tokio runtime the drop happens on, and the call gets no answer.
 //!
 //! A client that declared the extension itself gets the server's answers untouched: its task
 //! handles, its `tasks/*` requests, as without the layer.
@@ -118,17 +126,31 @@
 //! answer is then handed on as it is). Every other request and answer passes untouched, and
 //! every answer the layer does not take over reaches the client byte for byte.
 //!
+//! # The client's input
+//! An elicitation a 2025 client answers with an error is sent as `{"action": "cancel"}`; any
+//! other request of the server's it refuses ends the job (`data.kind: task_input_refused`). A
+//! 2025 client that reads no event stream cannot be asked: the task is cancelled
+//! (`data.kind: task_input_required`). A `requestState` is good once, until the job's limit;
+//! one the layer did not issue, or issued and saw used, is answered -32602 "Invalid or expired
+//! requestState" without reaching the server. At most 10,000 jobs wait for input at once.
+//!
 //! # Known limits
-//! A task that needs the client's input (`input_required`) is cancelled and the client told
-//! so (`data.kind: task_input_required`): relaying the server's requests to the client is not
-//! done yet. Whether the target offers the extension is learned per layer, not per origin: a
-//! layer in front of several MCP servers should be told with
+//! Whether the target offers the extension is learned per layer, not per origin: a layer in
+//! front of several MCP servers should be told with
 //! [`target_offers_tasks`](TaskPollingLayer::target_offers_tasks) or left to learn from -32021.
+//! A task handle that comes after other events on an event stream is not seen: the answer is
+//! handed on as it came.
 
 mod body;
+mod call;
+mod client;
 mod future;
+mod handle;
+mod input;
 mod job;
+mod request;
 mod service;
+mod table;
 mod wire;
 
 use std::fmt;
@@ -161,6 +183,7 @@ pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct TaskPollingLayer {
     offered: Arc<AtomicBool>,
     limits: job::Limits,
+    table: Arc<table::Table>,
 }
 
 impl TaskPollingLayer {
@@ -174,6 +197,7 @@ impl TaskPollingLayer {
                 poll_failures: 3,
                 poll_timeout: DEFAULT_POLL_TIMEOUT,
             },
+            table: Arc::default(),
         }
     }
 
@@ -244,6 +268,7 @@ impl fmt::Debug for TaskPollingLayer {
             .field("default_poll_interval", &self.limits.poll_interval)
             .field("max_poll_failures", &self.limits.poll_failures)
             .field("poll_timeout", &self.limits.poll_timeout)
+            .field("jobs_paused_running_asking", &self.table.counts())
             .finish()
     }
 }

@@ -96,6 +96,8 @@ pub(super) struct Task {
     pub(super) result: Option<Value>,
     /// `failed`: the JSON-RPC error the request met.
     pub(super) error: Option<Value>,
+    /// `input_required`: the server's outstanding requests, by key.
+    pub(super) input_requests: Map<String, Value>,
 }
 
 impl Task {
@@ -127,6 +129,11 @@ impl Task {
             ttl: millis("ttlMs"),
             result: result.get("result").cloned(),
             error: result.get("error").cloned(),
+            input_requests: result
+                .get("inputRequests")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
         })
     }
 

@@ -435,17 +435,233 @@ async fn a_job_past_its_limit_is_cancelled_and_the_client_told() {
     assert_eq!(started.elapsed(), Duration::from_secs(12));
 }
 
+/// A poll that shows the task waiting for the user's approval.
+fn needs_approval() -> Value {
+    json!({"status": "input_required", "inputRequests": {"approve": {"method": "elicitation/create",
+        "params": {"mode": "form", "message": "go on?", "requestedSchema": {"type": "object"}}}}})
+}
+
+/// A `tools/call` of `report` as a client of 2025-11-25 sends it, in MCP session `s-1`.
+fn legacy_call(accept: &str) -> Request<Full<Bytes>> {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "report", "arguments": {}}});
+    legacy_post(accept, body)
+}
+
+fn legacy_post(accept: &str, body: Value) -> Request<Full<Bytes>> {
+    Request::post("https://mcp.example/mcp")
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", "s-1")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+/// The JSON-RPC messages of an event stream's events.
+fn events(stream: &str) -> Vec<Value> {
+    stream
+        .split("\n\n")
+        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_task_that_needs_input_is_cancelled_with_a_clear_error_until_input_is_relayed() {
-    let input = json!({"status": "input_required", "inputRequests": {"a": {"method": "elicitation/create", "params": {}}}});
-    let (error, server) = error_for(input, TaskPollingLayer::new()).await;
+async fn a_2026_client_is_asked_for_input_in_a_round_trip_and_the_job_goes_on_with_its_answer() {
+    // The second poll still shows the answered request (the server has not taken it in yet).
+    let server = TaskServer::new([needs_approval(), needs_approval(), completed("approved")]);
+    let mut client = ServiceBuilder::new()
+        .layer(TaskPollingLayer::new())
+        .service(server.clone());
+    let answer = client
+        .ready()
+        .await
+        .unwrap()
+        .call(call("report", "application/json", json!({})))
+        .await
+        .unwrap();
+    let first: Value = serde_json::from_str(&body_of(answer).await).unwrap();
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(result["inputRequests"], needs_approval()["inputRequests"]);
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    assert!(state.starts_with("agentcore-tower/tasks/state/"), "{state}");
+    assert_eq!(server.methods(), ["tools/call", "tools/call", "tasks/get"]);
+
+    // The client calls again with its answer and the state: that call is not sent; the answer
+    // goes with tasks/update, and the polls go on.
+    let meta = json!({});
+    let mut again = call("report", "application/json", meta);
+    let mut body: Value =
+        serde_json::from_slice(&again.body().clone().collect().await.unwrap().to_bytes()).unwrap();
+    body["id"] = json!(8);
+    body["params"]["requestState"] = json!(state);
+    body["params"]["inputResponses"] = json!({"approve": {"action": "accept", "content": {}}});
+    *again.body_mut() = Full::new(Bytes::from(body.to_string()));
+    let answer = client.ready().await.unwrap().call(again).await.unwrap();
+    let last: Value = serde_json::from_str(&body_of(answer).await).unwrap();
+    assert_eq!(last["id"], 8);
+    assert_eq!(last["result"]["content"][0]["text"], "approved");
     assert_eq!(
-        error["data"],
+        server.methods(),
+        [
+            "tools/call",
+            "tools/call",
+            "tasks/get",
+            "tasks/update",
+            "tasks/get",
+            "tasks/get"
+        ]
+    );
+    let update = &server.seen()[3];
+    assert_eq!(update.message["params"]["taskId"], "t-1");
+    assert_eq!(
+        update.message["params"]["inputResponses"],
+        json!({"approve": {"action": "accept", "content": {}}})
+    );
+    assert_eq!(update.mcp_name.as_deref(), Some("t-1"));
+
+    // The state is used once.
+    let mut replay = call("report", "application/json", json!({}));
+    let mut body: Value =
+        serde_json::from_slice(&replay.body().clone().collect().await.unwrap().to_bytes()).unwrap();
+    body["params"]["requestState"] = json!(state);
+    *replay.body_mut() = Full::new(Bytes::from(body.to_string()));
+    let answer = client.ready().await.unwrap().call(replay).await.unwrap();
+    let refused: Value = serde_json::from_str(&body_of(answer).await).unwrap();
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32602, "message": "Invalid or expired requestState"})
+    );
+    assert_eq!(
+        server.seen().len(),
+        6,
+        "a state the layer issued never reaches the server"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2025_client_is_asked_on_the_answers_stream_and_its_response_goes_with_tasks_update() {
+    let server = TaskServer::new([needs_approval(), needs_approval(), completed("approved")]);
+    let mut client = ServiceBuilder::new()
+        .layer(TaskPollingLayer::new())
+        .service(server.clone());
+    let answer = client
+        .ready()
+        .await
+        .unwrap()
+        .call(legacy_call("application/json, text/event-stream"))
+        .await
+        .unwrap();
+    let mut body = answer.into_body();
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let asked = &events(std::str::from_utf8(&frame).unwrap())[0];
+    assert_eq!(asked["id"], "agentcore-tower/tasks/input/t-1/approve");
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(
+        asked["params"],
+        needs_approval()["inputRequests"]["approve"]["params"]
+    );
+    // The client's response, POSTed as MCP says: taken by the layer, never sent on.
+    let response = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"ok": true}}});
+    let taken = client
+        .ready()
+        .await
+        .unwrap()
+        .call(legacy_post("application/json, text/event-stream", response))
+        .await
+        .unwrap();
+    assert_eq!(taken.status(), 202);
+    let rest = String::from_utf8(body.collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    let messages = events(&rest);
+    assert_eq!(
+        messages.last().unwrap()["result"]["content"][0]["text"],
+        "approved"
+    );
+    assert_eq!(messages.last().unwrap()["id"], 7);
+    assert_eq!(
+        server.methods(),
+        [
+            "tools/call",
+            "tools/call",
+            "tasks/get",
+            "tasks/update",
+            "tasks/get",
+            "tasks/get"
+        ]
+    );
+    let update = &server.seen()[3];
+    assert_eq!(
+        update.message["params"]["inputResponses"],
+        json!({"approve": {"action": "accept", "content": {"ok": true}}})
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2025_client_that_reads_no_event_stream_cannot_be_asked_and_is_told_so() {
+    let server = TaskServer::new([needs_approval()]);
+    let answer = ServiceBuilder::new()
+        .layer(TaskPollingLayer::new())
+        .service(server.clone())
+        .oneshot(legacy_call("application/json"))
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_str(&body_of(answer).await).unwrap();
+    assert_eq!(
+        body["error"]["data"],
         json!({"kind": "task_input_required", "taskId": "t-1"})
     );
     assert_eq!(
-        server.methods().last().map(String::as_str),
-        Some("tasks/cancel")
+        server.methods(),
+        ["tools/call", "tools/call", "tasks/get", "tasks/cancel"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2025_clients_cancellation_cancels_its_task_and_ends_the_answer_unanswered() {
+    let server = TaskServer::new([json!({"status": "working"})]);
+    let mut client = ServiceBuilder::new()
+        .layer(TaskPollingLayer::new())
+        .service(server.clone());
+    let answer = client
+        .ready()
+        .await
+        .unwrap()
+        .call(legacy_call("application/json, text/event-stream"))
+        .await
+        .unwrap();
+    let mut body = answer.into_body();
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(&frame[..], b": task t-1 working\n\n");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    let sent = client
+        .ready()
+        .await
+        .unwrap()
+        .call(legacy_post("application/json, text/event-stream", cancel))
+        .await
+        .unwrap();
+    assert_eq!(
+        sent.status(),
+        200,
+        "the notification goes on to the server too"
+    );
+    let rest = body.collect().await.unwrap().to_bytes();
+    assert!(
+        rest.is_empty(),
+        "a cancelled request is not answered: {rest:?}"
+    );
+    assert_eq!(
+        server.methods(),
+        [
+            "tools/call",
+            "tools/call",
+            "tasks/get",
+            "notifications/cancelled",
+            "tasks/cancel"
+        ]
     );
 }
 
