@@ -62,7 +62,8 @@
 //! | anything else | delivered as is | — |
 //!
 //! **What is replayable**: the protocol reads (`ping`, `tools/list`, `resources/list`,
-//! `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get`; see
+//! `resources/templates/list`, `resources/read`, `prompts/list`, `prompts/get`, and a task's
+//! poll `tasks/get`; see
 //! [`protocol_reads`](ReplayGuardLayer::protocol_reads)), the tools the app names
 //! ([`idempotent_tools`](ReplayGuardLayer::idempotent_tools)), whatever the app's predicate
 //! accepts ([`replayable_if`](ReplayGuardLayer::replayable_if)), and — only when the app opts in
@@ -178,7 +179,7 @@ impl<'a> ReplayCandidate<'a> {
 type Predicate = Arc<dyn Fn(&ReplayCandidate<'_>) -> bool + Send + Sync>;
 
 /// The protocol reads the guard replays by default.
-pub const DEFAULT_PROTOCOL_READS: [&str; 7] = [
+pub const DEFAULT_PROTOCOL_READS: [&str; 8] = [
     "ping",
     "tools/list",
     "resources/list",
@@ -186,6 +187,8 @@ pub const DEFAULT_PROTOCOL_READS: [&str; 7] = [
     "resources/read",
     "prompts/list",
     "prompts/get",
+    // A task's poll (the Tasks extension): it reads the task's state, and runs nothing.
+    "tasks/get",
 ];
 
 /// How many bytes of a `tools/list` answer are kept to learn annotations from.

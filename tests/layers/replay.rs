@@ -334,6 +334,7 @@ async fn protocol_reads_are_replayable_initialize_is_not() {
         r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list"}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-1"}}"#,
     ];
     for read in reads {
         let (outcome, met, _) = run(
@@ -357,6 +358,8 @@ async fn protocol_reads_are_replayable_initialize_is_not() {
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"t-1"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-1"}}"#,
         "not json",
         "",
     ];
