@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::body::PeekedBody;
@@ -62,6 +65,17 @@ impl<B: Body> TaskBody<B> {
         Self {
             inner: Inner::Local { bytes: Some(bytes) },
         }
+    }
+
+    /// An answer of the layer's own to the client's request `id`: one JSON-RPC error.
+    pub(super) fn local_error(id: &Value, code: i64, message: &str) -> Response<Self> {
+        let error = json!({"code": code, "message": message});
+        let body = super::wire::error_message(id, error).to_string();
+        let mut answer = Response::new(Self::local(Bytes::from(body)));
+        answer
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        answer
     }
 
     /// Whether this is the layer's own answer to a call the server made a task.

@@ -17,9 +17,9 @@ use tower::{Service, ServiceExt};
 use super::body::{JobBody, OnAbandon, TaskBody, Watch};
 use super::client::Client;
 use super::handle::Peeked;
-use super::job::{Job, JobState};
+use super::input;
+use super::job::{Job, JobState, Next};
 use super::request::{self, Template};
-use super::service::local_error;
 use super::table::request_key;
 use super::wire;
 use super::{LAYER, TaskPollingLayer};
@@ -149,7 +149,11 @@ where
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(paused) = layer.table.resume(state) else {
-        return Ok(local_error(&id, -32602, "Invalid or expired requestState"));
+        return Ok(TaskBody::local_error(
+            &id,
+            -32602,
+            "Invalid or expired requestState",
+        ));
     };
     let responses = message
         .pointer("/params/inputResponses")
@@ -230,22 +234,30 @@ where
     Response::from_parts(parts, TaskBody::task(body))
 }
 
-/// The job: the client's answers sent first when it resumes, then the polls.
+/// The job: the client's answers sent first when it resumes, then the polls, and the client's
+/// input asked for whenever the task wants it, until the job ends.
 async fn drive<S, ReqB, ResB>(mut job: Job<S, ReqB, ResB>, responses: Option<Map<String, Value>>)
 where
     S: Below<ReqB, ResB>,
     ReqB: RequestBody,
     ResB: ResponseBody,
 {
-    if let Some(responses) = responses {
-        job.watch.polling(&job.state.task.id);
-        if let Err(why) = job.send_update(responses).await {
-            let message = format!("task {}: {why}", job.state.task.id);
-            job.fail("task_unreachable", message, None, false).await;
-            return;
-        }
+    let cancelled = job.table.running(job.key.clone());
+    job.watch.polling(&job.state.task.id);
+    let mut next = Next::Poll;
+    if let Some(responses) = responses
+        && let Err(why) = job.send_update(responses).await
+    {
+        let message = format!("task {}: {why}", job.state.task.id);
+        next = job.fail("task_unreachable", message, None, false).await;
     }
-    job.run().await;
+    while let Next::Poll = next {
+        next = match job.input_wanted() {
+            Some(outstanding) => input::relay(&mut job, outstanding, &cancelled).await,
+            None => job.step(&cancelled).await,
+        };
+    }
+    job.table.ended(&job.key);
 }
 
 /// A task whose answer the client dropped before it ended: `tasks/cancel`, sent on the tokio

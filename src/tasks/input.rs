@@ -25,8 +25,9 @@ use tower::Service;
 use std::time::Duration;
 
 use super::client::Client;
-use super::job::{Either, Job, Next, first, wait_until};
+use super::job::{Job, Next};
 use super::table::{PREFIX, Paused};
+use super::wait::{Either, first, wait_until};
 use super::wire;
 use crate::error::BoxError;
 

@@ -3,11 +3,8 @@
 //! input, and the client's answer once it has ended.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,6 +19,7 @@ use super::body::Watch;
 use super::client::Client;
 use super::request::{self, Template};
 use super::table::Table;
+use super::wait::wait_until;
 use super::wire::{self, Status, Task};
 use crate::error::BoxError;
 
@@ -88,7 +86,7 @@ pub(super) struct Job<S, ReqB, ResB> {
     pub(super) client: Client,
     pub(super) limits: Limits,
     pub(super) watch: Watch,
-    pub(super) table: Arc<Table>,
+    pub(super) table: Arc<Table<JobState>>,
     /// The client's request, as a `notifications/cancelled` names it.
     pub(super) key: String,
     pub(super) types: PhantomData<fn(ReqB) -> ResB>,
@@ -100,14 +98,6 @@ pub(super) enum Next {
     End,
 }
 
-/// Waits until `wake`: whether the client cancelled the call meanwhile.
-pub(super) async fn wait_until(wake: Instant, cancelled: &Notify) -> bool {
-    matches!(
-        first(tokio::time::sleep_until(wake), cancelled.notified()).await,
-        Either::Right(())
-    )
-}
-
 impl<S, ReqB, ResB> Job<S, ReqB, ResB>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
@@ -115,31 +105,23 @@ where
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {
-    /// Polls the task until it ends, the job's limit passes, the polls keep failing, the
-    /// client cancels, or (2026-07-28) the client is asked for input; writes the client's
-    /// answer.
-    pub(super) async fn run(mut self) {
-        let cancelled = self.table.running(self.key.clone());
-        self.watch.polling(&self.state.task.id);
-        loop {
-            let next = if self.state.task.is_terminal() {
-                self.watch.finished();
-                self.client
-                    .write(&final_answer(&self.client.id, &self.state.task));
-                Next::End
-            } else if self.state.task.status == Status::InputRequired
-                && !self.state.outstanding().is_empty()
-            {
-                let outstanding = self.state.outstanding();
-                super::input::relay(&mut self, outstanding, &cancelled).await
-            } else {
-                self.wait_and_poll(&cancelled).await
-            };
-            if let Next::End = next {
-                break;
-            }
+    /// The server's requests the client is to answer, when the task waits for its input.
+    pub(super) fn input_wanted(&self) -> Option<Map<String, Value>> {
+        let outstanding = self.state.outstanding();
+        (self.state.task.status == Status::InputRequired && !outstanding.is_empty())
+            .then_some(outstanding)
+    }
+
+    /// One step of a job whose task wants no input: the client's answer for a task that has
+    /// ended, else a wait and a poll.
+    pub(super) async fn step(&mut self, cancelled: &Notify) -> Next {
+        if self.state.task.is_terminal() {
+            self.watch.finished();
+            let answer = final_answer(&self.client.id, &self.state.task);
+            self.client.write(&answer);
+            return Next::End;
         }
-        self.table.ended(&self.key);
+        self.wait_and_poll(cancelled).await
     }
 
     /// Waits the poll interval (or to the job's limit), then polls once.
@@ -299,22 +281,4 @@ fn final_answer(id: &Value, task: &Task) -> Value {
             )
         }
     }
-}
-
-/// Which of two futures ended first.
-pub(super) enum Either<A, B> {
-    Left(A),
-    Right(B),
-}
-
-/// Runs two futures until the first ends (the left one is polled first).
-pub(super) async fn first<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Output> {
-    let (mut a, mut b) = (pin!(a), pin!(b));
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(out) = a.as_mut().poll(cx) {
-            return Poll::Ready(Either::Left(out));
-        }
-        b.as_mut().poll(cx).map(Either::Right)
-    })
-    .await
 }

@@ -151,6 +151,7 @@ mod job;
 mod request;
 mod service;
 mod table;
+mod wait;
 mod wire;
 
 use std::fmt;
@@ -183,7 +184,7 @@ pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct TaskPollingLayer {
     offered: Arc<AtomicBool>,
     limits: job::Limits,
-    table: Arc<table::Table>,
+    table: Arc<table::Table<job::JobState>>,
 }
 
 impl TaskPollingLayer {

@@ -3,10 +3,9 @@
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::Service;
 
 use super::TaskPollingLayer;
@@ -154,17 +153,6 @@ fn request_state(message: &Value) -> Option<&str> {
 fn accepted<B: Body>() -> Response<TaskBody<B>> {
     let mut answer = Response::new(TaskBody::local(Bytes::new()));
     *answer.status_mut() = StatusCode::ACCEPTED;
-    answer
-}
-
-/// An answer of the layer's own to the client's request `id`: one JSON-RPC error.
-pub(super) fn local_error<B: Body>(id: &Value, code: i64, message: &str) -> Response<TaskBody<B>> {
-    let error = json!({"code": code, "message": message});
-    let body = wire::error_message(id, error).to_string();
-    let mut answer = Response::new(TaskBody::local(Bytes::from(body)));
-    answer
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     answer
 }
 

@@ -1,4 +1,4 @@
-//! What the layer keeps between requests: jobs paused for the client's input (by the
+//! What the layer keeps between requests (the paused jobs are `J`s): jobs paused for the client's input (by the
 //! `requestState` the client echoes), the server's requests put to a client (by the id of the
 //! request the layer wrote), and the jobs running (by the client's session and request id, so a
 //! `notifications/cancelled` reaches them).
@@ -10,8 +10,6 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
-use super::job::JobState;
-
 /// What every id and state the layer writes starts with, so that what comes back is told from
 /// the server's own.
 pub(super) const PREFIX: &str = "agentcore-tower/tasks/";
@@ -21,16 +19,15 @@ const MAX_PAUSED: usize = 10_000;
 
 /// A job paused until the client answers the server's requests (MCP 2026-07-28's
 /// `InputRequiredResult` round trip).
-pub(super) struct Paused {
-    pub(super) job: JobState,
+pub(super) struct Paused<J> {
+    pub(super) job: J,
     /// When the job's limit passes: the state is worthless then.
     pub(super) expires: Instant,
 }
 
 /// The layer's memory, shared by its clones and the services it builds.
-#[derive(Default)]
-pub(super) struct Table {
-    paused: Mutex<HashMap<String, Paused>>,
+pub(super) struct Table<J> {
+    paused: Mutex<HashMap<String, Paused<J>>>,
     awaited: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     running: Mutex<HashMap<String, Arc<Notify>>>,
 }
@@ -39,9 +36,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
-impl Table {
+impl<J> Default for Table<J> {
+    fn default() -> Self {
+        Self {
+            paused: Mutex::default(),
+            awaited: Mutex::default(),
+            running: Mutex::default(),
+        }
+    }
+}
+
+impl<J> Table<J> {
     /// Keeps a paused job: the `requestState` the client is to echo.
-    pub(super) fn pause(&self, paused: Paused) -> String {
+    pub(super) fn pause(&self, paused: Paused<J>) -> String {
         let state = format!("{PREFIX}state/{}", uuid::Uuid::new_v4());
         let mut table = lock(&self.paused);
         let now = Instant::now();
@@ -60,7 +67,7 @@ impl Table {
 
     /// The paused job of `state`, once: `None` when the layer holds no such job (never issued,
     /// used already, or past its limit).
-    pub(super) fn resume(&self, state: &str) -> Option<Paused> {
+    pub(super) fn resume(&self, state: &str) -> Option<Paused<J>> {
         lock(&self.paused)
             .remove(state)
             .filter(|p| p.expires > Instant::now())
