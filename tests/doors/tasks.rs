@@ -180,6 +180,20 @@ fn post(message: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     request
 }
 
+/// The client's answer as the layer writes it today, but for the `resultType` a 2026-07-28
+/// result must carry, which it lacks (see
+/// [`a_2026_07_28_client_gets_its_result_with_its_result_type`]): compared without it, so that
+/// the fix does not break the tests of everything else.
+fn but_result_type(era: Era, answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    if era == Era::Modern
+        && let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut)
+    {
+        result.remove("resultType");
+    }
+    answer
+}
+
 fn done_after_40_minutes() -> Value {
     json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
         "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}})
@@ -295,7 +309,11 @@ async fn a_40_minute_job_completes_for_a_client_that_never_declared_tasks() {
         let answer = send_through(&client.with_layer(), call).await;
         let took = started.elapsed();
         assert_eq!(answer.status, StatusCode::OK, "{era:?}: {answer:?}");
-        assert_eq!(answer.json, done_after_40_minutes(), "{era:?}");
+        assert_eq!(
+            but_result_type(era, &answer.json),
+            done_after_40_minutes(),
+            "{era:?}"
+        );
         // The job ran its 40 minutes, polled every 5 s: no more, no less.
         assert_eq!(took, JOB, "{era:?}");
         assert_refused_then_sent_again(&answer);
@@ -327,18 +345,25 @@ async fn a_client_reading_an_event_stream_hears_progress_for_its_token_each_poll
         let (task, _) = the_task(&emulator.audit());
         // A progress event after every poll that found the task working (479 of 480), its
         // count rising by one, then the result.
-        let mut expected = String::new();
-        for n in 1..480 {
-            let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+        let mut events: Vec<Value> = text
+            .strip_suffix("\n\n")
+            .unwrap()
+            .split("\n\n")
+            .map(|event| {
+                let data = event.strip_prefix("event: message\ndata: ").unwrap();
+                serde_json::from_str(data).unwrap()
+            })
+            .collect();
+        let last = events.pop().unwrap();
+        assert_eq!(but_result_type(era, &last), done_after_40_minutes());
+        let progress: Vec<Value> = (1..480)
+            .map(|n| {
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
                 "params": {"progressToken": "job-1", "progress": n,
-                    "message": format!("task {task} is working")}});
-            expected.push_str(&format!("event: message\ndata: {progress}\n\n"));
-        }
-        expected.push_str(&format!(
-            "event: message\ndata: {}\n\n",
-            done_after_40_minutes()
-        ));
-        assert_eq!(text, expected, "{era:?}");
+                    "message": format!("task {task} is working")}})
+            })
+            .collect();
+        assert_eq!(events, progress, "{era:?}");
         // The polls carry no progress token of their own: the emulator saw 480 of them.
         assert_eq!(emulator.audit().task_requests.len(), 480, "{era:?}");
     }
@@ -559,4 +584,23 @@ async fn a_client_that_declares_tasks_itself_gets_the_emulators_answers_untouche
             "{era:?}"
         );
     }
+}
+
+/// A 2026-07-28 result carries `resultType` (SEP-2322; the emulator's own answers do, and the
+/// official Python SDK 2.3 refuses one without it: "CallToolResult.resultType Field
+/// required"). The layer answers the client's `tools/call` with the task's `result` as the
+/// emulator's `tasks/get` holds it, `{"content": […], "isError": false}`, without it.
+#[tokio::test(start_paused = true)]
+#[ignore = "defect: TaskPollingLayer answers a 2026-07-28 tools/call with the task's result \
+            without resultType \"complete\""]
+async fn a_2026_07_28_client_gets_its_result_with_its_result_type() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let client = Client::open(&emulator, Era::Modern, TaskPollingLayer::new()).await;
+    let call = client.long_job(json!({"seconds": 10}), json!({}), "application/json");
+    let answer = send_through(&client.with_layer(), call).await;
+    assert_eq!(
+        answer.json,
+        json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {"resultType": "complete",
+            "content": [{"type": "text", "text": "long_job done after 10 s"}], "isError": false}})
+    );
 }
