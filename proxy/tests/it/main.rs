@@ -15,3 +15,4 @@ mod otlp;
 mod python_sdk;
 mod refusals;
 mod stdio_proxy;
+mod tasks;

@@ -430,6 +430,28 @@ pub fn modern(id: u64, method: &str, mut params: Value, tasks: bool) -> Value {
     request(id, method, params)
 }
 
+/// Moves `emulator`'s jobs clock ([`Emulator::advance_jobs`]) 80 s every 100 ms of wall time
+/// while it lives: a `long_job` of 40 minutes ends in 3 s, for a client in real time.
+pub struct JobsClock(tokio::task::JoinHandle<()>);
+
+impl JobsClock {
+    pub fn start(emulator: &Arc<Emulator>) -> JobsClock {
+        let emulator = emulator.clone();
+        JobsClock(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                emulator.advance_jobs(Duration::from_secs(80));
+            }
+        }))
+    }
+}
+
+impl Drop for JobsClock {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Each of these tool calls ran exactly once, and nothing else ran.
 pub fn ran_once_each(audit: &Audit, calls: &[(&str, u64)]) {
     let expected: std::collections::HashMap<(String, String), u64> = calls
