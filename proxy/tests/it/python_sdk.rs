@@ -532,3 +532,77 @@ async fn auto_mode_over_http_through_listen_lands_on_2026_07_28() {
     let stderr = format!("\nproxy stderr:\n{}", proxy.stderr());
     assert_modern_steps(&emulator.audit(), &[("server/discover", None)], &stderr);
 }
+
+/// The SDK's client (which has no Tasks support) calls `long_job`, which the emulator runs
+/// only as a task, in `mode`, through the stdio proxy: the job's 40 minutes pass on the jobs
+/// clock in 3 s of wall time, the client gets its result, and the job ran once. The runtime's
+/// invocations.
+async fn long_job_through_stdio(mode: &str, version: &str, handshake: &str) -> Audit {
+    let config = EmulatorConfig::default().task_poll_interval(Duration::from_millis(100));
+    let emulator = std::sync::Arc::new(start_emulator(config).await);
+    let _clock = common::JobsClock::start(&emulator);
+    let mut client = to_runtime(&emulator, mode, &["call:long_job"]);
+    expect(&mut client, connected(version, handshake, Some(EMULATOR))).await;
+    expect(
+        &mut client,
+        called("long_job", "long_job done after 2400 s"),
+    )
+    .await;
+    finished(client).await;
+    let audit = emulator.audit();
+    let call = audit
+        .received
+        .iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .and_then(|r| r.id.clone())
+        .expect("a tools/call");
+    let once = [(("long_job".to_owned(), call), 1)].into();
+    assert_eq!(audit.executions_by_id, once, "{audit:?}");
+    assert_eq!(audit.tasks_created, 1, "{audit:?}");
+    let task = &audit.created_tasks[0];
+    assert!(!audit.task_requests.is_empty());
+    assert!(
+        audit.task_requests.iter().all(|r| r.method == "tasks/get"
+            && r.found
+            && r.task_id == task.task_id
+            && r.runtime_session_id == task.runtime_session_id),
+        "{audit:?}"
+    );
+    assert_eq!(runtime_sessions(&audit).len(), 1, "{:?}", audit.received);
+    audit
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: the task layer answers a 2026-07-28 tools/call with the task's result \
+            without resultType, which the SDK refuses (CallToolResult.resultType: Field required)"]
+async fn a_task_only_job_of_40_minutes_completes_for_the_sdk_in_auto_mode() {
+    let audit = long_job_through_stdio("auto", MODERN, "discover").await;
+    // `server/discover` said the runtime offers tasks: the call declares them from the first.
+    let polls = audit.task_requests.len();
+    let mut expected = vec![("server/discover", None), ("tools/call", Some("long_job"))];
+    let task = audit.created_tasks[0].task_id.clone();
+    expected.extend(std::iter::repeat_n(
+        ("tasks/get", Some(task.as_str())),
+        polls,
+    ));
+    // The SDK lists the tools once it has a result, for the tool's output schema.
+    expected.push(("tools/list", None));
+    assert_eq!(invocations(&audit), rows(&expected), "{audit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_only_job_of_40_minutes_completes_for_the_sdk_in_a_2025_session() {
+    let audit = long_job_through_stdio("legacy", "2025-11-25", "initialize").await;
+    // Refused for want of the extension (nothing ran), then sent again declaring it.
+    let methods: Vec<String> = invocations(&audit).into_iter().map(|(m, _)| m).collect();
+    let mut expected = vec![
+        "initialize",
+        "notifications/initialized",
+        "tools/call",
+        "tools/call",
+    ];
+    expected.extend(std::iter::repeat_n("tasks/get", audit.task_requests.len()));
+    // The SDK lists the tools once it has a result, for the tool's output schema.
+    expected.push("tools/list");
+    assert_eq!(methods, expected, "{audit:?}");
+}
