@@ -3,6 +3,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::time::Duration;
 
 use crate::record::AttemptRecord;
 use crate::rule::FailureKind;
@@ -293,6 +294,15 @@ pub enum ConfigError {
     InvalidSigningName(String),
     /// The AgentCore Gateway id is not one (letters, digits and `-`, 1 to 100 characters).
     InvalidGatewayId(String),
+    /// A runtime session's idle timeout or lifetime is longer than AgentCore takes.
+    RuntimeSessionTimeTooLong {
+        /// The builder's setting, e.g. `runtime_session_max_lifetime`.
+        setting: &'static str,
+        /// The time it was given.
+        given: Duration,
+        /// The longest AgentCore takes: 14 days, on AgentCore Instances.
+        max: Duration,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -333,6 +343,15 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidGatewayId(id) => write!(
                 f,
                 "`{id}` is not an AgentCore Gateway id (letters, digits and `-`)"
+            ),
+            ConfigError::RuntimeSessionTimeTooLong {
+                setting,
+                given,
+                max,
+            } => write!(
+                f,
+                "{setting} is {given:?}: AgentCore takes at most {max:?} (14 days, for a runtime \
+                 on AgentCore Instances; 8 hours on microVMs)"
             ),
         }
     }

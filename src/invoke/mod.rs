@@ -90,9 +90,12 @@
 //!   configured — shared by its clones and the services it builds: one layer per MCP client.
 //!   With [`RuntimeSessions::PerMcpSession`] it is the one bound to the request's
 //!   `Mcp-Session-Id`: one layer for an app that serves many MCP sessions. A binding is
-//!   forgotten once idle longer than the runtime's idle timeout (its microVM is gone by then:
+//!   forgotten once idle longer than the runtime's idle timeout or past its lifetime (its
+//!   microVM is gone by then:
 //!   [`runtime_session_idle_timeout`](SigV4InvokeLayerBuilder::runtime_session_idle_timeout),
-//!   default 900 s), or when the layer holds
+//!   default 900 s;
+//!   [`runtime_session_max_lifetime`](SigV4InvokeLayerBuilder::runtime_session_max_lifetime),
+//!   default 8 hours), or when the layer holds
 //!   [`max_bound_mcp_sessions`](SigV4InvokeLayerBuilder::max_bound_mcp_sessions) (default
 //!   100,000) and binds one more: the least recently used goes.
 //! * Only an answer to a request the layer picked the session for may replace it, and only
@@ -113,8 +116,10 @@
 //!     Credentials::new("AKIDEXAMPLE", "secret", None, None, "example"),
 //! )
 //! .runtime_sessions(RuntimeSessions::PerMcpSession)
-//! // The runtime's `idleRuntimeSessionTimeout`, when it is not AgentCore's default 900 s.
+//! // The runtime's `idleRuntimeSessionTimeout` and `maxLifetime`, when they are not
+//! // AgentCore's defaults (900 s, 8 hours): here a runtime on Instances, up to 14 days.
 //! .runtime_session_idle_timeout(Duration::from_secs(3600))
+//! .runtime_session_max_lifetime(Duration::from_secs(3 * 86_400))
 //! .stop_session_on_delete(true)
 //! .build()?;
 //! assert_eq!(signer.runtime_sessions(), RuntimeSessions::PerMcpSession);
@@ -170,7 +175,7 @@ pub(crate) use future::call;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub(crate) use request::{Origin, RUNTIME_SESSION_ID, SIGNING_NAME};
 pub use request::{RUNTIME_CUSTOM_MAX_VALUE, RUNTIME_CUSTOM_PREFIX};
-pub use session::RuntimeSessions;
+pub use session::{MAX_RUNTIME_SESSION_TIME, RuntimeSessions};
 pub(crate) use session::{RenewedFrom, mcp_session_of};
 pub(crate) use target::check_region;
 /// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
@@ -181,7 +186,7 @@ pub use target::{InvokeTarget, ResolvedTarget};
 use crate::auth::{Auth, AuthSource, Clock, ProvideToken};
 use crate::error::ConfigError;
 use request::is_valid_session_id;
-use session::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, Sessions};
+use session::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND, DEFAULT_MAX_LIFETIME, Sessions};
 
 /// The largest payload `InvokeAgentRuntime` accepts.
 pub const MAX_PAYLOAD_BYTES: usize = 100_000_000;
@@ -267,6 +272,7 @@ pub struct SigV4InvokeLayerBuilder {
     session_id: Option<String>,
     sessions: RuntimeSessions,
     idle_timeout: Duration,
+    max_lifetime: Duration,
     max_bound: usize,
     user_id: Option<String>,
     stop_on_delete: bool,
@@ -299,9 +305,10 @@ impl SigV4InvokeLayerBuilder {
     ///
     /// At least 60 s, AgentCore's least `idleRuntimeSessionTimeout`: a shorter time (zero
     /// among them) is taken as 60 s — no runtime stops an idle microVM sooner, so forgetting
-    /// it sooner would only send a live MCP session to a new microVM, without its state. A
-    /// longer one is taken as given (up to 8 hours for a runtime on microVMs, 14 days on
-    /// instances). The time counts from when the layer last chose the binding for a request
+    /// it sooner would only send a live MCP session to a new microVM, without its state. At
+    /// most [`MAX_RUNTIME_SESSION_TIME`], 14 days: AgentCore takes up to 28,800 s (8 hours)
+    /// for a runtime on microVMs, up to 1,209,600 s (14 days) for one on AgentCore Instances
+    /// (managed EC2); longer is refused by [`build`](Self::build). The time counts from when the layer last chose the binding for a request
     /// or read an answer's head for it: an answer streamed for longer than this (an SSE stream
     /// may last an hour) leaves the binding idle meanwhile — set the time above your longest
     /// stream if a session's next request must find its microVM after one. Time is read from
@@ -309,6 +316,28 @@ impl SigV4InvokeLayerBuilder {
     /// [`RuntimeSessions::PerLayer`].
     pub fn runtime_session_idle_timeout(mut self, idle: Duration) -> Self {
         self.idle_timeout = idle;
+        self
+    }
+
+    /// With [`RuntimeSessions::PerMcpSession`]: how long after its runtime session was first
+    /// bound the binding of an MCP session is kept, however busy the session is. Set it to the
+    /// runtime's `maxLifetime`; the default, 28,800 s (8 hours), is AgentCore's default for it.
+    /// By then AgentCore has ended the microVM, so the next request of that MCP session gets a
+    /// new runtime session, as after the idle timeout. A renewed MCP session that takes over
+    /// its expired session's microVM takes over its lifetime too: the microVM is the same.
+    ///
+    /// At least 60 s (a shorter time is taken as 60 s), at most [`MAX_RUNTIME_SESSION_TIME`],
+    /// 14 days: AgentCore takes up to 28,800 s for a runtime on microVMs, up to 1,209,600 s
+    /// for one on AgentCore Instances; longer is refused by [`build`](Self::build). Time is
+    /// read from tokio's clock.
+    ///
+    /// With [`RuntimeSessions::PerLayer`] there is nothing to forget: AgentCore ends the
+    /// layer's runtime session at its lifetime, and the next request with the same id starts
+    /// a new microVM (a cold start, then MCP's 404, which
+    /// [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer) recovers from). The
+    /// setting is still checked.
+    pub fn runtime_session_max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.max_lifetime = lifetime;
         self
     }
 
@@ -348,6 +377,7 @@ impl SigV4InvokeLayerBuilder {
     /// Checks the settings and builds the layer; the error names what is wrong.
     pub fn build(self) -> Result<SigV4InvokeLayer, ConfigError> {
         let target = self.target.resolve()?;
+        self.check_session_times()?;
         let session_id = match self.session_id {
             Some(id) if is_valid_session_id(&id) => id,
             Some(id) => {
@@ -377,6 +407,7 @@ impl SigV4InvokeLayerBuilder {
                         self.sessions,
                         session_id,
                         self.idle_timeout,
+                        self.max_lifetime,
                         self.max_bound,
                     ),
                     user_id: self.user_id,
@@ -384,6 +415,27 @@ impl SigV4InvokeLayerBuilder {
                 })),
             }),
         })
+    }
+}
+
+impl SigV4InvokeLayerBuilder {
+    /// The idle timeout and the lifetime, each at most [`MAX_RUNTIME_SESSION_TIME`].
+    fn check_session_times(&self) -> Result<(), ConfigError> {
+        let times = [
+            ("runtime_session_idle_timeout", self.idle_timeout),
+            ("runtime_session_max_lifetime", self.max_lifetime),
+        ];
+        match times
+            .into_iter()
+            .find(|(_, time)| *time > MAX_RUNTIME_SESSION_TIME)
+        {
+            Some((setting, given)) => Err(ConfigError::RuntimeSessionTimeTooLong {
+                setting,
+                given,
+                max: MAX_RUNTIME_SESSION_TIME,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -395,6 +447,7 @@ impl fmt::Debug for SigV4InvokeLayerBuilder {
             .field("runtime_session_id", &self.session_id)
             .field("runtime_sessions", &self.sessions)
             .field("runtime_session_idle_timeout", &self.idle_timeout)
+            .field("runtime_session_max_lifetime", &self.max_lifetime)
             .field("max_bound_mcp_sessions", &self.max_bound)
             .field("runtime_user_id", &self.user_id)
             .field("stop_session_on_delete", &self.stop_on_delete)
@@ -465,6 +518,7 @@ impl SigV4InvokeLayer {
             session_id: None,
             sessions: RuntimeSessions::PerLayer,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_lifetime: DEFAULT_MAX_LIFETIME,
             max_bound: DEFAULT_MAX_BOUND,
             user_id: None,
             stop_on_delete: false,

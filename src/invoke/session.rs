@@ -1,7 +1,7 @@
 //! Which runtime session a request goes to: the MCP session's, never the last caller's.
 //!
-//! One concept, long for its tests: some 420 of its lines are the tests of the bindings (idle
-//! time, the least recently used, renewals, concurrent adoption).
+//! One concept, long for its tests: some 540 of its lines are the tests of the bindings (idle
+//! time, lifetime, the least recently used, renewals, concurrent adoption).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -36,7 +36,11 @@ pub enum RuntimeSessions {
     /// A binding is forgotten once its MCP session has sent nothing for longer than
     /// [`runtime_session_idle_timeout`](super::SigV4InvokeLayerBuilder::runtime_session_idle_timeout)
     /// (default 900 s, AgentCore's default `idleRuntimeSessionTimeout`: by then AgentCore has
-    /// stopped the microVM, so there is nothing left to go back to), and when more than
+    /// stopped the microVM, so there is nothing left to go back to), once its runtime session
+    /// was bound longer ago than
+    /// [`runtime_session_max_lifetime`](super::SigV4InvokeLayerBuilder::runtime_session_max_lifetime)
+    /// (default 28,800 s, AgentCore's default `maxLifetime`: the microVM has ended however busy
+    /// it was), and when more than
     /// [`max_bound_mcp_sessions`](super::SigV4InvokeLayerBuilder::max_bound_mcp_sessions)
     /// (default 100,000) are bound, the one used least recently is. Either way, the next request
     /// of that MCP session gets a new microVM. Each costs O(1): nothing is scanned, and no task
@@ -60,6 +64,19 @@ pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(900);
 /// The shortest idle time taken: AgentCore's least `idleRuntimeSessionTimeout`. No runtime
 /// stops an idle microVM sooner, so forgetting it sooner would only throw away a live one.
 pub(crate) const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a binding is kept after its runtime session was first bound, unless configured:
+/// AgentCore's default `maxLifetime`, after which the microVM has ended.
+pub(crate) const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(28_800);
+
+/// The shortest lifetime taken: AgentCore's least `maxLifetime`, as for the idle time.
+pub(crate) const MIN_MAX_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The longest runtime session idle timeout and lifetime AgentCore takes: 1,209,600 s (14 days),
+/// for a runtime on AgentCore Instances (managed EC2). A runtime on microVMs takes at most
+/// 28,800 s (8 hours) for either. A
+/// [`SigV4InvokeLayerBuilder`](super::SigV4InvokeLayerBuilder) set longer is refused when built.
+pub const MAX_RUNTIME_SESSION_TIME: Duration = Duration::from_secs(14 * 86_400);
 
 /// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers, unless
 /// configured: a memory bound (some 260 bytes a binding with UUID ids: 26 MB full, measured by
@@ -96,6 +113,9 @@ struct Slot {
     runtime_session: Arc<str>,
     /// When a request of the MCP session last chose it, or an answer confirmed it.
     used: Instant,
+    /// When its runtime session was first bound, to this MCP session or to the one it renews
+    /// (the microVM is the same): its lifetime counts from then.
+    bound_at: Instant,
     /// The slot used just before this one, and just after (the list runs from the least
     /// recently used to the most).
     older: usize,
@@ -118,12 +138,14 @@ struct Bound {
     newest: usize,
     /// A binding idle longer than this is forgotten.
     idle_timeout: Duration,
+    /// A binding whose runtime session was bound longer ago than this is forgotten.
+    max_lifetime: Duration,
     /// At most this many are kept.
     max: usize,
 }
 
 impl Bound {
-    fn new(idle_timeout: Duration, max: usize) -> Self {
+    fn new(idle_timeout: Duration, max_lifetime: Duration, max: usize) -> Self {
         Self {
             slots: Vec::new(),
             by_mcp_session: HashMap::new(),
@@ -131,6 +153,7 @@ impl Bound {
             oldest: NIL,
             newest: NIL,
             idle_timeout,
+            max_lifetime,
             max: max.max(1),
         }
     }
@@ -139,11 +162,15 @@ impl Bound {
         self.slots.len()
     }
 
+    /// Whether `slot`'s microVM is gone: idle too long, or past its lifetime.
     fn expired(&self, slot: usize, now: Instant) -> bool {
-        now.saturating_duration_since(self.slots[slot].used) > self.idle_timeout
+        let Slot { used, bound_at, .. } = self.slots[slot];
+        now.saturating_duration_since(used) > self.idle_timeout
+            || now.saturating_duration_since(bound_at) > self.max_lifetime
     }
 
-    /// `slot`, unless it has been idle too long: then it is dropped.
+    /// `slot`, unless its microVM is gone (idle too long, or past its lifetime): then it is
+    /// dropped.
     fn live(&mut self, slot: usize, now: Instant) -> Option<usize> {
         if self.expired(slot, now) {
             self.remove(slot);
@@ -180,19 +207,23 @@ impl Bound {
     }
 
     /// Binds `mcp_session` to `id`, marked used now; an MCP session bound to `id` before loses
-    /// it (one MCP session per microVM). Over the cap, forgets the MCP session used least
-    /// recently; first, every binding idle too long at that end of the list.
+    /// it (one MCP session per microVM), and its lifetime goes on (a runtime session new here
+    /// starts its lifetime now). Over the cap, forgets the MCP session used least recently;
+    /// first, every binding gone at that end of the list.
     fn bind(&mut self, mcp_session: &str, id: Arc<str>, now: Instant) {
-        if let Some(&other) = self.by_runtime_session.get(&*id)
-            && *self.slots[other].mcp_session != *mcp_session
-        {
-            self.remove(other);
+        let mut bound_at = now;
+        if let Some(&other) = self.by_runtime_session.get(&*id) {
+            bound_at = self.slots[other].bound_at;
+            if *self.slots[other].mcp_session != *mcp_session {
+                self.remove(other);
+            }
         }
         if let Some(&slot) = self.by_mcp_session.get(mcp_session) {
             let before = std::mem::replace(&mut self.slots[slot].runtime_session, id.clone());
             if before != id {
                 self.by_runtime_session.remove(&*before);
                 self.by_runtime_session.insert(id, slot);
+                self.slots[slot].bound_at = bound_at;
             }
             self.touch(slot, now);
             return;
@@ -209,6 +240,7 @@ impl Bound {
             mcp_session: mcp_session.clone(),
             runtime_session: id.clone(),
             used: now,
+            bound_at,
             older: NIL,
             newer: NIL,
         });
@@ -295,17 +327,25 @@ pub(crate) struct Chosen {
 impl Sessions {
     /// The runtime sessions of a layer in `mode`, its own `default`; with
     /// [`RuntimeSessions::PerMcpSession`], a binding idle longer than `idle_timeout` (at least
-    /// [`MIN_IDLE_TIMEOUT`]) is forgotten, and at most `max_bound` (at least 1) are kept.
+    /// [`MIN_IDLE_TIMEOUT`]), or whose runtime session was bound longer ago than `max_lifetime`
+    /// (at least [`MIN_MAX_LIFETIME`]), is forgotten, and at most `max_bound` (at least 1) are
+    /// kept.
     pub(crate) fn new(
         mode: RuntimeSessions,
         default: String,
         idle_timeout: Duration,
+        max_lifetime: Duration,
         max_bound: usize,
     ) -> Self {
+        let bound = Bound::new(
+            idle_timeout.max(MIN_IDLE_TIMEOUT),
+            max_lifetime.max(MIN_MAX_LIFETIME),
+            max_bound,
+        );
         Self {
             mode,
             default: RwLock::new(default.into()),
-            bound: Mutex::new(Bound::new(idle_timeout.max(MIN_IDLE_TIMEOUT), max_bound)),
+            bound: Mutex::new(bound),
         }
     }
 
@@ -499,6 +539,7 @@ impl fmt::Debug for Sessions {
                 let bound = self.lock_bound();
                 s.field("bound_mcp_sessions", &bound.len())
                     .field("runtime_session_idle_timeout", &bound.idle_timeout)
+                    .field("runtime_session_max_lifetime", &bound.max_lifetime)
                     .field("max_bound_mcp_sessions", &bound.max)
             }
         };
@@ -528,10 +569,16 @@ mod tests {
     }
 
     fn per_mcp_session(idle_timeout: Duration, max_bound: usize) -> Sessions {
+        living(idle_timeout, DEFAULT_MAX_LIFETIME, max_bound)
+    }
+
+    /// Per MCP session, with a lifetime.
+    fn living(idle_timeout: Duration, max_lifetime: Duration, max_bound: usize) -> Sessions {
         Sessions::new(
             RuntimeSessions::PerMcpSession,
             "d".repeat(36),
             idle_timeout,
+            max_lifetime,
             max_bound,
         )
     }
@@ -541,6 +588,7 @@ mod tests {
             RuntimeSessions::PerLayer,
             id,
             DEFAULT_IDLE_TIMEOUT,
+            DEFAULT_MAX_LIFETIME,
             DEFAULT_MAX_BOUND,
         )
     }
@@ -763,6 +811,132 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_binding_past_its_lifetime_is_forgotten_however_busy() {
+        let s = per_mcp_session(DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None, true).id;
+        // A request every 10 minutes for 28,200 s: never idle.
+        for _ in 0..47 {
+            tokio::time::advance(Duration::from_secs(600)).await;
+            assert_eq!(s.choose(Some("a"), None, true).id, a);
+        }
+        tokio::time::advance(Duration::from_secs(599)).await;
+        assert_eq!(s.choose(Some("a"), None, true).id, a, "28,799 s: kept");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(s.bound_to("a"), None, "28,801 s: the microVM has ended");
+        let again = s.choose(Some("a"), None, true).id;
+        assert_ne!(again, a, "a new microVM");
+        // The new runtime session's lifetime counts from its binding.
+        tokio::time::advance(Duration::from_secs(600)).await;
+        assert_eq!(s.bound_to("a"), Some(again));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_takes_the_lifetime_of_the_microvm_it_takes_over() {
+        let hour = Duration::from_secs(3600);
+        let s = living(hour, hour, DEFAULT_MAX_BOUND);
+        let old = s.choose(Some("old"), None, true).id;
+        tokio::time::advance(Duration::from_secs(3000)).await;
+        let init = s.choose(None, Some(&renewing("old")), true);
+        assert_eq!(init.id, old);
+        s.adopt(&init, &answer(&old, Some("new")));
+        tokio::time::advance(Duration::from_secs(599)).await;
+        assert_eq!(s.bound_to("new"), Some(old), "3,599 s since it was bound");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(s.bound_to("new"), None, "3,601 s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lifetime_below_agentcores_least_is_taken_as_60_seconds() {
+        let s = living(DEFAULT_IDLE_TIMEOUT, Duration::ZERO, DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None, true).id;
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(s.choose(Some("a"), None, true).id, a);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(s.bound_to("a"), None);
+        assert!(format!("{s:?}").contains("runtime_session_max_lifetime: 60s"));
+    }
+
+    /// AgentCore Instances: both up to 14 days.
+    #[tokio::test(start_paused = true)]
+    async fn a_binding_lives_14_days_on_instances() {
+        let days = MAX_RUNTIME_SESSION_TIME;
+        assert_eq!(days, Duration::from_secs(1_209_600));
+        let s = living(days, days, DEFAULT_MAX_BOUND);
+        let a = s.choose(Some("a"), None, true).id;
+        tokio::time::advance(days - Duration::from_secs(1)).await;
+        assert_eq!(s.choose(Some("a"), None, true).id, a, "idle 14 days - 1 s");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(s.bound_to("a"), None, "bound 14 days + 1 s ago");
+    }
+
+    #[test]
+    fn the_builder_takes_14_days_and_refuses_more() {
+        use crate::error::ConfigError;
+        use crate::invoke::{InvokeTarget, SigV4InvokeLayer, SigV4InvokeLayerBuilder};
+        use aws_credential_types::Credentials;
+        let builder = |mode| -> SigV4InvokeLayerBuilder {
+            SigV4InvokeLayer::builder(
+                InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-1"),
+                Credentials::new("AKID", "secret", None, None, "test"),
+            )
+            .runtime_sessions(mode)
+        };
+        let per_mcp_session = || builder(RuntimeSessions::PerMcpSession);
+        let days = Duration::from_secs(14 * 86_400);
+        let layer = per_mcp_session()
+            .runtime_session_idle_timeout(days)
+            .runtime_session_max_lifetime(days)
+            .build()
+            .unwrap();
+        let shown = format!("{layer:?}");
+        assert!(
+            shown.contains("runtime_session_idle_timeout: 1209600s"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("runtime_session_max_lifetime: 1209600s"),
+            "{shown}"
+        );
+        let defaults = format!("{:?}", per_mcp_session());
+        assert!(
+            defaults.contains("runtime_session_idle_timeout: 900s"),
+            "{defaults}"
+        );
+        assert!(
+            defaults.contains("runtime_session_max_lifetime: 28800s"),
+            "{defaults}"
+        );
+
+        let over = days + Duration::from_secs(1);
+        let too_long = |setting| ConfigError::RuntimeSessionTimeTooLong {
+            setting,
+            given: over,
+            max: days,
+        };
+        let idle = per_mcp_session().runtime_session_idle_timeout(over);
+        assert_eq!(
+            idle.build().err(),
+            Some(too_long("runtime_session_idle_timeout"))
+        );
+        let lifetime = per_mcp_session()
+            .runtime_session_max_lifetime(over)
+            .build()
+            .err();
+        assert_eq!(lifetime, Some(too_long("runtime_session_max_lifetime")));
+        assert_eq!(
+            lifetime.unwrap().to_string(),
+            "runtime_session_max_lifetime is 1209601s: AgentCore takes at most 1209600s (14 \
+             days, for a runtime on AgentCore Instances; 8 hours on microVMs)"
+        );
+        // Checked with either mode.
+        let per_layer = builder(RuntimeSessions::PerLayer).runtime_session_max_lifetime(over);
+        assert_eq!(
+            per_layer.build().err(),
+            Some(too_long("runtime_session_max_lifetime"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn an_expired_binding_has_nothing_to_stop() {
         let s = per_mcp_session(Duration::from_secs(60), DEFAULT_MAX_BOUND);
         let a = s.choose(Some("a"), None, true).id;
@@ -882,12 +1056,12 @@ mod tests {
     }
 
     /// Bindings, lookups, stops and time in a seeded random mix, against a plain list kept in
-    /// order of use.
+    /// order of use. The lifetime is longer than the run (some 16 hours): the idle time forgets.
     #[tokio::test(start_paused = true)]
     async fn the_bindings_match_a_plain_model() {
         const MAX: usize = 8;
         let idle = Duration::from_secs(60);
-        let s = per_mcp_session(idle, MAX);
+        let s = living(idle, MAX_RUNTIME_SESSION_TIME, MAX);
         let mut rng = fastrand::Rng::with_seed(7);
         // (MCP session, runtime session, last used), least recently used first.
         let mut model: Vec<(String, Arc<str>, Instant)> = Vec::new();
