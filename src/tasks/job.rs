@@ -117,7 +117,7 @@ where
     pub(super) async fn step(&mut self, cancelled: &Notify) -> Next {
         if self.state.task.is_terminal() {
             self.watch.finished();
-            let answer = final_answer(&self.client.id, &self.state.task);
+            let answer = final_answer(&self.client, &self.state.task);
             self.client.write(&answer);
             return Next::End;
         }
@@ -259,14 +259,24 @@ where
     }
 }
 
-/// The client's answer to a task that has ended.
-fn final_answer(id: &Value, task: &Task) -> Value {
+/// The client's answer to a task that has ended. A 2026-07-28 client's result carries
+/// `resultType` (SEP-2322: every result of the revision does), which a task's stored result
+/// need not.
+fn final_answer(client: &Client, task: &Task) -> Value {
+    let id = &client.id;
     match task.status {
         Status::Completed => {
-            let result = task
+            let mut result = task
                 .result
                 .clone()
                 .unwrap_or_else(|| Value::Object(Map::new()));
+            if client.stateless
+                && let Some(result) = result.as_object_mut()
+            {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+            }
             wire::result_message(id, result)
         }
         Status::Failed => wire::error_message(id, wire::failed_error(task)),

@@ -208,7 +208,8 @@ async fn a_call_refused_for_want_of_the_extension_is_sent_again_declaring_it_and
     let body: Value = serde_json::from_str(&body_of(answer).await).unwrap();
     assert_eq!(
         body,
-        json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "forty minutes later"}], "isError": false}})
+        // A 2026-07-28 result carries its `resultType`, which the task's stored result lacks.
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "forty minutes later"}], "isError": false, "resultType": "complete"}})
     );
     assert_eq!(
         server.methods(),
@@ -290,7 +291,7 @@ async fn a_client_reading_an_event_stream_hears_progress_for_its_token_until_the
             "params": {"progressToken": "p-9", "progress": n, "message": "half way"}});
         format!("event: message\ndata: {message}\n\n")
     };
-    let result = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "done"}], "isError": false}});
+    let result = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "done"}], "isError": false, "resultType": "complete"}});
     assert_eq!(
         body_of(answer).await,
         format!(

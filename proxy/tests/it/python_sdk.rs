@@ -573,8 +573,6 @@ async fn long_job_through_stdio(mode: &str, version: &str, handshake: &str) -> A
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: the task layer answers a 2026-07-28 tools/call with the task's result \
-            without resultType, which the SDK refuses (CallToolResult.resultType: Field required)"]
 async fn a_task_only_job_of_40_minutes_completes_for_the_sdk_in_auto_mode() {
     let audit = long_job_through_stdio("auto", MODERN, "discover").await;
     // `server/discover` said the runtime offers tasks: the call declares them from the first.
