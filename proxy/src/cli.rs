@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agentcore_tower::invoke::MAX_RUNTIME_SESSION_TIME;
 use http::Uri;
 
 pub use headers::Headers;
@@ -20,8 +21,6 @@ use values::{parse_duration, parse_duration_up_to, parse_listen, parse_pattern, 
 /// `--timeout`'s default: AgentCore Runtime's limit for a synchronous request (15 minutes), so
 /// that no call the service would still answer is cut here.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-/// `--max-task-duration`'s largest value: AgentCore Instances' longest session lifetime.
-const MAX_TASK: Duration = Duration::from_secs(14 * 86_400);
 
 /// `--idle-timeout`'s default: how long an answer may send nothing before it is taken for
 /// stalled.
@@ -102,6 +101,10 @@ pub struct Args {
     pub max_task_duration: Option<Duration>,
     /// Runtime only.
     pub runtime_user_id: Option<String>,
+    /// Runtime only: the runtime's `idleRuntimeSessionTimeout` (default: AgentCore's, 900 s).
+    pub runtime_idle_timeout: Option<Duration>,
+    /// Runtime only: the runtime's `maxLifetime` (default: AgentCore's, 8 hours).
+    pub runtime_max_lifetime: Option<Duration>,
     /// SigV4 only: the AWS profile.
     pub profile: Option<String>,
     /// Runtime only.
@@ -146,6 +149,8 @@ struct Given {
     no_tasks: bool,
     max_task_duration: Option<Duration>,
     runtime_user_id: Option<String>,
+    runtime_idle_timeout: Option<Duration>,
+    runtime_max_lifetime: Option<Duration>,
     profile: Option<String>,
     stop_session_on_exit: bool,
     listen: Option<SocketAddr>,
@@ -262,11 +267,16 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
                 let duration = parse_duration("--idle-timeout", &value("--idle-timeout")?)?;
                 args.idle_timeout = Some(duration);
             }
-            "--max-task-duration" => {
-                once(&args.max_task_duration, "--max-task-duration")?;
-                let text = value("--max-task-duration")?;
-                let limit = parse_duration_up_to("--max-task-duration", &text, MAX_TASK, "14d")?;
-                args.max_task_duration = Some(limit);
+            "--max-task-duration" | "--runtime-idle-timeout" | "--runtime-max-lifetime" => {
+                let slot = match flag.as_str() {
+                    "--max-task-duration" => &mut args.max_task_duration,
+                    "--runtime-idle-timeout" => &mut args.runtime_idle_timeout,
+                    _ => &mut args.runtime_max_lifetime,
+                };
+                once(slot, &flag)?;
+                // AgentCore Instances' longest runtime session, idle or in all: 14 days.
+                let max = MAX_RUNTIME_SESSION_TIME;
+                *slot = Some(parse_duration_up_to(&flag, &value(&flag)?, max, "14d")?);
             }
             "--runtime-user-id" => {
                 once(&args.runtime_user_id, "--runtime-user-id")?;
@@ -344,6 +354,14 @@ impl Given {
                 ("--endpoint", self.endpoint.is_some()),
                 ("--stop-session-on-exit", self.stop_session_on_exit),
                 ("--runtime-user-id", self.runtime_user_id.is_some()),
+                (
+                    "--runtime-idle-timeout",
+                    self.runtime_idle_timeout.is_some(),
+                ),
+                (
+                    "--runtime-max-lifetime",
+                    self.runtime_max_lifetime.is_some(),
+                ),
             ];
             if let Some((flag, _)) = runtime_only.iter().find(|(_, given)| *given) {
                 return Err(format!(
@@ -418,6 +436,8 @@ impl Given {
             tasks: !self.no_tasks,
             max_task_duration: self.max_task_duration,
             runtime_user_id: self.runtime_user_id,
+            runtime_idle_timeout: self.runtime_idle_timeout,
+            runtime_max_lifetime: self.runtime_max_lifetime,
             profile: self.profile,
             stop_session_on_exit: self.stop_session_on_exit,
             listen: self.listen,
@@ -496,6 +516,9 @@ mod tests {
             "--max-task-duration=2d",
             "--runtime-user-id",
             "user-1",
+            "--runtime-idle-timeout=2h",
+            "--runtime-max-lifetime",
+            "14d",
             "--header",
             "X-Amzn-Bedrock-AgentCore-Runtime-Custom-A=1",
             "--header=x-amzn-bedrock-agentcore-runtime-custom-b=x=y",
@@ -530,6 +553,8 @@ mod tests {
                 tasks: false,
                 max_task_duration: Some(Duration::from_secs(2 * 86_400)),
                 runtime_user_id: Some("user-1".into()),
+                runtime_idle_timeout: Some(Duration::from_secs(7200)),
+                runtime_max_lifetime: Some(Duration::from_secs(1_209_600)),
                 profile: None,
                 stop_session_on_exit: true,
                 listen: Some("127.0.0.1:0".parse().unwrap()),
@@ -546,6 +571,11 @@ mod tests {
         assert_eq!(args.idle_timeout, Duration::from_secs(300));
         assert!(!args.trust_tool_annotations && !args.read_only);
         assert!(args.tasks && args.max_task_duration.is_none());
+        // The runtime's own settings: the library's defaults, AgentCore's.
+        assert_eq!(
+            (args.runtime_idle_timeout, args.runtime_max_lifetime),
+            (None, None)
+        );
         assert_eq!(parse(&["--runtime-arn", ARN, "-h"]).unwrap(), Parsed::Help);
         assert_eq!(parse(&["-V"]).unwrap(), Parsed::Version);
     }
@@ -680,6 +710,20 @@ mod tests {
                 &["--gateway-url", GATEWAY, "--runtime-user-id", "u"],
                 "--runtime-user-id applies to --runtime-arn only, not to --gateway-url",
             ),
+            (
+                &["--gateway-url", GATEWAY, "--runtime-idle-timeout", "1h"],
+                "--runtime-idle-timeout applies to --runtime-arn only, not to --gateway-url",
+            ),
+            (
+                &[
+                    "--url",
+                    url,
+                    "--bearer-token-env",
+                    "T",
+                    "--runtime-max-lifetime=1d",
+                ],
+                "--runtime-max-lifetime applies to --runtime-arn only, not to --url",
+            ),
             // The daily-use options.
             (
                 &["--runtime-arn", ARN, "--timeout", "soon"],
@@ -689,6 +733,28 @@ mod tests {
             (
                 &["--runtime-arn", ARN, "--max-task-duration", "15d"],
                 "--max-task-duration 15d: the duration must be at most 14d",
+            ),
+            (
+                &["--runtime-arn", ARN, "--runtime-idle-timeout", "1209601s"],
+                "--runtime-idle-timeout 1209601s: the duration must be at most 14d",
+            ),
+            (
+                &["--runtime-arn", ARN, "--runtime-max-lifetime=337h"],
+                "--runtime-max-lifetime 337h: the duration must be at most 14d",
+            ),
+            (
+                &["--runtime-arn", ARN, "--runtime-max-lifetime", "8 h"],
+                "--runtime-max-lifetime 8 h: not a DURATION (a whole number and a unit: \
+                 1500ms, 90s, 5m, 1h, 2d; alone, seconds)",
+            ),
+            (
+                &[
+                    "--runtime-arn",
+                    ARN,
+                    "--runtime-idle-timeout=1h",
+                    "--runtime-idle-timeout=2h",
+                ],
+                "--runtime-idle-timeout is given twice",
             ),
             (
                 &["--runtime-arn", ARN, "--no-tasks=yes"],

@@ -199,6 +199,12 @@ async fn runtime(
     if let Some(user) = &args.runtime_user_id {
         builder = builder.runtime_user_id(user.clone());
     }
+    if let Some(idle) = args.runtime_idle_timeout {
+        builder = builder.runtime_session_idle_timeout(idle);
+    }
+    if let Some(lifetime) = args.runtime_max_lifetime {
+        builder = builder.runtime_session_max_lifetime(lifetime);
+    }
     let signer = builder.build().map_err(|e| match &args.runtime_user_id {
         Some(_) if e.to_string().contains("user id") => {
             StartError::Usage(format!("--runtime-user-id: {e}"))

@@ -4,7 +4,8 @@
 pub const USAGE: &str = "\
 usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
            [--qualifier QUALIFIER] [--endpoint URL] [--stop-session-on-exit]
-           [--runtime-user-id ID] [TOKEN | --profile NAME] [COMMON]
+           [--runtime-user-id ID] [--runtime-idle-timeout DURATION]
+           [--runtime-max-lifetime DURATION] [TOKEN | --profile NAME] [COMMON]
        agentcore-mcp-proxy --gateway-url URL [--region REGION]
            [TOKEN | --profile NAME] [COMMON]
        agentcore-mcp-proxy --url URL --signing-name NAME [--region REGION]
@@ -32,6 +33,8 @@ SYNOPSIS
     agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
                         [--qualifier QUALIFIER] [--endpoint URL]
                         [--stop-session-on-exit] [--runtime-user-id ID]
+                        [--runtime-idle-timeout DURATION]
+                        [--runtime-max-lifetime DURATION]
                         [TOKEN | --profile NAME] [COMMON]
     agentcore-mcp-proxy --gateway-url URL [--region REGION]
                         [TOKEN | --profile NAME] [COMMON]
@@ -235,6 +238,16 @@ OPTIONS
         For a runtime: send X-Amzn-Bedrock-AgentCore-Runtime-User-Id: ID
         with every invocation, the user the runtime acts for (needs the
         bedrock-agentcore:InvokeAgentRuntimeForUser permission).
+
+    --runtime-idle-timeout DURATION
+    --runtime-max-lifetime DURATION
+        For a runtime: its idleRuntimeSessionTimeout and maxLifetime, when
+        they are not AgentCore's defaults (15m and 8h). At most 14d, what a
+        runtime on AgentCore Instances takes (8h on microVMs); less than
+        60s is taken as 60s. With --listen, an MCP session idle that long,
+        or whose runtime session is that old, gets a new runtime session
+        with its next request: AgentCore has ended its microVM. (Over
+        stdio, the one runtime session starts again under its id.)
 
     --header NAME=VALUE
         Repeatable: add this header to every request, signed with the rest.
