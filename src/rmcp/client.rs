@@ -1,5 +1,6 @@
 //! [`TowerClient`]: rmcp's Streamable HTTP client over a tower service — the requests it
-//! builds and sends.
+//! builds and sends. The first `server/discover` of rmcp's lifecycle, which rmcp cannot
+//! cancel, is not sent: rmcp is asked for it again ([`FirstProbe`](super::probe::FirstProbe)).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,6 +20,7 @@ use tower::{Service, ServiceExt};
 
 use super::answer::{EVENT_STREAM, JSON, content_type, media_type_is, post_answer, refusal};
 use super::error::{HttpError, TowerClientError, client_error};
+use super::probe::FirstProbe;
 use super::sse::{SseEvents, sse_events};
 use crate::BoxError;
 use crate::contract::MCP_SESSION_ID;
@@ -148,9 +150,12 @@ where
         // without `S: Sync`.
         let service = self.service.clone();
         async move {
+            let session_attached = session_id.is_some();
+            if let Some(probe) = FirstProbe::of(&message, session_attached) {
+                return Ok(probe.send_again());
+            }
             let body = serde_json::to_vec(&message)
                 .map_err(|e| client_error(TowerClientError::Encode(e)))?;
-            let session_attached = session_id.is_some();
             let request = build_request(
                 Method::POST,
                 &uri,

@@ -178,6 +178,19 @@
 //! correlated to the probe — the server's own error when the body is one, else an
 //! invalid-request error quoting the answer — so the fallback happens.
 //!
+//! rmcp waits 10 s for the probe's answer in `Auto` mode, then sends `initialize`. Its worker
+//! cannot cancel the first message of the lifecycle, though: it would hand rmcp the probe's
+//! answer whenever it came — through a cold start of more than 10 s, while the stack waits out
+//! AgentCore's session-busy refusals, after `initialize` was sent, and rmcp's handshake would
+//! fail (`conflict initialized response id`). So the first probe (id 0) is not sent at all:
+//! [`TowerClient`] answers it at once with the error by which a server asks for a probe again
+//! (-32022, the requested version among the supported ones), and rmcp sends `server/discover`
+//! once more, as a request it cancels when its 10 s end. Through a long cold start `Auto` mode
+//! then falls back to `initialize`, and `Discover` mode waits it out; against a server that
+//! answers in time nothing changes but the probe's id. `tests/doors/rmcp_client.rs`
+//! (`auto_mode_through_a_cold_start_longer_than_rmcps_discover_wait_connects_and_runs_a_call_once`)
+//! shows it.
+//!
 //! [`AttemptRecord`]: crate::AttemptRecord
 //! [`StreamableHttpClient`]: ::rmcp::transport::streamable_http_client::StreamableHttpClient
 //! [`StreamableHttpError::ReservedHeaderConflict`]: ::rmcp::transport::streamable_http_client::StreamableHttpError::ReservedHeaderConflict
@@ -188,6 +201,7 @@
 mod answer;
 mod client;
 mod error;
+mod probe;
 mod sse;
 mod tap;
 
