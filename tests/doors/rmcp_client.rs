@@ -5,18 +5,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::audit::one_runtime_session;
 use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
-use crate::records::{Records, add, exchanges, tap_into, text_of};
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
+use crate::records::{Records, add, exchanges, serve_client, tap_into, text_of};
+use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::rmcp::{Exchange, RecordTap, TowerClient, TowerClientError};
 use agentcore_tower::{
-    AttemptRecord, RecommendedLayers, ReplayGuardLayer, recommended_layers, record::Outcome,
+    AttemptRecord, RecommendedLayers, ReplayGuardLayer, recommended_layers,
+    record::{Outcome, Verdict},
 };
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
-use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ClientJsonRpcMessage, Implementation,
@@ -27,6 +28,7 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
+use rmcp::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
 use tower::ServiceExt as _;
 
 type Client = RunningService<RoleClient, ClientConfig>;
@@ -947,4 +949,267 @@ async fn rmcp_over_a_gateway_runs_a_session_and_opens_it_again_after_it_expires(
     );
     client.cancel().await?;
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP 2026-07-28's probe through a cold start, on tokio's paused clock
+// ---------------------------------------------------------------------------------------------
+
+/// A cold start as users report them (up to ~12.6 s): longer than the 10 s rmcp's `Auto` mode
+/// waits for `server/discover` before it falls back to `initialize`.
+const LONG_COLD_START: Duration = Duration::from_secs(12);
+
+/// The messages `audit` received, in order, each run of one message re-sent (the same method
+/// and JSON-RPC id) folded into one entry with how many times it came.
+fn runs_of(audit: &Audit) -> Vec<(String, Option<String>, u64)> {
+    let mut runs: Vec<(String, Option<String>, u64)> = Vec::new();
+    for received in &audit.received {
+        let method = received.method.clone().unwrap_or_default();
+        match runs.last_mut() {
+            Some((m, id, n)) if *m == method && *id == received.id => *n += 1,
+            _ => runs.push((method, received.id.clone(), 1)),
+        }
+    }
+    runs
+}
+
+/// The methods and ids of [`runs_of`], without the counts.
+fn shape(runs: &[(String, Option<String>, u64)]) -> Vec<(&str, Option<&str>)> {
+    runs.iter()
+        .map(|(method, id, _)| (method.as_str(), id.as_deref()))
+        .collect()
+}
+
+/// rmcp's client (`ClientConfig::default()`) over `RecordTap` → the recommended layers (no tool
+/// declared replayable) → the emulator's signer → hyper-util, through a `TowerClient` built the
+/// ordinary way, connected as `lifecycle` says (`Auto`: [`serve_client`]'s, 2026-07-28 or
+/// `initialize` at 2025-11-25).
+async fn connect_with(
+    emulator: &Emulator,
+    records: &Records,
+    lifecycle: ClientLifecycleMode,
+) -> Result<Client, BoxError> {
+    let stack = tower::ServiceBuilder::new()
+        .layer(tap_into(records))
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            emulator.signer().build()?,
+        ))
+        .service(http_client());
+    let transport = TowerClient::new(stack).into_transport("http://agentcore.invalid/mcp");
+    Ok(match lifecycle {
+        ClientLifecycleMode::Auto { .. } => {
+            serve_client(ClientConfig::default(), transport, None).await?
+        }
+        lifecycle => {
+            ClientConfig::default()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await?
+        }
+    })
+}
+
+/// rmcp's `Auto` mode, as [`serve_client`] sets it.
+fn auto() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// Every attempt of `record` was the session-busy refusal (HTTP 200), and the call was dropped
+/// while the next was waited for: nothing of it ran, and nothing of it reached rmcp.
+fn refused_then_dropped(record: &AttemptRecord) {
+    let attempts = record.attempts();
+    assert!(!attempts.is_empty(), "{record}");
+    for attempt in &attempts {
+        assert_eq!(attempt.outcome(), &response(200, None), "{record}");
+    }
+    let last = attempts.last().unwrap();
+    assert!(
+        matches!(
+            last.decisions().last().map(|d| d.verdict()),
+            Some(Verdict::CallDropped)
+        ),
+        "{record}"
+    );
+}
+
+/// rmcp's `Auto` mode against a runtime whose cold start outlasts its 10 s wait for
+/// `server/discover`. rmcp cannot cancel the first probe (id 0), so `TowerClient` sends it
+/// nowhere and asks rmcp for it again; rmcp's second probe (id 1) is refused while the microVM
+/// provisions, and dropped by rmcp's own timeout — nothing of it reaches rmcp, nor the server
+/// after it. rmcp falls back to `initialize` (id 2), which waits the rest of the cold start out.
+/// The client connects in the era the server answers `initialize` with, and a tool call then
+/// runs once.
+#[tokio::test(start_paused = true)]
+async fn auto_mode_through_a_cold_start_longer_than_rmcps_discover_wait_connects_and_runs_a_call_once()
+-> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default().provisioning(LONG_COLD_START)).await?;
+    let records = Records::default();
+    let started = tokio::time::Instant::now();
+    let client = connect_with(&emulator, &records, auto()).await?;
+    assert!(
+        started.elapsed() >= LONG_COLD_START,
+        "connected after the cold start"
+    );
+
+    // The era the server offers to `initialize` (rmcp's `legacy_version`, 2025-11-25).
+    let server = client.peer_info().expect("initialized");
+    assert_eq!(server.protocol_version, ProtocolVersion::V_2025_11_25);
+
+    // The handshake as the emulator saw it: the probe, refused while the microVM provisioned;
+    // `initialize`, refused until it was ready, then answered; the notification, once.
+    let audit = emulator.audit();
+    let runs = runs_of(&audit);
+    assert_eq!(
+        shape(&runs),
+        [
+            ("server/discover", Some("1")),
+            ("initialize", Some("2")),
+            ("notifications/initialized", None),
+        ],
+        "{runs:?}"
+    );
+    assert_eq!(runs[2].2, 1, "{runs:?}");
+    let sent: u64 = runs.iter().map(|(_, _, n)| n).sum();
+    assert_eq!(
+        audit.busy_refusals,
+        sent - 2,
+        "everything before the microVM was ready was refused, nothing after: {runs:?}"
+    );
+    assert_eq!(audit.executions.values().sum::<u64>(), 0);
+    one_runtime_session(&audit, 1);
+
+    // What went through the stack: the probe, refused until rmcp dropped it; `initialize`,
+    // refused, then answered and delivered.
+    let probe = record_of(&records, "server/discover", None);
+    refused_then_dropped(&probe);
+    assert_eq!(probe.len() as u64, runs[0].2);
+    let initialize = record_of(&records, "initialize", None).attempts();
+    assert_eq!(initialize.len() as u64, runs[1].2);
+    assert_eq!(initialize.last().unwrap().outcome(), &response(200, None));
+    assert!(!initialize.last().unwrap().was_sent_again());
+
+    // A tool that is not idempotent runs once.
+    let result = client
+        .call_tool(CallToolRequestParams::new("counter"))
+        .await?;
+    assert_eq!(text_of(&result), ["1"]);
+    let audit = emulator.audit();
+    assert_eq!(audit.executions_of("counter"), 1);
+    assert_eq!(audit.executions.values().sum::<u64>(), 1);
+    assert_eq!(emulator.counter(), 1);
+    let call = record_of(&records, "tools/call", Some("counter")).attempts();
+    assert_eq!(call.len(), 1);
+    assert_eq!(call[0].outcome(), &response(200, None));
+    assert_eq!(
+        shape(&runs_of(&audit)[3..]),
+        [("tools/call", Some("3"))],
+        "the call, sent once, after the handshake"
+    );
+    client.cancel().await?;
+    Ok(())
+}
+
+/// The same cold start in `Discover` mode, which waits as long as it takes: the probe rmcp
+/// sends again waits the cold start out, and the client connects in 2026-07-28.
+#[tokio::test(start_paused = true)]
+async fn discover_mode_through_a_cold_start_longer_than_rmcps_discover_wait_connects_in_2026_07_28()
+-> Result<(), BoxError> {
+    let emulator = Emulator::start(EmulatorConfig::default().provisioning(LONG_COLD_START)).await?;
+    let records = Records::default();
+    let client = connect_with(
+        &emulator,
+        &records,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await?;
+    let server = client.peer_info().expect("discovered");
+    assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
+
+    let audit = emulator.audit();
+    let runs = runs_of(&audit);
+    assert_eq!(shape(&runs), [("server/discover", Some("1"))], "{runs:?}");
+    assert_eq!(audit.busy_refusals, runs[0].2 - 1, "{runs:?}");
+    let probe = record_of(&records, "server/discover", None).attempts();
+    assert_eq!(probe.len() as u64, runs[0].2);
+    assert_eq!(probe.last().unwrap().outcome(), &response(200, None));
+    assert!(!probe.last().unwrap().was_sent_again());
+
+    let result = client
+        .call_tool(CallToolRequestParams::new("counter"))
+        .await?;
+    assert_eq!(text_of(&result), ["1"]);
+    assert_eq!(emulator.audit().executions_of("counter"), 1);
+    assert_eq!(emulator.counter(), 1);
+    client.cancel().await?;
+    Ok(())
+}
+
+/// A cold start shorter than rmcp's wait: `Auto` mode's probe waits it out, and the client
+/// connects in 2026-07-28.
+#[tokio::test(start_paused = true)]
+async fn auto_mode_through_a_short_cold_start_connects_in_2026_07_28() -> Result<(), BoxError> {
+    let emulator =
+        Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(5))).await?;
+    let records = Records::default();
+    let client = connect_with(&emulator, &records, auto()).await?;
+    let server = client.peer_info().expect("discovered");
+    assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
+    let audit = emulator.audit();
+    let runs = runs_of(&audit);
+    assert_eq!(shape(&runs), [("server/discover", Some("1"))], "{runs:?}");
+    assert_eq!(audit.busy_refusals, runs[0].2 - 1, "{runs:?}");
+    let probe = record_of(&records, "server/discover", None).attempts();
+    assert_eq!(probe.len() as u64, runs[0].2);
+    assert!(!probe.last().unwrap().was_sent_again());
+    client.cancel().await?;
+    Ok(())
+}
+
+/// The first `server/discover` of rmcp's lifecycle (id 0, no session) is sent nowhere: rmcp
+/// gets the error by which a server asks for it again (-32022, the version it asked for among
+/// the supported ones). Any other probe is sent.
+#[tokio::test]
+async fn the_first_probe_is_sent_nowhere_and_asked_for_again() {
+    let (client, seen) = scripted(
+        200,
+        &[("content-type", "application/json")],
+        br#"{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}"#,
+    );
+    let probe = |id: u32| {
+        message(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"server/discover","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}}}"#
+        ))
+    };
+
+    let answer = post(&client, probe(0), None).await.unwrap();
+    let StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), None) = answer else {
+        panic!("{answer:?}");
+    };
+    assert_eq!(error.id, Some(rmcp::model::NumberOrString::Number(0)));
+    assert_eq!(
+        error.error.code,
+        rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+    );
+    assert_eq!(
+        error.error.data,
+        Some(serde_json::json!({"requested": "2026-07-28", "supported": ["2026-07-28"]}))
+    );
+    assert!(seen.lock().unwrap().is_empty(), "nothing sent");
+
+    // The probe rmcp sends again, and a first probe sent with a session, go out.
+    let answer = post(&client, probe(1), None).await.unwrap();
+    assert!(
+        matches!(
+            answer,
+            StreamableHttpPostResponse::Json(JsonRpcMessage::Response(_), _)
+        ),
+        "{answer:?}"
+    );
+    post(&client, probe(0), Some("s-1")).await.unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2);
 }
