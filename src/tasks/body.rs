@@ -67,15 +67,21 @@ impl<B: Body> TaskBody<B> {
         }
     }
 
-    /// An answer of the layer's own to the client's request `id`: one JSON-RPC error.
-    pub(super) fn local_error(id: &Value, code: i64, message: &str) -> Response<Self> {
-        let error = json!({"code": code, "message": message});
-        let body = super::wire::error_message(id, error).to_string();
-        let mut answer = Response::new(Self::local(Bytes::from(body)));
+    /// An answer of the layer's own: one JSON-RPC message, and a record of no attempt (nothing
+    /// was sent for it).
+    pub(super) fn local_json(message: &Value) -> Response<Self> {
+        let mut answer = Response::new(Self::local(Bytes::from(message.to_string())));
         answer
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        answer.extensions_mut().insert(crate::AttemptRecord::new());
         answer
+    }
+
+    /// An answer of the layer's own to the client's request `id`: one JSON-RPC error.
+    pub(super) fn local_error(id: &Value, code: i64, message: &str) -> Response<Self> {
+        let error = json!({"code": code, "message": message});
+        Self::local_json(&super::wire::error_message(id, error))
     }
 
     /// Whether this is the layer's own answer to a call the server made a task.

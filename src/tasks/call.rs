@@ -10,7 +10,7 @@ use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body::Body;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::{Service, ServiceExt};
 
@@ -126,7 +126,7 @@ where
             template.headers.remove(CONTENT_LENGTH);
             request::pin_runtime_session(&mut template.headers, head.headers());
             let job = JobState::new(task, template, &layer.limits);
-            Ok(start(inner, job, &parts, &message, head, &layer, None))
+            Ok(start(inner, job, &parts, &message, head, &layer))
         }
         _ => Ok(head.map(|()| peeked.into_body())),
     }
@@ -136,7 +136,7 @@ where
 /// and the layer's `requestState`: the answers go with `tasks/update`, and the job goes on,
 /// answering this call.
 pub(super) async fn resume<S, ReqB, ResB>(
-    inner: S,
+    mut inner: S,
     request: Request<ReqB>,
     message: Value,
     state: &str,
@@ -160,17 +160,24 @@ where
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    // The answers go before this call is answered: its record is the update's.
     let (parts, _) = request.into_parts();
-    let head = Response::new(());
-    Ok(start(
-        inner,
-        paused.job,
-        &parts,
-        &message,
-        head,
-        &layer,
-        Some(responses),
-    ))
+    let record = AttemptRecord::new();
+    let mut job = paused.job;
+    let timeout = layer.limits.poll_timeout;
+    let sent = job
+        .send_update(&mut inner, responses, Some(record.clone()), timeout)
+        .await;
+    if let Err(why) = sent {
+        let message = format!("task {}: {why}", job.task.id);
+        let error = wire::task_error(&job.task.id, "task_unreachable", message, None);
+        let mut answer = TaskBody::local_json(&wire::error_message(&id, error));
+        answer.extensions_mut().insert(record);
+        return Ok(answer);
+    }
+    let mut head = Response::new(());
+    head.extensions_mut().insert(record);
+    Ok(start(inner, job, &parts, &message, head, &layer))
 }
 
 /// The client's answer to a call the layer polls a task for: the head now (the server's, for
@@ -183,7 +190,6 @@ fn start<S, ReqB, ResB>(
     message: &Value,
     head: Response<()>,
     layer: &TaskPollingLayer,
-    responses: Option<Map<String, Value>>,
 ) -> Response<TaskBody<ResB>>
 where
     S: Below<ReqB, ResB>,
@@ -217,7 +223,7 @@ where
         key: request_key(session, &id),
         types: std::marker::PhantomData,
     };
-    let driver = Box::pin(drive(job, responses));
+    let driver = Box::pin(drive(job));
     let on_abandon: OnAbandon = Box::new(move |task| abandon(inner, template, task, timeout));
     let (mut parts, ()) = head.into_parts();
     parts.status = http::StatusCode::OK;
@@ -234,9 +240,9 @@ where
     Response::from_parts(parts, TaskBody::task(body))
 }
 
-/// The job: the client's answers sent first when it resumes, then the polls, and the client's
-/// input asked for whenever the task wants it, until the job ends.
-async fn drive<S, ReqB, ResB>(mut job: Job<S, ReqB, ResB>, responses: Option<Map<String, Value>>)
+/// The job: the polls, and the client's input asked for whenever the task wants it, until the
+/// job ends.
+async fn drive<S, ReqB, ResB>(mut job: Job<S, ReqB, ResB>)
 where
     S: Below<ReqB, ResB>,
     ReqB: RequestBody,
@@ -245,12 +251,6 @@ where
     let cancelled = job.table.running(job.key.clone());
     job.watch.polling(&job.state.task.id);
     let mut next = Next::Poll;
-    if let Some(responses) = responses
-        && let Err(why) = job.send_update(responses).await
-    {
-        let message = format!("task {}: {why}", job.state.task.id);
-        next = job.fail("task_unreachable", message, None, false).await;
-    }
     while let Next::Poll = next {
         next = match job.input_wanted() {
             Some(outstanding) => input::relay(&mut job, outstanding, &cancelled).await,

@@ -71,6 +71,38 @@ impl JobState {
         self.started + self.limit
     }
 
+    /// Sends `tasks/update` with the client's answers through `service` (writing `record`,
+    /// when given): whether the server acknowledged it. The keys answered are not asked again.
+    pub(super) async fn send_update<S, ReqB, ResB>(
+        &mut self,
+        service: &mut S,
+        responses: Map<String, Value>,
+        record: Option<crate::AttemptRecord>,
+        timeout: Duration,
+    ) -> Result<(), String>
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>>,
+        S::Error: Into<BoxError>,
+        ReqB: From<Bytes>,
+        ResB: Body<Data = Bytes>,
+    {
+        let id = format!("{}update/{}", super::table::PREFIX, self.polls);
+        let keys: Vec<String> = responses.keys().cloned().collect();
+        let extra = Some(("inputResponses", Value::Object(responses)));
+        let mut update = self
+            .template
+            .request("tasks/update", &id, &self.task.id, extra);
+        if let Some(record) = record {
+            update.extensions_mut().insert(record);
+        }
+        let answer = request::ask(service, update, &id, timeout).await?;
+        if let Some(error) = answer.get("error") {
+            return Err(format!("tasks/update was answered {error}"));
+        }
+        self.answered.extend(keys);
+        Ok(())
+    }
+
     /// The server's requests the client has not answered.
     fn outstanding(&self) -> Map<String, Value> {
         let mut requests = self.task.input_requests.clone();
@@ -242,20 +274,10 @@ where
         &mut self,
         responses: Map<String, Value>,
     ) -> Result<(), String> {
-        let id = format!("{}update/{}", super::table::PREFIX, self.state.polls);
-        let keys: Vec<String> = responses.keys().cloned().collect();
-        let extra = Some(("inputResponses", Value::Object(responses)));
-        let task = &self.state.task.id;
-        let update = self
-            .state
-            .template
-            .request("tasks/update", &id, task, extra);
-        let answer = request::ask(&mut self.service, update, &id, self.limits.poll_timeout).await?;
-        if let Some(error) = answer.get("error") {
-            return Err(format!("tasks/update was answered {error}"));
-        }
-        self.state.answered.extend(keys);
-        Ok(())
+        let timeout = self.limits.poll_timeout;
+        self.state
+            .send_update(&mut self.service, responses, None, timeout)
+            .await
     }
 }
 

@@ -180,23 +180,15 @@ fn post(message: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     request
 }
 
-/// The client's answer as the layer writes it today, but for the `resultType` a 2026-07-28
-/// result must carry, which it lacks (see
-/// [`a_2026_07_28_client_gets_its_result_with_its_result_type`]): compared without it, so that
-/// the fix does not break the tests of everything else.
-fn but_result_type(era: Era, answer: &Value) -> Value {
-    let mut answer = answer.clone();
-    if era == Era::Modern
-        && let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut)
-    {
-        result.remove("resultType");
+/// The client's answer to a 40-minute `long_job`: a 2026-07-28 result carries its
+/// `resultType`.
+fn done_after_40_minutes(era: Era) -> Value {
+    let mut answer = json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
+        "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}});
+    if era == Era::Modern {
+        answer["result"]["resultType"] = json!("complete");
     }
     answer
-}
-
-fn done_after_40_minutes() -> Value {
-    json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
-        "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}})
 }
 
 /// The one task the emulator created: its id and runtime session. It is `long_job`'s, it ran
@@ -309,11 +301,7 @@ async fn a_40_minute_job_completes_for_a_client_that_never_declared_tasks() {
         let answer = send_through(&client.with_layer(), call).await;
         let took = started.elapsed();
         assert_eq!(answer.status, StatusCode::OK, "{era:?}: {answer:?}");
-        assert_eq!(
-            but_result_type(era, &answer.json),
-            done_after_40_minutes(),
-            "{era:?}"
-        );
+        assert_eq!(answer.json, done_after_40_minutes(era), "{era:?}");
         // The job ran its 40 minutes, polled every 5 s: no more, no less.
         assert_eq!(took, JOB, "{era:?}");
         assert_refused_then_sent_again(&answer);
@@ -355,7 +343,7 @@ async fn a_client_reading_an_event_stream_hears_progress_for_its_token_each_poll
             })
             .collect();
         let last = events.pop().unwrap();
-        assert_eq!(but_result_type(era, &last), done_after_40_minutes());
+        assert_eq!(last, done_after_40_minutes(era));
         let progress: Vec<Value> = (1..480)
             .map(|n| {
                 json!({"jsonrpc": "2.0", "method": "notifications/progress",
@@ -600,4 +588,139 @@ async fn a_2026_07_28_client_gets_its_result_with_its_result_type() {
         json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {"resultType": "complete",
             "content": [{"type": "text", "text": "long_job done after 10 s"}], "isError": false}})
     );
+}
+
+/// `long_job`'s one request for input, half-way (the emulator's `inputRequests`).
+fn approve_request() -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form",
+        "message": "long_job is half done: go on?",
+        "requestedSchema": {"type": "object", "properties": {"proceed": {"type": "boolean"}},
+            "required": ["proceed"]}}})
+}
+
+/// The user's answer: go on.
+fn go_on() -> Value {
+    json!({"action": "accept", "content": {"proceed": true}})
+}
+
+/// The emulator's `tasks/*` requests: polls, one `tasks/update`, polls.
+fn methods_of(audit: &Audit) -> Vec<&str> {
+    audit
+        .task_requests
+        .iter()
+        .map(|r| r.method.as_str())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2026_client_answers_the_jobs_question_in_a_round_trip_and_the_job_completes() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let client = Client::open(&emulator, Era::Modern, TaskPollingLayer::new()).await;
+    let started = Instant::now();
+    let call = client.long_job(json!({"ask": true}), json!({}), "application/json");
+    let first = send_through(&client.with_layer(), call).await;
+    // Half-way (20 minutes, 240 polls), the question, as the revision's round trip.
+    assert_eq!(started.elapsed(), JOB / 2);
+    let result = &first.json["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", first.json);
+    assert_eq!(
+        result["inputRequests"],
+        json!({"approve-1": approve_request()})
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    // The client calls again with its answer and the state: the answer goes with tasks/update.
+    let params = json!({"name": "long_job", "arguments": {"ask": true},
+        "inputResponses": {"approve-1": go_on()}, "requestState": state});
+    let again = client.message(8, "tools/call", params, false, json!({}));
+    let last = send_through(
+        &client.with_layer(),
+        client.post(&again, "application/json"),
+    )
+    .await;
+    assert_eq!(last.json["id"], 8);
+    assert_eq!(
+        last.json["result"]["content"][0]["text"],
+        "long_job done after 2400 s"
+    );
+    assert_eq!(last.json["result"]["resultType"], "complete");
+    assert_eq!(
+        started.elapsed(),
+        JOB,
+        "the clock stopped only while nobody was asked"
+    );
+    let audit = emulator.audit();
+    let (task, session) = the_task(&audit);
+    let mut expected = vec!["tasks/get"; 240];
+    expected.push("tasks/update");
+    expected.extend(vec!["tasks/get"; 240]);
+    assert_eq!(methods_of(&audit), expected);
+    assert!(
+        audit
+            .task_requests
+            .iter()
+            .all(|r| r.task_id == task && r.runtime_session_id.as_deref() == Some(&*session))
+    );
+    // The second call never reached the emulator: only the first was sent (twice: refused,
+    // then declaring the extension).
+    let calls = audit
+        .received
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"));
+    assert_eq!(calls.count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2025_client_is_asked_on_its_answers_stream_and_the_job_completes() {
+    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let client = Client::open(&emulator, Era::Legacy, TaskPollingLayer::new()).await;
+    let service = client.layer.layer(below(&client.signer));
+    let call = client.long_job(
+        json!({"ask": true}),
+        json!({}),
+        "application/json, text/event-stream",
+    );
+    let answer = service.clone().oneshot(call).await.unwrap();
+    assert_eq!(answer.headers()["content-type"], "text/event-stream");
+    let mut body = answer.into_body();
+    // Comments while the job works, then the server's request, under an id of the layer's.
+    let asked = loop {
+        let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        let text = std::str::from_utf8(&frame).unwrap();
+        if let Some(data) = text.strip_prefix("event: message\ndata: ") {
+            break serde_json::from_str::<Value>(data.trim_end()).unwrap();
+        }
+        assert!(text.starts_with(": task "), "{text}");
+    };
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(asked["params"], approve_request()["params"]);
+    let id = asked["id"].as_str().unwrap();
+    assert!(id.starts_with("agentcore-tower/tasks/input/"), "{id}");
+    // The client's response, POSTed in its session: taken by the layer.
+    let response = json!({"jsonrpc": "2.0", "id": id, "result": go_on()});
+    let taken = service
+        .clone()
+        .oneshot(client.post(&response, ""))
+        .await
+        .unwrap();
+    assert_eq!(taken.status(), StatusCode::ACCEPTED);
+    let (rest, _) = read_all(body).await;
+    let rest = String::from_utf8(rest.to_vec()).unwrap();
+    let data = rest
+        .rsplit("event: message\ndata: ")
+        .next()
+        .unwrap()
+        .trim_end();
+    let last: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(
+        last,
+        json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
+            "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}})
+    );
+    let audit = emulator.audit();
+    the_task(&audit);
+    let methods = methods_of(&audit);
+    assert_eq!(methods.iter().filter(|m| **m == "tasks/update").count(), 1);
+    assert_eq!(methods.len(), 481, "{methods:?}");
+    // The client's response never reached the emulator.
+    assert!(audit.received.iter().all(|r| r.id.as_deref() != Some(id)));
 }
