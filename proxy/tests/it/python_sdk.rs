@@ -538,16 +538,25 @@ async fn auto_mode_over_http_through_listen_lands_on_2026_07_28() {
 /// clock in 3 s of wall time, the client gets its result, and the job ran once. The runtime's
 /// invocations.
 async fn long_job_through_stdio(mode: &str, version: &str, handshake: &str) -> Audit {
+    let expected = called("long_job", "long_job done after 2400 s");
+    job_through_stdio(mode, version, handshake, "call:long_job", expected).await
+}
+
+/// `long_job` called with `step` (`call:` or `mrtr:`, its arguments), answered with
+/// `expected`; the checks of [`long_job_through_stdio`].
+async fn job_through_stdio(
+    mode: &str,
+    version: &str,
+    handshake: &str,
+    step: &str,
+    expected: Value,
+) -> Audit {
     let config = EmulatorConfig::default().task_poll_interval(Duration::from_millis(100));
     let emulator = std::sync::Arc::new(start_emulator(config).await);
     let _clock = common::JobsClock::start(&emulator);
-    let mut client = to_runtime(&emulator, mode, &["call:long_job"]);
+    let mut client = to_runtime(&emulator, mode, &[step]);
     expect(&mut client, connected(version, handshake, Some(EMULATOR))).await;
-    expect(
-        &mut client,
-        called("long_job", "long_job done after 2400 s"),
-    )
-    .await;
+    expect(&mut client, expected).await;
     finished(client).await;
     let audit = emulator.audit();
     let call = audit
@@ -562,14 +571,42 @@ async fn long_job_through_stdio(mode: &str, version: &str, handshake: &str) -> A
     let task = &audit.created_tasks[0];
     assert!(!audit.task_requests.is_empty());
     assert!(
-        audit.task_requests.iter().all(|r| r.method == "tasks/get"
-            && r.found
-            && r.task_id == task.task_id
-            && r.runtime_session_id == task.runtime_session_id),
+        audit
+            .task_requests
+            .iter()
+            .all(|r| r.method.starts_with("tasks/")
+                && r.found
+                && r.task_id == task.task_id
+                && r.runtime_session_id == task.runtime_session_id),
         "{audit:?}"
     );
     assert_eq!(runtime_sessions(&audit).len(), 1, "{:?}", audit.received);
     audit
+}
+
+/// `long_job` asking half-way, as the SDK's client answers: the question put to it, its
+/// answer (go on) sent with `tasks/update`, the job done.
+async fn long_job_that_asks(mode: &str, version: &str, handshake: &str) {
+    let expected = json!({"step": "mrtr", "tool": "long_job", "isError": false,
+        "text": ["long_job done after 2400 s"],
+        "elicitations": [{"mode": "form", "message": "long_job is half done: go on?"}]});
+    let step = r#"mrtr:long_job:{"ask":true}"#;
+    let audit = job_through_stdio(mode, version, handshake, step, expected).await;
+    let updates = audit
+        .task_requests
+        .iter()
+        .filter(|r| r.method == "tasks/update");
+    assert_eq!(updates.count(), 1, "{audit:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_asks_is_answered_by_the_sdk_in_auto_mode() {
+    long_job_that_asks("auto", MODERN, "discover").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_asks_is_answered_by_the_sdk_in_a_2025_session() {
+    long_job_that_asks("legacy", "2025-11-25", "initialize").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

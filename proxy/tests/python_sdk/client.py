@@ -11,9 +11,10 @@ SDK's logs, and COMMAND's stderr, go to stderr):
                      "discover" | "initialize" | "adopted", "serverName": ...}
   list               {"step": "list", "tools": [names in the server's order]}
   call:TOOL[:JSON]   {"step": "call", "tool": ..., "isError": ..., "text": [text contents]}
-  mrtr:TOOL[:JSON]   a call that the server answers with an InputRequiredResult: every
-                     elicitation is accepted with {"confirmed": true}; "elicitations" lists
-                     what was asked ({"mode", "message"}), beside the call's final result
+  mrtr:TOOL[:JSON]   a call on which the server asks the user (an InputRequiredResult, or an
+                     elicitation request): every form is accepted, its yes/no fields answered
+                     yes; "elicitations" lists what was asked ({"mode", "message"}), beside
+                     the call's final result
   listen[:TOOL]      opens subscriptions/listen (tools list changes), prints
                      {"step": "listen", "honored": {...}} once acknowledged, calls TOOL if
                      named (something that makes the server notify), then waits up to 15 s
@@ -68,7 +69,8 @@ def parse_step(step: str) -> tuple[str, str | None, dict[str, Any]]:
 
 
 class Elicitations:
-    """The elicitation callback: accepts every form, remembering what it was asked."""
+    """The elicitation callback: accepts every form, each of its yes/no fields answered yes
+    (`{"confirmed": true}` when it has none), remembering what it was asked."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
@@ -77,7 +79,11 @@ class Elicitations:
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         self.seen.append({"mode": params.mode, "message": params.message})
-        return types.ElicitResult(action="accept", content={"confirmed": True})
+        schema = getattr(params, "requested_schema", None) or {}
+        if not isinstance(schema, dict):
+            schema = schema.model_dump(by_alias=True)
+        yes = {name: True for name, p in schema.get("properties", {}).items() if p.get("type") == "boolean"}
+        return types.ElicitResult(action="accept", content=yes or {"confirmed": True})
 
 
 async def run_step(client: Client, elicitations: Elicitations, step: str) -> None:
