@@ -176,7 +176,7 @@
 //!   *(rmcp's status mapping)*.
 //! * **Results** carry `resultType: "complete"` (or their own) *(SEP-2322)*; `tools/list`
 //!   adds `ttlMs: 0` and `cacheScope: "private"` *(rmcp's caching hints for a list that sets
-//!   none)*, and lists all six tools (a client of an earlier version is shown the first three
+//!   none)*, and lists all seven tools (a client of an earlier version is shown the first three
 //!   only; the others still answer it by name).
 //! * **`server/discover`** answers rmcp's `DiscoverResult`: `supportedVersions` (every version
 //!   spoken, 2026-07-28 included), `capabilities` (`tools.listChanged` and the extension

@@ -1109,7 +1109,9 @@ async fn a_2026_tool_listing_carries_its_caching_hints_and_mcp_param_headers_are
         .collect();
     assert_eq!(
         names,
-        ["add", "echo", "counter", "confirm", "weather", "slow_job"]
+        [
+            "add", "echo", "counter", "confirm", "weather", "slow_job", "long_job"
+        ]
     );
     // What the client learns from this listing is what the server checks.
     let mut params = ParamHeaders::default();

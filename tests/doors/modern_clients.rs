@@ -36,7 +36,9 @@ type Client = RunningService<RoleClient, ClientConfig>;
 type Wire = Arc<Mutex<Vec<Sent>>>;
 
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const TOOLS_2026: [&str; 6] = ["add", "echo", "counter", "confirm", "weather", "slow_job"];
+const TOOLS_2026: [&str; 7] = [
+    "add", "echo", "counter", "confirm", "weather", "slow_job", "long_job",
+];
 const TOOLS_2025: [&str; 3] = ["add", "echo", "counter"];
 
 // ---------------------------------------------------------------------------------------------

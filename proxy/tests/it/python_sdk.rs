@@ -230,7 +230,9 @@ fn list_changed() -> Value {
 }
 
 /// Every tool the emulator lists to a 2026-07-28 client.
-const ALL_TOOLS: [&str; 6] = ["add", "echo", "counter", "confirm", "weather", "slow_job"];
+const ALL_TOOLS: [&str; 7] = [
+    "add", "echo", "counter", "confirm", "weather", "slow_job", "long_job",
+];
 const STEPS: [&str; 4] = [
     "list",
     r#"call:add:{"a":2,"b":3}"#,
