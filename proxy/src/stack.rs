@@ -384,7 +384,9 @@ async fn configured_region() -> Option<String> {
 
 /// The task layer `--no-tasks` and `--max-task-duration` ask for.
 fn tasks(args: &Args) -> Option<TaskPollingLayer> {
-    let layer = TaskPollingLayer::new();
+    // Declared on every call from the first: a 2025 client sends no server/discover to learn
+    // from, and a server that does not offer Tasks ignores a capability it does not know.
+    let layer = TaskPollingLayer::new().target_offers_tasks();
     args.tasks.then(|| match args.max_task_duration {
         Some(limit) => layer.max_job_duration(limit),
         None => layer,

@@ -16,6 +16,7 @@ use tower::{Service, ServiceExt};
 
 use super::body::{JobBody, OnAbandon, TaskBody, Watch};
 use super::client::Client;
+use super::discover;
 use super::handle::Peeked;
 use super::input;
 use super::job::{Job, JobState, Next};
@@ -90,6 +91,11 @@ where
         .get_or_insert_with(AttemptRecord::new)
         .clone();
     let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if layer.begin_discovery() {
+        let timeout = layer.limits.poll_timeout;
+        layer.learned(discover::probe(&mut inner, &parts, timeout).await);
+        inner.ready().await?;
+    }
     let mut declared = layer.offered() && wire::declare(&mut message);
     let first = if declared {
         rebuild(&parts, &message)

@@ -14,7 +14,8 @@
 //! This layer does the Tasks side on the client's behalf:
 //!
 //! * a `tools/call` that does not declare the extension is sent declaring it once the target is
-//!   known to offer it (a `server/discover` answer through the layer said so, or
+//!   known to offer it (a `server/discover` answer through the layer said so, the layer asked
+//!   itself with [`discover_target`](TaskPollingLayer::discover_target), or
 //!   [`target_offers_tasks`](TaskPollingLayer::target_offers_tasks)); otherwise it is sent as
 //!   it is, and a -32021 that names the extension — the server ran nothing — is a refusal: it
 //!   is sent again once, declaring it, and the record says so (`tasks: … sent again (by
@@ -144,6 +145,7 @@
 mod body;
 mod call;
 mod client;
+mod discover;
 mod future;
 mod handle;
 mod input;
@@ -156,7 +158,7 @@ mod wire;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tower::Layer;
@@ -166,6 +168,15 @@ pub use future::ResponseFuture;
 pub use service::TaskPolling;
 
 const LAYER: &str = "tasks";
+
+/// Nothing known of the target yet.
+const UNKNOWN: u8 = 0;
+/// A call is asking the target (`server/discover`).
+const PROBING: u8 = 1;
+/// The target offers the extension.
+const OFFERED: u8 = 2;
+/// The target's `server/discover` answer did not offer it.
+const NOT_OFFERED: u8 = 3;
 
 /// How long a job may run when neither the layer nor the task (its `ttlMs`) says: AgentCore
 /// Runtime's longest microVM lifetime, 8 hours.
@@ -182,7 +193,12 @@ pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(60);
 /// [module docs](self).
 #[derive(Clone)]
 pub struct TaskPollingLayer {
-    offered: Arc<AtomicBool>,
+    /// What the layer knows of the target: [`UNKNOWN`], [`PROBING`], [`OFFERED`],
+    /// [`NOT_OFFERED`].
+    target: Arc<AtomicU8>,
+    /// Whether the layer asks the target (`server/discover`) before the first call it does not
+    /// know the answer for.
+    discovers: bool,
     limits: job::Limits,
     table: Arc<table::Table<job::JobState>>,
 }
@@ -191,7 +207,8 @@ impl TaskPollingLayer {
     /// The layer: it learns whether the target offers the extension from the answers that pass.
     pub fn new() -> Self {
         Self {
-            offered: Arc::new(AtomicBool::new(false)),
+            target: Arc::new(AtomicU8::new(UNKNOWN)),
+            discovers: false,
             limits: job::Limits {
                 job: None,
                 poll_interval: DEFAULT_POLL_INTERVAL,
@@ -207,7 +224,20 @@ impl TaskPollingLayer {
     /// to (an AgentCore Gateway with Tasks, a runtime whose server offers them), so that a tool
     /// the server may run either way runs as a task.
     pub fn target_offers_tasks(self) -> Self {
-        self.offered.store(true, Ordering::Release);
+        self.target.store(OFFERED, Ordering::Release);
+        self
+    }
+
+    /// Asks the target whether it offers the extension before the first `tools/call` whose
+    /// client did not declare it, when no `server/discover` answer has said yet: one
+    /// `server/discover` of MCP 2026-07-28 of the layer's own, with that call's URI and
+    /// credentials, once for the layer (asked again only after no answer came). For clients
+    /// that never send one — a 2025 client opens its session with `initialize` — so that a tool
+    /// the server may run either way runs as a task. An answer that offers it (or a -32021
+    /// later) makes the layer declare it; any other answer (an error: a server of the 2025 era)
+    /// makes it send calls as they are.
+    pub fn discover_target(mut self) -> Self {
+        self.discovers = true;
         self
     }
 
@@ -247,11 +277,32 @@ impl TaskPollingLayer {
     }
 
     fn offered(&self) -> bool {
-        self.offered.load(Ordering::Acquire)
+        self.target.load(Ordering::Acquire) == OFFERED
     }
 
     fn learn_offered(&self) {
-        self.offered.store(true, Ordering::Release);
+        self.target.store(OFFERED, Ordering::Release);
+    }
+
+    /// Whether this call is the one to ask the target (nothing known, nobody asking).
+    fn begin_discovery(&self) -> bool {
+        self.discovers
+            && self
+                .target
+                .compare_exchange(UNKNOWN, PROBING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// What the layer's `server/discover` taught (unless an answer taught more meanwhile).
+    fn learned(&self, learned: discover::Learned) {
+        let now = match learned {
+            discover::Learned::Offered => OFFERED,
+            discover::Learned::NotOffered => NOT_OFFERED,
+            discover::Learned::Unknown => UNKNOWN,
+        };
+        let _ = self
+            .target
+            .compare_exchange(PROBING, now, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -265,6 +316,7 @@ impl fmt::Debug for TaskPollingLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskPollingLayer")
             .field("declares_tasks", &self.offered())
+            .field("discover_target", &self.discovers)
             .field("max_job_duration", &self.limits.job)
             .field("default_poll_interval", &self.limits.poll_interval)
             .field("max_poll_failures", &self.limits.poll_failures)

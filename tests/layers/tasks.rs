@@ -37,6 +37,8 @@ struct TaskServer {
     seen: Arc<Mutex<Vec<Seen>>>,
     polls: Arc<Mutex<VecDeque<Value>>>,
     handle: Value,
+    /// Whether it is of 2026-07-28 and knows `server/discover`.
+    knows_discover: bool,
 }
 
 impl TaskServer {
@@ -46,6 +48,7 @@ impl TaskServer {
             polls: Arc::new(Mutex::new(polls.into_iter().collect())),
             handle: json!({"resultType": "task", "taskId": "t-1", "status": "working",
                 "ttlMs": 3_600_000, "pollIntervalMs": 5_000}),
+            knows_discover: true,
         }
     }
 
@@ -65,6 +68,11 @@ impl TaskServer {
             "tools/call" if message["params"]["name"] == "plain" => {
                 result(json!({"content": [{"type": "text", "text": "at once"}]}))
             }
+            "tools/call" if !self.knows_discover => result(self.handle.clone()),
+            "server/discover" if !self.knows_discover => (
+                200,
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}}),
+            ),
             "tools/call" | "tasks/get" | "tasks/cancel" if !declared => (
                 200,
                 json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32021,
@@ -692,4 +700,77 @@ async fn an_answer_dropped_before_the_task_ended_cancels_the_task() {
     let cancel = &server.seen()[3];
     assert_eq!(cancel.mcp_name.as_deref(), Some("t-1"));
     assert!(cancel.declared);
+}
+
+#[tokio::test(start_paused = true)]
+async fn asked_first_the_target_says_it_offers_tasks_and_a_2025_clients_call_declares_them() {
+    let server = TaskServer::new([completed("done")]);
+    let layer = TaskPollingLayer::new().discover_target();
+    let mut client = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(server.clone());
+    for _ in 0..2 {
+        let answer = client
+            .ready()
+            .await
+            .unwrap()
+            .call(legacy_call("application/json"))
+            .await
+            .unwrap();
+        assert!(body_of(answer).await.contains("\"done\""));
+    }
+    // Asked once, for the layer: a 2026-07-28 request of its own, in no MCP session.
+    assert_eq!(
+        server.methods(),
+        [
+            "server/discover",
+            "tools/call",
+            "tasks/get",
+            "tools/call",
+            "tasks/get"
+        ]
+    );
+    let discover = &server.seen()[0];
+    assert_eq!(discover.message["id"], "agentcore-tower/tasks/discover");
+    assert_eq!(
+        discover.message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert!(discover.declared);
+    assert!(server.seen()[1].declared && server.seen()[3].declared);
+    assert!(layer.declares_tasks());
+}
+
+#[tokio::test(start_paused = true)]
+async fn asked_first_a_target_that_knows_no_discover_is_sent_calls_as_they_are() {
+    // A server of the 2025 era: server/discover is no method of its.
+    let server = infallible_legacy_server();
+    let layer = TaskPollingLayer::new().discover_target();
+    let mut client = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(server.clone());
+    for _ in 0..2 {
+        let answer = client
+            .ready()
+            .await
+            .unwrap()
+            .call(legacy_call("application/json"))
+            .await
+            .unwrap();
+        assert!(body_of(answer).await.contains("at once"));
+    }
+    assert_eq!(
+        server.methods(),
+        ["server/discover", "tools/call", "tools/call"]
+    );
+    assert!(server.seen()[1..].iter().all(|s| !s.declared));
+    assert!(!layer.declares_tasks());
+}
+
+/// A server that knows no `server/discover` (-32601) and answers every call at once.
+fn infallible_legacy_server() -> TaskServer {
+    let mut server = TaskServer::new([]);
+    server.knows_discover = false;
+    server.handle = json!({"content": [{"type": "text", "text": "at once"}]});
+    server
 }

@@ -286,11 +286,10 @@ OPTIONS
 
     --no-tasks
         Leave MCP's Tasks extension to the client. By default the proxy runs
-        it on behalf of a client that does not declare it: a tools/call is
-        sent declaring it once the server is known to offer it (its
-        server/discover said so, or it answered -32021 \"Missing required
-        client capability\", which ran nothing and is sent again once,
-        declaring it), and a task the server answers with is polled
+        it on behalf of a client that does not declare it: every tools/call
+        is sent declaring it (a server without Tasks ignores what it does
+        not know), so that a long tool the server can run as a task runs as
+        one, and a task the server answers with is polled
         (tasks/get, on the task's runtime session) until it ends: the client
         gets the final result as the answer to its own tools/call, however
         long the job ran, with progress for its progressToken meanwhile. A

@@ -1,6 +1,6 @@
 //! Jobs longer than an answer may take, through the proxy, for clients that never declare MCP's
 //! tasks extension: the emulator's `long_job` runs only as a task, and the proxy (its task
-//! layer, on by default) answers the client's own `tools/call` with the job's result, over stdio
+//! layer, on by default, declaring the extension from the first call) answers the client's own `tools/call` with the job's result, over stdio
 //! and over `--listen`, in both eras. The emulator runs in real time with a 100 ms poll
 //! interval, and its jobs clock moves 80 s every 100 ms ([`JobsClock`](common::JobsClock)): a "40-minute" job ends
 //! in about 3 s, longer than `--timeout 2s`, which bounds each request and never the job. And a
@@ -65,26 +65,19 @@ fn long_job(era: Era, token: &str) -> Value {
     call
 }
 
-/// The answer as the proxy writes it today, but for the `resultType` a 2026-07-28 result must
-/// carry, which the task layer leaves out (the Python SDK's test in auto mode shows it): compared
-/// without it, so that the fix does not break these tests.
-fn but_result_type(era: Era, answer: &Value) -> Value {
-    let mut answer = answer.clone();
-    if era == Era::Modern
-        && let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut)
-    {
-        result.remove("resultType");
+/// The client's answer to a 40-minute `long_job`: a 2026-07-28 result carries its
+/// `resultType`.
+fn done_after_40_minutes(era: Era) -> Value {
+    let mut answer = json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
+        "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}});
+    if era == Era::Modern {
+        answer["result"]["resultType"] = json!("complete");
     }
     answer
 }
 
-fn done_after_40_minutes() -> Value {
-    json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {
-        "content": [{"type": "text", "text": "long_job done after 2400 s"}], "isError": false}})
-}
-
-/// What the emulator saw of one client's `long_job`: the call refused for want of the extension
-/// and sent again declaring it, the job run once as one task, every poll on the task's runtime
+/// What the emulator saw of one client's `long_job`: the call sent once, declaring the
+/// extension (the proxy declares it from the first call), the job run once as one task, every poll on the task's runtime
 /// session (in the client's MCP session, if any) finding it, the last one done. The task's id
 /// and how many polls there were.
 fn ran_once_polled_where_it_lives(audit: &Audit) -> (String, usize) {
@@ -100,7 +93,8 @@ fn ran_once_polled_where_it_lives(audit: &Audit) -> (String, usize) {
         .iter()
         .filter(|r| r.method.as_deref() == Some("tools/call"))
         .count();
-    assert_eq!(calls, 2, "refused, then sent again: {:?}", audit.received);
+    // One call made the task: it declared the extension (`long_job` answers -32021 otherwise).
+    assert_eq!(calls, 1, "declared from the first: {:?}", audit.received);
     assert!(!audit.task_requests.is_empty());
     for poll in &audit.task_requests {
         assert_eq!(poll.method, "tasks/get", "{poll:?}");
@@ -170,11 +164,7 @@ async fn over_stdio(era: Era) {
     let started = Instant::now();
     proxy.send(&long_job(era, "job-1"));
     let (answer, progress) = answer_after_notifications(&mut proxy, CALL_ID).await;
-    assert_eq!(
-        but_result_type(era, &answer),
-        done_after_40_minutes(),
-        "{era:?}"
-    );
+    assert_eq!(answer, done_after_40_minutes(era), "{era:?}");
     // Longer than --timeout: it bounded the requests, never the job.
     assert!(started.elapsed() > Duration::from_secs(2), "{era:?}");
     let proxy = proxy.closed_cleanly("nothing after the answer").await;
@@ -232,11 +222,7 @@ async fn over_listen(era: Era) {
     assert_eq!(answer.status, 200, "{answer:?}");
     let mut events = answer.events();
     let last = events.pop().unwrap();
-    assert_eq!(
-        but_result_type(era, &last),
-        done_after_40_minutes(),
-        "{era:?}"
-    );
+    assert_eq!(last, done_after_40_minutes(era), "{era:?}");
     let (task, polls) = ran_once_polled_where_it_lives(&emulator.audit());
     assert_progress(&events, "job-2", &task, polls);
     listening.terminated_cleanly().await;

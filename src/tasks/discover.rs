@@ -1,0 +1,90 @@
+//! Learning whether the target offers the Tasks extension before a client's first
+//! `tools/call`: one `server/discover` of MCP 2026-07-28, the layer's own, for clients that never
+//! send one (a 2025 client opens a session with `initialize` instead).
+
+use bytes::Bytes;
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http_body::Body;
+use serde_json::json;
+use tower::Service;
+
+use super::request;
+use super::table::PREFIX;
+use super::wire;
+use crate::error::BoxError;
+use crate::protocol;
+use crate::replay::ReplayOverride;
+
+/// What the probe learned.
+pub(super) enum Learned {
+    Offered,
+    NotOffered,
+    /// No answer (a transport failure, a timeout): the next call asks again.
+    Unknown,
+}
+
+/// Sends the layer's `server/discover` with the head of the client's request (its URI and
+/// credentials; not its MCP session, which a 2026-07-28 request has none of) and reads whether
+/// the answer offers the extension. Any JSON-RPC answer teaches: an error (a server of the
+/// 2025 era knows no `server/discover`) is "not offered".
+pub(super) async fn probe<S, ReqB, ResB>(
+    service: &mut S,
+    client: &Parts,
+    timeout: std::time::Duration,
+) -> Learned
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: From<Bytes>,
+    ResB: Body<Data = Bytes>,
+{
+    let id = format!("{PREFIX}discover");
+    match request::ask(service, discover_request(client, &id), &id, timeout).await {
+        Ok(answer) if wire::offers_tasks(&answer) => Learned::Offered,
+        Ok(_) => Learned::NotOffered,
+        Err(why) => {
+            tracing::debug!(layer = super::LAYER, reason = %why, "server/discover failed");
+            Learned::Unknown
+        }
+    }
+}
+
+/// The layer's `server/discover`: MCP 2026-07-28, declaring the extension, with the client's
+/// head but for what names a session, a version, a method or a body.
+fn discover_request<ReqB: From<Bytes>>(client: &Parts, id: &str) -> Request<ReqB> {
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": {
+        "_meta": {
+            protocol::PROTOCOL_VERSION_META: protocol::LATEST,
+            "io.modelcontextprotocol/clientInfo":
+                {"name": "agentcore-tower", "version": env!("CARGO_PKG_VERSION")},
+        }
+    }});
+    let mut message = message;
+    wire::declare(&mut message);
+    let bytes = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
+    let mut request = Request::new(ReqB::from(bytes));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = client.uri.clone();
+    let headers = request.headers_mut();
+    headers.clone_from(&client.headers);
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(crate::contract::MCP_SESSION_ID);
+    headers.remove("mcp-name");
+    let params: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("mcp-param-"))
+        .cloned()
+        .collect();
+    for name in params {
+        headers.remove(name);
+    }
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_static(protocol::LATEST),
+    );
+    headers.insert("mcp-method", HeaderValue::from_static("server/discover"));
+    request.extensions_mut().insert(ReplayOverride::Replayable);
+    request
+}
