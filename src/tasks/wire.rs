@@ -363,6 +363,42 @@ mod tests {
     }
 
     #[test]
+    fn no_bytes_a_server_sends_make_the_reading_panic() {
+        let pieces: [&[u8]; 12] = [
+            b"data: ",
+            b"data:",
+            b"\n",
+            b"\r\n",
+            b"\n\n",
+            b": c\n",
+            b"{\"id\":\"p\"",
+            b",\"result\":{\"taskId\":7,\"status\":[]}}",
+            b"\xff",
+            b"\"",
+            b"event: x\n",
+            b"}",
+        ];
+        let mut rng = fastrand::Rng::with_seed(39);
+        let id = json!("p");
+        for _ in 0..20_000 {
+            let mut body = Vec::new();
+            for _ in 0..rng.usize(0..24) {
+                if rng.bool() {
+                    body.extend_from_slice(pieces[rng.usize(..pieces.len())]);
+                } else {
+                    body.push(rng.u8(..));
+                }
+            }
+            let mut others = Vec::new();
+            if let Some(answer) = answer_in(&body, &id, &mut others) {
+                assert_eq!(answer["id"], id);
+                let _ = task_handle(&answer);
+                let _ = answer.get("result").and_then(Task::of);
+            }
+        }
+    }
+
+    #[test]
     fn the_answer_is_found_in_json_or_in_an_event_stream() {
         let id = json!("p-1");
         let mut others = Vec::new();
