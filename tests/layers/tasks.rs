@@ -706,18 +706,8 @@ async fn an_answer_dropped_before_the_task_ended_cancels_the_task() {
 async fn asked_first_the_target_says_it_offers_tasks_and_a_2025_clients_call_declares_them() {
     let server = TaskServer::new([completed("done")]);
     let layer = TaskPollingLayer::new().discover_target();
-    let mut client = ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(server.clone());
-    for _ in 0..2 {
-        let answer = client
-            .ready()
-            .await
-            .unwrap()
-            .call(legacy_call("application/json"))
-            .await
-            .unwrap();
-        assert!(body_of(answer).await.contains("\"done\""));
+    for answer in two_legacy_calls(&layer, &server).await {
+        assert!(answer.contains("\"done\""), "{answer}");
     }
     // Asked once, for the layer: a 2026-07-28 request of its own, in no MCP session.
     assert_eq!(
@@ -746,18 +736,8 @@ async fn asked_first_a_target_that_knows_no_discover_is_sent_calls_as_they_are()
     // A server of the 2025 era: server/discover is no method of its.
     let server = infallible_legacy_server();
     let layer = TaskPollingLayer::new().discover_target();
-    let mut client = ServiceBuilder::new()
-        .layer(layer.clone())
-        .service(server.clone());
-    for _ in 0..2 {
-        let answer = client
-            .ready()
-            .await
-            .unwrap()
-            .call(legacy_call("application/json"))
-            .await
-            .unwrap();
-        assert!(body_of(answer).await.contains("at once"));
+    for answer in two_legacy_calls(&layer, &server).await {
+        assert!(answer.contains("at once"), "{answer}");
     }
     assert_eq!(
         server.methods(),
@@ -773,4 +753,18 @@ fn infallible_legacy_server() -> TaskServer {
     server.knows_discover = false;
     server.handle = json!({"content": [{"type": "text", "text": "at once"}]});
     server
+}
+
+/// Two `tools/call` of a 2025 client through one `layer` over `server`: their answers' bodies.
+async fn two_legacy_calls(layer: &TaskPollingLayer, server: &TaskServer) -> Vec<String> {
+    let mut client = ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(server.clone());
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let call = legacy_call("application/json");
+        let answer = client.ready().await.unwrap().call(call).await.unwrap();
+        answers.push(body_of(answer).await);
+    }
+    answers
 }
