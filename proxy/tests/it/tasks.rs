@@ -3,16 +3,18 @@
 //! layer, on by default, declaring the extension from the first call) answers the client's own `tools/call` with the job's result, over stdio
 //! and over `--listen`, in both eras. The emulator runs in real time with a 100 ms poll
 //! interval, and its jobs clock moves 80 s every 100 ms ([`JobsClock`](common::JobsClock)): a "40-minute" job ends
-//! in about 3 s, longer than `--timeout 2s`, which bounds each request and never the job. And a
-//! 2026-07-28 client's `notifications/cancelled` cancels the task; `--no-tasks` is the proxy
-//! without the layer.
+//! in about 3 s, longer than `--timeout 2s`, which bounds each request and never the job. A job
+//! that asks half-way (`{"ask": true}`) is answered over `--listen` in each era's way (a
+//! 2026-07-28 round trip with `requestState`; a 2025 request on the call's stream, answered by
+//! a POST). And a 2026-07-28 client's `notifications/cancelled` cancels the task;
+//! `--no-tasks` is the proxy without the layer.
 
 use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
+use agentcore_tower::emulator::{Audit, CreatedTask, Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
 use serde_json::{Value, json};
 
@@ -56,7 +58,12 @@ fn initialized() -> Value {
 /// The client's `tools/call` of `long_job` (40 minutes), declaring no extension, with a
 /// progress token.
 fn long_job(era: Era, token: &str) -> Value {
-    let params = json!({"name": "long_job", "arguments": {}});
+    long_job_with(era, token, json!({}))
+}
+
+/// [`long_job`] with `arguments`.
+fn long_job_with(era: Era, token: &str, arguments: Value) -> Value {
+    let params = json!({"name": "long_job", "arguments": arguments});
     let mut call = match era {
         Era::Modern => modern(CALL_ID, "tools/call", params, false),
         Era::Legacy => request(CALL_ID, "tools/call", params),
@@ -189,20 +196,11 @@ async fn over_stdio_a_40_minute_job_completes_in_a_2025_session_that_never_decla
     over_stdio(Era::Legacy).await;
 }
 
-async fn over_listen(era: Era) {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+/// A client of `--listen` in `era`: a 2025 session opened, or the 2026-07-28 version named.
+async fn listen_client(listening: &Listening, era: Era) -> HttpClient {
     let mut client = HttpClient::new(&listening.url, None);
-    let call = long_job(era, "job-2");
-    let mut headers = vec![];
     match era {
-        Era::Modern => {
-            client.protocol_version = Some(MODERN.into());
-            for (name, value) in &protocol::request_headers(&call, None) {
-                headers.push((name.to_string(), value.to_str().unwrap().to_owned()));
-            }
-        }
+        Era::Modern => client.protocol_version = Some(MODERN.into()),
         Era::Legacy => {
             let answer = client
                 .exchange(&initialize_2025_11_25(), &[], LINE_TIMEOUT)
@@ -212,12 +210,37 @@ async fn over_listen(era: Era) {
             assert_eq!(client.post(&initialized()).await.status, 202);
         }
     }
-    let headers: Vec<(&str, &str)> = headers
+    client
+}
+
+/// The standard headers of a 2026-07-28 request (`Mcp-Method`, `Mcp-Name`); none for a 2025
+/// one.
+fn standard_headers(era: Era, message: &Value) -> Vec<(String, String)> {
+    match era {
+        Era::Modern => protocol::request_headers(message, None)
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+            .collect(),
+        Era::Legacy => vec![],
+    }
+}
+
+fn as_strs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
+        .collect()
+}
+
+async fn over_listen(era: Era) {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, era).await;
+    let call = long_job(era, "job-2");
+    let headers = standard_headers(era, &call);
     let started = Instant::now();
-    let answer = client.send("POST", Some(&call), &headers).await;
+    let answer = client.send("POST", Some(&call), &as_strs(&headers)).await;
     assert!(started.elapsed() > Duration::from_secs(2), "{era:?}");
     assert_eq!(answer.status, 200, "{answer:?}");
     let mut events = answer.events();
@@ -238,6 +261,42 @@ async fn over_listen_a_40_minute_job_completes_in_a_2025_session_that_never_decl
     over_listen(Era::Legacy).await;
 }
 
+/// Waits (at most `limit`) for the emulator to receive `tasks/cancel`: it was the last task
+/// request, for the one task `long_job` created, on the task's runtime session, and found it.
+/// The task.
+async fn task_cancelled_within(emulator: &Emulator, limit: Duration, proxy: &Proxy) -> CreatedTask {
+    let deadline = Instant::now() + limit;
+    while !emulator
+        .audit()
+        .task_requests
+        .iter()
+        .any(|r| r.method == "tasks/cancel")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no tasks/cancel within {limit:?}: {}",
+            proxy.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let audit = emulator.audit();
+    ran_once_each(&audit, &[("long_job", CALL_ID)]);
+    assert_eq!(audit.tasks_created, 1, "{audit:?}");
+    let task = audit.created_tasks[0].clone();
+    let cancels: Vec<_> = audit
+        .task_requests
+        .iter()
+        .filter(|r| r.method == "tasks/cancel")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{:?}", audit.task_requests);
+    let cancel = audit.task_requests.last().unwrap();
+    assert_eq!(cancel.method, "tasks/cancel");
+    assert_eq!(cancel.task_id, task.task_id);
+    assert_eq!(cancel.runtime_session_id, task.runtime_session_id);
+    assert!(cancel.found, "the emulator held it: {cancel:?}");
+    task
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_clients_cancel_cancels_the_task_on_the_emulator() {
     let emulator = emulator().await;
@@ -252,28 +311,7 @@ async fn a_2026_clients_cancel_cancels_the_task_on_the_emulator() {
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": CALL_ID, "reason": "the user gave up"}}),
     );
-    let deadline = Instant::now() + LINE_TIMEOUT;
-    while !emulator
-        .audit()
-        .task_requests
-        .iter()
-        .any(|r| r.method == "tasks/cancel")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no tasks/cancel: {}",
-            proxy.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let audit = emulator.audit();
-    ran_once_each(&audit, &[("long_job", CALL_ID)]);
-    let task = audit.created_tasks[0].clone();
-    let cancel = audit.task_requests.last().unwrap();
-    assert_eq!(cancel.method, "tasks/cancel");
-    assert_eq!(cancel.task_id, task.task_id);
-    assert_eq!(cancel.runtime_session_id, task.runtime_session_id);
-    assert!(cancel.found, "the emulator held it: {cancel:?}");
+    let task = task_cancelled_within(&emulator, LINE_TIMEOUT, &proxy).await;
     // The emulator holds it cancelled, as a client that declares the extension reads it.
     let get = modern(8, "tasks/get", json!({"taskId": task.task_id}), true);
     proxy.send(&get);
@@ -323,4 +361,235 @@ async fn without_tasks_the_refusal_reaches_the_client_as_it_came() {
             .count();
         assert_eq!(calls, 1, "sent once, as the client wrote it");
     }
+}
+
+/// `long_job`'s one request for input, half-way (the emulator's `inputRequests["approve-1"]`).
+fn approve_request() -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form",
+        "message": "long_job is half done: go on?",
+        "requestedSchema": {"type": "object", "properties": {"proceed": {"type": "boolean"}},
+            "required": ["proceed"]}}})
+}
+
+/// The user's answer: go on.
+fn go_on() -> Value {
+    json!({"action": "accept", "content": {"proceed": true}})
+}
+
+/// An answer of `--listen` whose event stream is read as it comes.
+struct EventStream {
+    body: hyper::body::Incoming,
+    /// What came and is not a whole event yet.
+    pending: String,
+}
+
+impl EventStream {
+    /// POSTs `message` with the client's headers and `extra`: the answer must be an event
+    /// stream (HTTP 200), left to read.
+    async fn post(client: &HttpClient, message: &Value, extra: &[(&str, &str)]) -> EventStream {
+        let mut request = http::Request::post(&client.url);
+        for (name, value) in client.headers(extra) {
+            request = request.header(name, value);
+        }
+        let request = request
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                message.to_string(),
+            )))
+            .unwrap();
+        let answer = tokio::time::timeout(LINE_TIMEOUT, client.client.request(request))
+            .await
+            .expect("an answer in time")
+            .expect("the endpoint answers");
+        assert_eq!(answer.status(), 200, "{answer:?}");
+        assert_eq!(
+            answer.headers()["content-type"],
+            "text/event-stream",
+            "{answer:?}"
+        );
+        EventStream {
+            body: answer.into_body(),
+            pending: String::new(),
+        }
+    }
+
+    /// The next event's message (comments are skipped); `None` once the stream ended. Panics
+    /// after [`LINE_TIMEOUT`] without one.
+    async fn next(&mut self) -> Option<Value> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some(end) = self.pending.find("\n\n") {
+                let event: String = self.pending.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return Some(serde_json::from_str(&data.join("\n")).unwrap());
+            }
+            let frame = tokio::time::timeout(LINE_TIMEOUT, self.body.frame())
+                .await
+                .unwrap_or_else(|_| panic!("no event within {LINE_TIMEOUT:?}: {:?}", self.pending));
+            let Some(frame) = frame else {
+                assert_eq!(self.pending.trim(), "", "a partial event at the end");
+                return None;
+            };
+            if let Ok(data) = frame.unwrap().into_data() {
+                self.pending.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+
+    /// The messages up to the end of the stream.
+    async fn rest(mut self) -> Vec<Value> {
+        let mut messages = Vec::new();
+        while let Some(message) = self.next().await {
+            messages.push(message);
+        }
+        messages
+    }
+}
+
+/// Each of `messages` is a `notifications/progress` for `token`.
+fn all_progress(messages: &[Value], token: &str) {
+    for message in messages {
+        assert_eq!(message["method"], "notifications/progress", "{messages:?}");
+        assert_eq!(message["params"]["progressToken"], token, "{messages:?}");
+    }
+}
+
+/// What the emulator saw of a `long_job` that asked once and was answered: one execution, one
+/// task, every task request on the task's runtime session and finding it, exactly one
+/// `tasks/update` (between polls), `tools/call` received once (a 2026-07-28 client's second
+/// call never reached it). The task's id.
+fn asked_once_answered_once(audit: &Audit) -> String {
+    ran_once_each(audit, &[("long_job", CALL_ID)]);
+    assert_eq!(audit.tasks_created, 1, "{audit:?}");
+    let task = &audit.created_tasks[0];
+    let session = task
+        .runtime_session_id
+        .as_deref()
+        .expect("a runtime session");
+    for request in &audit.task_requests {
+        assert_eq!(request.task_id, task.task_id, "{request:?}");
+        assert_eq!(
+            request.runtime_session_id.as_deref(),
+            Some(session),
+            "{request:?}"
+        );
+        assert!(request.found, "{request:?}");
+    }
+    let methods: Vec<&str> = audit
+        .task_requests
+        .iter()
+        .map(|r| r.method.as_str())
+        .collect();
+    let updates = methods.iter().filter(|m| **m == "tasks/update").count();
+    assert_eq!(updates, 1, "{methods:?}");
+    assert!(
+        methods
+            .iter()
+            .all(|m| *m == "tasks/update" || *m == "tasks/get"),
+        "{methods:?}"
+    );
+    assert_eq!(methods.first(), Some(&"tasks/get"), "{methods:?}");
+    assert_eq!(methods.last(), Some(&"tasks/get"), "{methods:?}");
+    let calls = audit
+        .received
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .count();
+    assert_eq!(calls, 1, "{:?}", audit.received);
+    // No response of the client's to a request the proxy put to it reached the emulator.
+    let ids: Vec<&str> = audit
+        .received
+        .iter()
+        .filter_map(|r| r.id.as_deref())
+        .collect();
+    assert!(
+        ids.iter()
+            .all(|id| !id.contains("agentcore-tower/tasks/input/")),
+        "{ids:?}"
+    );
+    assert_eq!(audit.header_mismatches, 0);
+    task.task_id.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_2026_client_answers_the_jobs_question_in_a_round_trip() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, Era::Modern).await;
+    let call = long_job_with(Era::Modern, "job-5", json!({"ask": true}));
+    let headers = standard_headers(Era::Modern, &call);
+    let mut first = EventStream::post(&client, &call, &as_strs(&headers))
+        .await
+        .rest()
+        .await;
+    // Half-way, the job's question, as the revision's round trip: a state to call again with.
+    let asked = first.pop().unwrap();
+    all_progress(&first, "job-5");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no requestState: {asked}"))
+        .to_owned();
+    assert_eq!(
+        asked,
+        json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {"resultType": "input_required",
+            "inputRequests": {"approve-1": approve_request()}, "requestState": state}})
+    );
+    let again = modern(
+        8,
+        "tools/call",
+        json!({"name": "long_job", "arguments": {"ask": true},
+            "inputResponses": {"approve-1": go_on()}, "requestState": state}),
+        false,
+    );
+    let headers = standard_headers(Era::Modern, &again);
+    let answer = client.send("POST", Some(&again), &as_strs(&headers)).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut done = done_after_40_minutes(Era::Modern);
+    done["id"] = json!(8);
+    assert_eq!(answer.last_message(), done, "{answer:?}");
+    asked_once_answered_once(&emulator.audit());
+    listening.terminated_cleanly().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_2025_session_is_asked_on_the_calls_stream_and_answers_with_a_post() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, Era::Legacy).await;
+    let call = long_job_with(Era::Legacy, "job-6", json!({"ask": true}));
+    let mut stream = EventStream::post(&client, &call, &[]).await;
+    // Progress while the job works, then the server's request, under an id of the proxy's.
+    let mut before = Vec::new();
+    let asked = loop {
+        let message = stream.next().await.expect("the question before the end");
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+        before.push(message);
+    };
+    all_progress(&before, "job-6");
+    assert!(!before.is_empty(), "the job worked before it asked");
+    assert_eq!(asked["params"], approve_request()["params"], "{asked}");
+    let id = asked["id"].as_str().unwrap_or_else(|| panic!("{asked}"));
+    assert!(id.starts_with("agentcore-tower/tasks/input/"), "{id}");
+    // The client's response, POSTed in its session, is taken (202), and the job goes on.
+    let taken = client
+        .post(&json!({"jsonrpc": "2.0", "id": id, "result": go_on()}))
+        .await;
+    assert_eq!(taken.status, 202, "{taken:?}");
+    assert!(taken.body.is_empty(), "{taken:?}");
+    let mut after = stream.rest().await;
+    assert_eq!(after.pop(), Some(done_after_40_minutes(Era::Legacy)));
+    all_progress(&after, "job-6");
+    assert!(!after.is_empty(), "the job worked after the answer");
+    asked_once_answered_once(&emulator.audit());
+    listening.terminated_cleanly().await;
 }
