@@ -6,8 +6,10 @@
 //! in about 3 s, longer than `--timeout 2s`, which bounds each request and never the job. A job
 //! that asks half-way (`{"ask": true}`) is answered over `--listen` in each era's way (a
 //! 2026-07-28 round trip with `requestState`; a 2025 request on the call's stream, answered by
-//! a POST). And a 2026-07-28 client's `notifications/cancelled` cancels the task;
-//! `--no-tasks` is the proxy without the layer.
+//! a POST). A client's cancel cancels the task: a `notifications/cancelled` in either era over
+//! stdio, a 2026-07-28 stream closed over `--listen`. A client that declares the extension
+//! itself gets the server's task and polls it itself; `--no-tasks` is the proxy without the
+//! layer.
 
 use crate::common;
 
@@ -592,4 +594,155 @@ async fn over_listen_a_2025_session_is_asked_on_the_calls_stream_and_answers_wit
     assert!(!after.is_empty(), "the job worked after the answer");
     asked_once_answered_once(&emulator.audit());
     listening.terminated_cleanly().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the proxy answers the cancelled call -32000 \"AgentCore's answer (HTTP 200) carried no \
+            JSON-RPC response to this request\": over stdio only a 2026-07-28 request is marked \
+            cancelled (proxy/src/stdio/in_flight.rs), so Proxy::relay fails the 2025 call's open \
+            id when its stream ends unanswered"]
+async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never_answered() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    proxy.send(&initialize_2025_11_25());
+    let answer = proxy.next().await;
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    proxy.send(&initialized());
+    proxy.send(&long_job(Era::Legacy, "job-7"));
+    // The task works: its first progress reached the client.
+    let first = proxy.next().await;
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["progressToken"], "job-7", "{first}");
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": CALL_ID, "reason": "the user gave up"}});
+    proxy.send(&cancelled);
+    let task = task_cancelled_within(&emulator, LINE_TIMEOUT, &proxy).await;
+    // The notification went on to the server too, in the client's session.
+    let audit = emulator.audit();
+    let passed: Vec<_> = audit
+        .received
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("notifications/cancelled"))
+        .collect();
+    assert_eq!(passed.len(), 1, "{:?}", audit.received);
+    assert_eq!(passed[0].runtime_session_id, task.runtime_session_id);
+    // The emulator holds it cancelled, as a client that declares the extension reads it; what
+    // came before that answer is the call's progress, never its answer.
+    let mut get = request(8, "tasks/get", json!({"taskId": task.task_id}));
+    get["params"]["_meta"] = json!({"io.modelcontextprotocol/clientCapabilities":
+        {"extensions": {TASKS: {}}}});
+    proxy.send(&get);
+    let (answer, before) = answer_after_notifications(&mut proxy, 8).await;
+    assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
+    all_progress(&before, "job-7");
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "nothing after stdin closed");
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+    let answered = proxy.stdout_seen.iter().any(|line| {
+        let message: Value = serde_json::from_str(line).unwrap();
+        message["id"] == CALL_ID && message.get("method").is_none()
+    });
+    assert!(
+        !answered,
+        "no answer to the cancelled call: {:?}",
+        proxy.stdout_seen
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_2026_client_that_drops_the_stream_has_the_task_cancelled() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, Era::Modern).await;
+    let call = long_job(Era::Modern, "job-8");
+    let headers = standard_headers(Era::Modern, &call);
+    let mut stream = EventStream::post(&client, &call, &as_strs(&headers)).await;
+    let first = stream.next().await.expect("an event");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["progressToken"], "job-8", "{first}");
+    // The client goes away: the revision's cancel.
+    drop(stream);
+    task_cancelled_within(&emulator, Duration::from_secs(3), &listening.proxy).await;
+    listening.terminated_cleanly().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_a_client_that_declares_tasks_gets_the_servers_task_and_polls_it_itself() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    let call = modern(
+        CALL_ID,
+        "tools/call",
+        json!({"name": "long_job", "arguments": {}}),
+        true,
+    );
+    proxy.send(&call);
+    let handle = proxy.next().await;
+    let task = emulator.audit().created_tasks[0].task_id.clone();
+    let result = &handle["result"];
+    let created = result["createdAt"].clone();
+    assert!(created.is_string(), "{handle}");
+    assert_eq!(
+        handle,
+        json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {"resultType": "task",
+            "taskId": task, "status": "working", "createdAt": created,
+            "lastUpdatedAt": created, "ttlMs": 3_600_000, "pollIntervalMs": 100}})
+    );
+    // The client polls; each poll and its answer pass as they are.
+    let mut polls = 0;
+    let last = loop {
+        polls += 1;
+        let id = 100 + polls;
+        proxy.send(&modern(id, "tasks/get", json!({"taskId": task}), true));
+        let answer = proxy.next().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["result"]["taskId"], task, "{answer}");
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+        match answer["result"]["status"].as_str() {
+            Some("working") => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ => break answer,
+        }
+    };
+    assert_eq!(last["result"]["status"], "completed", "{last}");
+    assert_eq!(
+        last["result"]["result"],
+        json!({"content": [{"type": "text", "text": "long_job done after 2400 s"}],
+            "isError": false}),
+        "{last}"
+    );
+    let proxy = proxy.closed_cleanly("nothing after the last poll").await;
+    // The proxy polled nothing of its own: the task requests are exactly the client's.
+    let audit = emulator.audit();
+    ran_once_each(&audit, &[("long_job", CALL_ID)]);
+    assert_eq!(audit.tasks_created, 1);
+    let session = audit.created_tasks[0].runtime_session_id.clone();
+    assert_eq!(
+        audit.task_requests.len(),
+        polls as usize,
+        "{:?}",
+        audit.task_requests
+    );
+    for poll in &audit.task_requests {
+        assert_eq!(poll.method, "tasks/get", "{poll:?}");
+        assert_eq!(poll.task_id, task, "{poll:?}");
+        assert_eq!(poll.runtime_session_id, session, "{poll:?}");
+        assert!(poll.found, "{poll:?}");
+    }
+    let calls = audit
+        .received
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .count();
+    assert_eq!(calls, 1, "{:?}", audit.received);
+    assert!(
+        !proxy.stderr().contains("the call became a task"),
+        "{}",
+        proxy.stderr()
+    );
 }
