@@ -63,55 +63,96 @@ pub(crate) enum Era {
     /// MCP 2026-07-28 or later: its `MCP-Protocol-Version` header or its `_meta` names a
     /// stateless version. No MCP session, the standard headers checked against the body.
     Modern,
-    /// An emulator of the `initialize` era met a header naming a newer version than it speaks:
-    /// the 400 a 2025 SDK server answers.
-    TooNew(String),
+    /// A server that speaks the `initialize` era met a header naming a version it does not
+    /// speak: the 400 a 2025 SDK server answers.
+    Unspoken(String),
+    /// A modern-only server met a request of the `initialize` era: refused before anything
+    /// runs, in no MCP session ([`modern::refuse`]).
+    Refused(Refusal),
+}
+
+/// Why a modern-only server refuses a request of the `initialize` era.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `initialize`, whatever version it asks for.
+    Initialize,
+    /// An `MCP-Protocol-Version` header, but no version in `_meta`.
+    NoMetaVersion,
+    /// Neither a header nor a version in `_meta`.
+    NoHeader,
 }
 
 impl Era {
     /// Whether the request is in no MCP session: none is issued, none required.
     pub(crate) fn sessionless(&self) -> bool {
-        matches!(self, Era::Modern)
+        matches!(self, Era::Modern | Era::Refused(_))
     }
 }
 
 /// Reads the era of a request. `initialize` is always of the `initialize` era, whatever it
 /// names (as rmcp 3.11's server routes it: "An `initialize` request selects legacy semantics
-/// whatever version it names"); it negotiates down.
+/// whatever version it names"); it negotiates down. At a server that speaks no version with
+/// `initialize`, a request is of 2026-07-28 or refused ([`modern_only_era`]).
 pub(crate) fn era(state: &State, headers: &HeaderMap, inspected: &Inspected) -> Era {
-    if inspected.method.as_deref() == Some("initialize") {
-        return Era::Legacy;
-    }
     let header = headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok());
-    let newest = state.config.newest_protocol_version.as_str();
-    if protocol::is_stateless(newest) {
-        let meta = inspected.value.as_ref().and_then(protocol::version_in_meta);
-        if header.is_some_and(protocol::is_stateless) || meta.is_some_and(protocol::is_stateless) {
-            return Era::Modern;
-        }
+    let meta = inspected.value.as_ref().and_then(protocol::version_in_meta);
+    let supported = supported_versions(state);
+    if supported.iter().all(|v| protocol::is_stateless(v)) {
+        return modern_only_era(header, meta, inspected);
+    }
+    if inspected.method.as_deref() == Some("initialize") {
         return Era::Legacy;
+    }
+    let stateless = |v: Option<&str>| v.is_some_and(protocol::is_stateless);
+    let speaks_modern = supported.iter().any(|v| protocol::is_stateless(v));
+    if speaks_modern && (stateless(header) || stateless(meta)) {
+        return Era::Modern;
     }
     match header {
         Some(version)
-            if version > newest
+            if !supported.contains(&version)
                 && (protocol::KNOWN_VERSIONS.contains(&version)
                     || protocol::is_stateless(version)) =>
         {
-            Era::TooNew(version.to_owned())
+            Era::Unspoken(version.to_owned())
         }
         _ => Era::Legacy,
     }
 }
 
-/// The versions the emulator speaks, oldest first: every known one up to the configured newest.
+/// The era of a request at a modern-only server, as rmcp 3.11's modern-only configuration
+/// reads it: a request (one message with an id) that names no version in `_meta` nor a
+/// stateless one in its header is refused, `initialize` always; anything else (a
+/// notification, a batch, a response, a body that is not JSON) is answered as 2026-07-28.
+fn modern_only_era(header: Option<&str>, meta: Option<&str>, inspected: &Inspected) -> Era {
+    let request = inspected.method.is_some()
+        && inspected
+            .value
+            .as_ref()
+            .is_some_and(|v| v.get("id").is_some());
+    let refusal = match (inspected.method.as_deref(), header) {
+        _ if !request => return Era::Modern,
+        (Some("initialize"), _) => Refusal::Initialize,
+        _ if meta.is_some() || header.is_some_and(protocol::is_stateless) => return Era::Modern,
+        (_, Some(_)) => Refusal::NoMetaVersion,
+        (_, None) => Refusal::NoHeader,
+    };
+    Era::Refused(refusal)
+}
+
+/// The versions the emulator speaks, oldest first: every known one from the configured oldest
+/// to the configured newest.
 pub(crate) fn supported_versions(state: &State) -> Vec<&'static str> {
-    let newest = state.config.newest_protocol_version.as_str();
+    let (oldest, newest) = (
+        state.config.oldest_protocol_version.as_str(),
+        state.config.newest_protocol_version.as_str(),
+    );
     protocol::KNOWN_VERSIONS
         .iter()
         .copied()
-        .filter(|v| *v <= newest)
+        .filter(|v| (oldest..=newest).contains(v))
         .collect()
 }
 
@@ -137,7 +178,8 @@ pub(crate) enum Reply {
 pub(crate) async fn answer(value: &Value, call: &Call<'_>, state: &State) -> Reply {
     match call.era {
         Era::Modern => modern::answer(value, call, state).await,
-        Era::TooNew(version) => {
+        Era::Refused(refusal) => modern::refuse(*refusal, value, state),
+        Era::Unspoken(version) => {
             // The MCP TypeScript SDK's 2025 transport (`validateProtocolVersion`): HTTP 400,
             // -32000, a null id, the versions it speaks newest first.
             let mut supported = supported_versions(state);
@@ -186,7 +228,7 @@ async fn answer_one(message: &Value, call: &Call<'_>, state: &State) -> Option<V
     let params = object.get("params").cloned().unwrap_or(Value::Null);
     let plain = |result: Result<Value, (i64, String)>| result.map_err(|(c, m)| (c, m, None));
     let outcome = match method {
-        "initialize" => plain(initialize(&params, state)),
+        "initialize" => Ok(initialize(&params, state)),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools::listed(false)})),
         "tools/call" => match tasks::call_tool(&id, &params, &call.holder, state) {
@@ -208,25 +250,21 @@ async fn answer_one(message: &Value, call: &Call<'_>, state: &State) -> Option<V
 /// `initialize`: the version asked for when spoken here and one with `initialize`, else the
 /// newest spoken here that has it (rmcp 3.11's `negotiate_protocol_version`: a 2026-07-28
 /// client is answered 2025-11-25, its `LATEST_WITH_INITIALIZE`; the client decides whether it
-/// can go on with that one).
-fn initialize(params: &Value, state: &State) -> Result<Value, (i64, String)> {
+/// can go on with that one). A server that speaks none refuses `initialize` before it gets
+/// here ([`Refusal::Initialize`]).
+fn initialize(params: &Value, state: &State) -> Value {
     let supported = supported_versions(state);
     let with_initialize = |v: &&str| !protocol::is_stateless(v);
     let asked = params.get("protocolVersion").and_then(Value::as_str);
     let version = asked
         .filter(|v| supported.contains(v) && with_initialize(v))
         .or_else(|| supported.iter().copied().rfind(with_initialize))
-        .ok_or_else(|| {
-            (
-                -32022,
-                "Unsupported protocol version: none with initialize is spoken here".to_owned(),
-            )
-        })?;
-    Ok(json!({
+        .unwrap_or(protocol::LATEST_WITH_INITIALIZE);
+    json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
         "serverInfo": server_info(),
-    }))
+    })
 }
 
 /// One SSE event carrying a JSON-RPC message.
@@ -256,3 +294,6 @@ fn response(id: Value, outcome: Outcome) -> Value {
 fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,13 +20,18 @@
 //! Then a method the revision does not have (`ping` among them, as rmcp answers it): 404,
 //! -32601. Errors of a method (an unknown tool or task, a forged `requestState`) are
 //! JSON-RPC errors in an HTTP 200.
+//!
+//! A modern-only server ([`oldest_protocol_version`] 2026-07-28) refuses a request of the
+//! `initialize` era before these checks: [`refuse`].
+//!
+//! [`oldest_protocol_version`]: crate::emulator::EmulatorConfig::oldest_protocol_version
 
 use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::{
-    CLIENT_CAPABILITIES, Call, Outcome, Reply, error, response, server_info, supported_versions,
-    tasks, tools,
+    CLIENT_CAPABILITIES, Call, Outcome, Refusal, Reply, error, response, server_info,
+    supported_versions, tasks, tools,
 };
 use crate::emulator::State;
 use crate::protocol;
@@ -66,6 +71,34 @@ fn invalid_meta(id: Value, missing: &[&str]) -> Reply {
         missing.join(", ")
     );
     Reply::Answer(StatusCode::BAD_REQUEST, error(id, -32602, &message))
+}
+
+/// A modern-only server's answer to a request of the `initialize` era, an HTTP 400 with the
+/// request's id, as rmcp 3.11's modern-only configuration answers it: `initialize` gets
+/// `ErrorData::unsupported_protocol_version` (-32022 naming the versions spoken); a request with
+/// a header but no `_meta` version, `validate_required_protocol_meta`'s -32602; one with neither,
+/// `validate_required_protocol_header`'s -32020.
+pub(super) fn refuse(refusal: Refusal, value: &Value, state: &State) -> Reply {
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let (code, message, data) = match refusal {
+        Refusal::Initialize => {
+            let requested = value.pointer("/params/protocolVersion").cloned();
+            let data = json!({"requested": requested, "supported": supported_versions(state)});
+            (-32022, "Unsupported protocol version", Some(data))
+        }
+        Refusal::NoMetaVersion => (
+            -32602,
+            "Invalid params: request requires protocolVersion in request _meta",
+            None,
+        ),
+        Refusal::NoHeader => (
+            -32020,
+            "Missing MCP-Protocol-Version header for request requiring per-request protocol metadata",
+            None,
+        ),
+    };
+    let answer = response(id, Err((code, message.to_owned(), data)));
+    Reply::Answer(StatusCode::BAD_REQUEST, answer)
 }
 
 /// Answers one request of MCP 2026-07-28.

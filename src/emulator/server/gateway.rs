@@ -64,7 +64,8 @@ pub(super) async fn gateway(parts: &http::request::Parts, body: &Bytes, state: &
 }
 
 /// A gateway `POST /mcp`: `initialize` opens an MCP session; a request of MCP 2026-07-28 needs
-/// none (and gets none); everything else needs a live one.
+/// none (and gets none), nor does a modern-only server's refusal; everything else needs a live
+/// one.
 async fn gateway_post(
     parts: &http::request::Parts,
     body: &Bytes,
@@ -78,7 +79,8 @@ async fn gateway_post(
         era: &era,
         holder: mcp::Holder::default(),
     };
-    if inspected.method.as_deref() == Some("initialize") {
+    // A modern-only server refuses `initialize` (its era is not `Legacy`): no session.
+    if era == mcp::Era::Legacy && inspected.method.as_deref() == Some("initialize") {
         let id = uuid::Uuid::new_v4().to_string();
         state
             .mcp_sessions
