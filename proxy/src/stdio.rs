@@ -1,6 +1,6 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin, one line per message on stdout.
 //!
-//! The 2026-07-28 requests a client may cancel are in [`in_flight`]; the proxy's own requests
+//! The requests a client may cancel are in [`in_flight`]; the proxy's own requests
 //! (the listing it makes again after a HeaderMismatch) in [`own_calls`].
 
 mod in_flight;
@@ -214,13 +214,19 @@ pub async fn run(
                     done.in_flight().remove(&key);
                 }
             });
-            if let Some(Cancellable { key, held }) = cancellable {
+            if let Some(Cancellable {
+                key,
+                held,
+                stateless,
+            }) = cancellable
+            {
                 proxy.in_flight().insert(
                     key,
                     InFlight {
                         abort,
                         cancel,
                         held,
+                        stateless,
                     },
                 );
             }
@@ -356,15 +362,22 @@ impl Proxy {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// When `message` is a `notifications/cancelled` of a 2026-07-28 request in flight: that
-    /// request's id, its stream closed (its task aborted, and no answer written for it).
+    /// When `message` is a `notifications/cancelled` of a request in flight, that request
+    /// waits for no answer. Of a 2026-07-28 request: its id, its stream closed (its task
+    /// aborted), and the notification goes nowhere. Of a 2025 request: `None`, and the
+    /// notification goes to the server as the client wrote it.
     fn cancelled_request(&self, message: &Value) -> Option<String> {
         if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
             return None;
         }
         let key = message.pointer("/params/requestId")?.to_string();
-        let request = self.in_flight().remove(&key)?;
+        let mut in_flight = self.in_flight();
+        let request = in_flight.get(&key)?;
         request.cancel.set();
+        if !request.stateless {
+            return None;
+        }
+        let request = in_flight.remove(&key)?;
         request.abort.abort();
         Some(key)
     }
@@ -796,7 +809,12 @@ struct Answers {
 }
 
 impl Answers {
+    /// Answers every open request with an error, unless the client cancelled the request: then
+    /// it waits for none (MCP: a cancelled request is not answered).
     fn fail_all(&mut self, message: &str, data: Option<&Value>) {
+        if self.cancel.is_set() {
+            return;
+        }
         for error in self.open.fail_all(message, data) {
             let _ = self.out.send(line_of(&error));
         }
@@ -805,9 +823,6 @@ impl Answers {
 
 impl Drop for Answers {
     fn drop(&mut self) {
-        if self.cancel.is_set() {
-            return;
-        }
         self.fail_all(
             &format!(
                 "the proxy stopped before {} answered (stdin closed, or an internal error)",

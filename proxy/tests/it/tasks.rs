@@ -597,10 +597,6 @@ async fn over_listen_a_2025_session_is_asked_on_the_calls_stream_and_answers_wit
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the proxy answers the cancelled call -32000 \"AgentCore's answer (HTTP 200) carried no \
-            JSON-RPC response to this request\": over stdio only a 2026-07-28 request is marked \
-            cancelled (proxy/src/stdio/in_flight.rs), so Proxy::relay fails the 2025 call's open \
-            id when its stream ends unanswered"]
 async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never_answered() {
     let emulator = emulator().await;
     let _clock = JobsClock::start(&emulator);
