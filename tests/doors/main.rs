@@ -17,6 +17,7 @@ mod concurrency;
 mod doors;
 mod emulator;
 mod emulator_doors;
+mod emulator_eras;
 mod emulator_lifecycle;
 mod emulator_tasks;
 #[cfg(all(feature = "rmcp", feature = "reqwest"))]
