@@ -423,15 +423,10 @@ impl EmulatorConfig {
     /// compare as the dates they are.
     ///
     /// `"2025-11-25"` plays a server of the `initialize` era only, as the SDKs' 2025 servers
-    /// are (the MCP TypeScript SDK 1.x's Streamable HTTP transport for the words): it reads no request as MCP 2026-07-28 (no header checks, `_meta` versions ignored),
-    /// `initialize` negotiates down to this version, and a request whose
-    /// `MCP-Protocol-Version` names a version it does not speak (a 2026-07-28 client's, whatever
-    /// its method) gets the HTTP 400 of the TypeScript SDK's `validateProtocolVersion`:
-    /// `{"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request:
-    /// Unsupported protocol version: 2026-07-28 (supported versions: 2025-11-25, …)"}}` (the
-    /// Python SDK 1.x answers the same 400 with -32600). `server/discover` without that header
-    /// is an unknown method: -32601 in an HTTP 200. See [servers of one
-    /// era](crate::emulator#servers-of-one-era) for every answer.
+    /// are: it reads no request as MCP 2026-07-28, and a request whose `MCP-Protocol-Version`
+    /// names a version it does not speak gets the HTTP 400 (-32000) of the MCP TypeScript
+    /// SDK's 2025 transport. What each client meets there: [servers of one
+    /// era](crate::emulator#servers-of-one-era).
     pub fn newest_protocol_version(mut self, version: impl Into<String>) -> Self {
         self.newest_protocol_version = version.into();
         self
@@ -440,26 +435,13 @@ impl EmulatorConfig {
     /// The oldest MCP protocol version the emulator's MCP server speaks (default 2024-11-05,
     /// the first [known version](crate::protocol::KNOWN_VERSIONS)): older ones are not spoken.
     ///
-    /// `"2026-07-28"` plays a modern-only server, as rmcp 3.11's is (a handler whose
-    /// `supported_protocol_versions` is 2026-07-28 alone, `legacy_session_mode: false`,
-    /// `stateless_protocol_metadata_required: true`): no request is of the `initialize` era, no
-    /// MCP session is ever issued, an `Mcp-Session-Id` is ignored, and before anything runs
-    /// * `initialize`, whatever version it asks for, gets HTTP 400 with -32022 "Unsupported
-    ///   protocol version" and `data: {"requested": <its protocolVersion>, "supported":
-    ///   ["2026-07-28"]}` (rmcp's `ErrorData::unsupported_protocol_version`; the status is the
-    ///   one the Python SDK 2.x's `ERROR_CODE_HTTP_STATUS` gives -32022, where rmcp's
-    ///   stateless path sends it in an HTTP 200);
-    /// * any other request without a version in `_meta` gets rmcp's answers: with an
-    ///   `MCP-Protocol-Version` header (a 2025 client's), HTTP 400 with -32602 "Invalid params:
-    ///   request requires protocolVersion in request _meta" (the Python SDK 2.x answers a
-    ///   request without the envelope with -32602 too); without one (an `Mcp-Session-Id`
-    ///   alone), HTTP 400 with -32020 "Missing MCP-Protocol-Version header for request
-    ///   requiring per-request protocol metadata";
-    /// * `server/discover`'s `supportedVersions` is `["2026-07-28"]`; 2026-07-28 requests are
-    ///   answered as by default.
-    ///
-    /// A version between the two eras (say `"2025-06-18"`) keeps `initialize`, and a header
-    /// naming an older version gets the 400 above of a 2025 server.
+    /// `"2026-07-28"` plays a modern-only server, as rmcp 3.11's is: no MCP session is ever
+    /// issued, `initialize` is refused with an HTTP 400 (-32022 naming the versions spoken),
+    /// and so is any other request without a version in `_meta`, before anything runs;
+    /// `server/discover` lists 2026-07-28 alone. What each client meets there: [servers of
+    /// one era](crate::emulator#servers-of-one-era). A version between the eras (say
+    /// `"2025-06-18"`) keeps `initialize`, and a header naming an older version gets the 400
+    /// of a 2025 server.
     pub fn oldest_protocol_version(mut self, version: impl Into<String>) -> Self {
         self.oldest_protocol_version = version.into();
         self

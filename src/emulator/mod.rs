@@ -19,7 +19,8 @@
 //!   one. `StopRuntimeSession` ends a session. See [the session
 //!   lifecycle](#the-session-lifecycle).
 //! * **MCP** itself, every version from 2024-11-05 to 2026-07-28, each request read in its own
-//!   era (see [MCP 2026-07-28](#mcp-2026-07-28)). Of the `initialize` era (2024-11-05,
+//!   era (see [MCP 2026-07-28](#mcp-2026-07-28); or the versions of one era only: [servers of
+//!   one era](#servers-of-one-era)). Of the `initialize` era (2024-11-05,
 //!   2025-03-26, 2025-06-18, 2025-11-25): `initialize` (answered with a new `Mcp-Session-Id`,
 //!   which the microVM remembers; a client asking for 2026-07-28 is answered 2025-11-25),
 //!   notifications (202), `ping`, `tools/list`, `tools/call` with `add` (idempotent), `echo`
@@ -244,8 +245,7 @@
 //!   record each task created and each `tasks/*` request, with the runtime session it
 //!   arrived on.
 //!
-//! [`newest_protocol_version`](EmulatorConfig::newest_protocol_version) plays a server of an
-//! earlier era, for tests of clients that must meet both.
+//! A test pushes a notification on every open listen stream:
 //!
 //! ```
 //! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
@@ -253,14 +253,65 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
-//! // A server of the `initialize` era: `server/discover` is unknown to it.
-//! let old = Emulator::start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await?;
-//! // A server of 2026-07-28: a test pushes a notification on every open listen stream.
 //! let emulator = Emulator::start(EmulatorConfig::default()).await?;
 //! let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
 //! assert_eq!(emulator.notify_listeners(changed), 0, "no client listens yet");
 //! assert_eq!(emulator.end_listens(), 0);
-//! # drop(old);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Servers of one era
+//!
+//! By default the MCP server speaks both eras, as a dual-era SDK server does. Two settings
+//! narrow it to one, for tests of clients that must meet either:
+//! [`newest_protocol_version("2025-11-25")`](EmulatorConfig::newest_protocol_version) (*legacy
+//! only*) and [`oldest_protocol_version("2026-07-28")`](EmulatorConfig::oldest_protocol_version)
+//! (*modern only*). What a client of each era meets, at the runtime door (bodies are JSON-RPC
+//! errors with the request's id unless said; "answered" is as by default):
+//!
+//! | The client sends | Both eras | Legacy only | Modern only |
+//! |---|---|---|---|
+//! | `initialize`, any version | 200, the version asked for (2026-07-28: 2025-11-25) and a new `Mcp-Session-Id` | the same | 400, -32022 "Unsupported protocol version", `data: {"requested": <its protocolVersion>, "supported": ["2026-07-28"]}`; no session |
+//! | a 2025 request in its session, `MCP-Protocol-Version: 2025-…` | answered | answered | 400, -32602 "Invalid params: request requires protocolVersion in request _meta" |
+//! | a 2025 request with `Mcp-Session-Id` and no version header (2025-03-26) | answered | answered | 400, -32020 "Missing MCP-Protocol-Version header for request requiring per-request protocol metadata" |
+//! | `server/discover` with no version | 200, -32601 "Method not found: server/discover" | the same | 400, -32020 as above |
+//! | `server/discover` of 2026-07-28 | 200, `supportedVersions` from 2024-11-05 to 2026-07-28 | 400, `"id": null`, -32000 "Bad Request: Unsupported protocol version: 2026-07-28 (supported versions: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)" | 200, `supportedVersions: ["2026-07-28"]` |
+//! | another request of 2026-07-28 (`tools/list`, …) | answered | the same 400 | answered |
+//!
+//! * **Nothing runs where a request is refused**, and no MCP session opens
+//!   ([`Audit::executions`], [`Audit::mcp_sessions_started`]). A modern-only server checks no
+//!   `Mcp-Session-Id`, not even as a [`stateful`](EmulatorConfig::stateful) runtime or a
+//!   gateway. A legacy-only gateway (or stateful runtime) checks the session first: a
+//!   2026-07-28 request, which carries none, gets the 400 of a missing session (as the
+//!   TypeScript SDK's transport checks the session before the version).
+//! * **Legacy only** answers as the SDKs' 2025 servers: a method it does not know is -32601,
+//!   and an `MCP-Protocol-Version` naming a version it does not speak is the HTTP 400 of the
+//!   MCP TypeScript SDK 1.x's transport (`validateProtocolVersion`: -32000, a null id, the
+//!   versions spoken newest first; the Python SDK 1.x answers the same 400 with -32600). A
+//!   client in auto mode reads it as no modern server and falls back to `initialize`.
+//! * **Modern only** answers as rmcp 3.11's modern-only server (a handler whose
+//!   `supported_protocol_versions` is 2026-07-28 alone, `legacy_session_mode: false`,
+//!   `stateless_protocol_metadata_required: true`): its messages, codes and `data` (rmcp's
+//!   `ErrorData::unsupported_protocol_version`, `validate_required_protocol_meta`,
+//!   `validate_required_protocol_header`). The one change is `initialize`'s status: rmcp's
+//!   stateless path sends its -32022 in an HTTP 200, the Python SDK 2.x in a 400
+//!   (`ERROR_CODE_HTTP_STATUS`), which the emulator follows, as it does for its other
+//!   2026-07-28 errors. Neither SDK answers -32022 to a 2025 request other than `initialize`: rmcp as
+//!   above, the Python SDK 2.x -32602 to a request without the `_meta` envelope (it has no
+//!   modern-only mode over HTTP). Notifications, batches and posted responses are read as
+//!   2026-07-28's (202, or a 400 -32600). A 2025 client has no fall-forward: it fails here.
+//!
+//! ```
+//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> std::io::Result<()> {
+//! // `server/discover` is unknown to the first; `initialize` is refused by the second.
+//! let legacy = Emulator::start(EmulatorConfig::default().newest_protocol_version("2025-11-25")).await?;
+//! let modern = Emulator::start(EmulatorConfig::default().oldest_protocol_version("2026-07-28")).await?;
+//! assert_eq!(modern.audit().mcp_sessions_started, 0);
+//! # drop(legacy);
 //! # Ok(())
 //! # }
 //! ```
