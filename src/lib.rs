@@ -130,6 +130,7 @@ pub mod contract;
 pub mod emulator;
 pub mod endpoint;
 pub mod error;
+mod exchange;
 pub mod invoke;
 mod jsonrpc;
 pub mod mcp_session;

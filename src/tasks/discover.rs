@@ -10,7 +10,6 @@ use http_body::Body;
 use serde_json::json;
 use tower::Service;
 
-use super::request;
 use super::table::PREFIX;
 use super::wire;
 use crate::error::BoxError;
@@ -41,7 +40,7 @@ where
     ResB: Body<Data = Bytes>,
 {
     let id = format!("{PREFIX}discover");
-    match request::ask(service, discover_request(client, &id), &id, timeout).await {
+    match crate::exchange::ask(service, discover_request(client, &id), &id, timeout).await {
         Ok(answer) if wire::offers_tasks(&answer) => Learned::Offered,
         Ok(_) => Learned::NotOffered,
         Err(why) => {

@@ -7,7 +7,7 @@ use http_body::Body;
 use serde_json::Value;
 
 use super::body::TaskBody;
-use super::wire;
+
 use crate::body::PeekedBody;
 
 /// How much of an answer is read ahead to tell a task handle (one is a few hundred bytes).
@@ -46,7 +46,7 @@ impl<B: Body<Data = Bytes>> Peeked<B> {
     /// complete events read of an event stream.
     pub(super) fn answer(&self, id: &Value) -> Option<Value> {
         (self.stream || self.body.is_complete())
-            .then(|| wire::answer_in(&self.body.held_bytes(), id, &mut Vec::new()))
+            .then(|| crate::exchange::answer_in(&self.body.held_bytes(), id, &mut Vec::new()))
             .flatten()
     }
 

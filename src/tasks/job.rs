@@ -95,7 +95,7 @@ impl JobState {
         if let Some(record) = record {
             update.extensions_mut().insert(record);
         }
-        let answer = request::ask(service, update, &id, timeout).await?;
+        let answer = crate::exchange::ask(service, update, &id, timeout).await?;
         if let Some(error) = answer.get("error") {
             return Err(format!("tasks/update was answered {error}"));
         }
@@ -191,7 +191,8 @@ where
             let id = format!("{}get/{}", super::table::PREFIX, self.state.polls);
             let task = &self.state.task.id;
             let poll = self.state.template.request("tasks/get", &id, task, None);
-            match request::ask(&mut self.service, poll, &id, self.limits.poll_timeout).await {
+            match crate::exchange::ask(&mut self.service, poll, &id, self.limits.poll_timeout).await
+            {
                 Ok(answer) => return self.update(answer).await,
                 Err(why) => {
                     failures += 1;

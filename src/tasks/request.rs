@@ -7,15 +7,11 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
 use http_body::Body;
 use serde_json::{Map, Value};
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use super::wire;
-use crate::body::{ReadError, ReadToBytes};
 use crate::error::BoxError;
 use crate::replay::ReplayOverride;
-
-/// How much of a poll's answer is read: a completed task carries the tool's whole result.
-const ANSWER_LIMIT: usize = 64 << 20;
 
 /// What every request about one task is made from: the client's request, its head and `_meta`.
 #[derive(Clone)]
@@ -73,51 +69,9 @@ pub(super) async fn cancel<S, ReqB, ResB>(
 {
     let id = "agentcore-tower/tasks/cancel";
     let request = template.request("tasks/cancel", id, task, None);
-    if let Err(why) = ask(service, request, id, timeout).await {
+    if let Err(why) = crate::exchange::ask(service, request, id, timeout).await {
         tracing::debug!(task, reason = %why, "tasks/cancel failed");
     }
-}
-
-/// Sends one request and reads the JSON-RPC message that answers it (JSON, or an event of an
-/// event stream).
-pub(super) async fn ask<S, ReqB, ResB>(
-    service: &mut S,
-    request: Request<ReqB>,
-    id: &str,
-    timeout: Duration,
-) -> Result<Value, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-{
-    tokio::time::timeout(timeout, ask_unbounded(service, request, id))
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
-}
-
-async fn ask_unbounded<S, ReqB, ResB>(
-    service: &mut S,
-    request: Request<ReqB>,
-    id: &str,
-) -> Result<Value, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-{
-    let failed = |e: S::Error| crate::Error::from_service(e).to_string();
-    service.ready().await.map_err(failed)?;
-    let answer = service.call(request).await.map_err(failed)?;
-    let status = answer.status();
-    let body = ReadToBytes::new(answer.into_body(), ANSWER_LIMIT)
-        .await
-        .map_err(|e| match e {
-            ReadError::TooLarge => "an answer larger than 64 MiB".to_owned(),
-            ReadError::Body(_) => "an answer that could not be read".to_owned(),
-        })?;
-    wire::answer_in(&body, &Value::from(id), &mut Vec::new())
-        .ok_or_else(|| format!("HTTP {} without an answer to {id}", status.as_u16()))
 }
 
 /// The header of the runtime session an answer came from, kept for the task's requests.

@@ -15,8 +15,9 @@ use super::future::{Boxed, ResponseFuture};
 use super::handle::Peeked;
 use super::table::{PREFIX, request_key};
 use super::wire;
-use crate::body::{PeekedBody, ReadToBytes};
+use crate::body::PeekedBody;
 use crate::error::BoxError;
+use crate::exchange::read_message;
 
 /// How much of a request body is read to tell what it is.
 const REQUEST_LIMIT: usize = 4 << 20;
@@ -82,7 +83,7 @@ where
     ReqB: call::RequestBody,
     ResB: call::ResponseBody,
 {
-    let Some(message) = read_message(&request).await else {
+    let Some(message) = read_message(&request, REQUEST_LIMIT, &READ_FOR).await else {
         return pass(inner, request).await;
     };
     let method = message.get("method").and_then(Value::as_str);
@@ -155,21 +156,4 @@ fn accepted<B: Body>() -> Response<TaskBody<B>> {
     *answer.status_mut() = StatusCode::ACCEPTED;
     answer.extensions_mut().insert(crate::AttemptRecord::new());
     answer
-}
-
-/// The request's one JSON-RPC message, when its body holds something the layer acts on (a
-/// clone of the body is read; other bodies are not parsed).
-async fn read_message<ReqB>(request: &Request<ReqB>) -> Option<Value>
-where
-    ReqB: Body<Data = Bytes> + Clone,
-{
-    let bytes = ReadToBytes::new(request.body().clone(), REQUEST_LIMIT)
-        .await
-        .ok()?;
-    READ_FOR
-        .iter()
-        .any(|needle| memchr::memmem::find(&bytes, needle).is_some())
-        .then(|| serde_json::from_slice::<Value>(&bytes).ok())
-        .flatten()
-        .filter(Value::is_object)
 }

@@ -242,50 +242,6 @@ pub(super) fn progress(token: &Value, progress: u64, message: &str) -> Value {
     })
 }
 
-/// A JSON-RPC message of an answer whose `id` is `id`: the answer itself when it is JSON, or
-/// the `data` of one of its events when it is an event stream; the stream's other messages
-/// (notifications, the server's requests) in `others`, in order.
-pub(super) fn answer_in(body: &[u8], id: &Value, others: &mut Vec<Value>) -> Option<Value> {
-    if let Ok(value) = serde_json::from_slice::<Value>(body) {
-        return (value.get("id") == Some(id)).then_some(value);
-    }
-    let text = std::str::from_utf8(body).ok()?;
-    let mut found = None;
-    for event in events(text) {
-        let Ok(message) = serde_json::from_str::<Value>(&event) else {
-            continue;
-        };
-        if found.is_none() && message.get("id") == Some(id) && message.get("method").is_none() {
-            found = Some(message);
-        } else if found.is_none() {
-            others.push(message);
-        }
-    }
-    found
-}
-
-/// The `data` of each event of an event stream (its `data:` lines joined with `\n`).
-fn events(text: &str) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut data: Option<String> = None;
-    for line in text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
-        if line.is_empty() {
-            events.extend(data.take());
-        } else if let Some(value) = line.strip_prefix("data:") {
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match &mut data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            }
-        }
-    }
-    events.extend(data);
-    events
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,55 +316,5 @@ mod tests {
         assert_eq!(object["data"], json!({"x": 2, "taskId": "t-1"}));
         let scalar = failed_error(&task(json!({"code": 1, "message": "m", "data": 7})));
         assert_eq!(scalar["data"], json!({"taskId": "t-1", "data": 7}));
-    }
-
-    #[test]
-    fn no_bytes_a_server_sends_make_the_reading_panic() {
-        let pieces: [&[u8]; 12] = [
-            b"data: ",
-            b"data:",
-            b"\n",
-            b"\r\n",
-            b"\n\n",
-            b": c\n",
-            b"{\"id\":\"p\"",
-            b",\"result\":{\"taskId\":7,\"status\":[]}}",
-            b"\xff",
-            b"\"",
-            b"event: x\n",
-            b"}",
-        ];
-        let mut rng = fastrand::Rng::with_seed(39);
-        let id = json!("p");
-        for _ in 0..20_000 {
-            let mut body = Vec::new();
-            for _ in 0..rng.usize(0..24) {
-                if rng.bool() {
-                    body.extend_from_slice(pieces[rng.usize(..pieces.len())]);
-                } else {
-                    body.push(rng.u8(..));
-                }
-            }
-            let mut others = Vec::new();
-            if let Some(answer) = answer_in(&body, &id, &mut others) {
-                assert_eq!(answer["id"], id);
-                let _ = task_handle(&answer);
-                let _ = answer.get("result").and_then(Task::of);
-            }
-        }
-    }
-
-    #[test]
-    fn the_answer_is_found_in_json_or_in_an_event_stream() {
-        let id = json!("p-1");
-        let mut others = Vec::new();
-        let json_body = br#"{"jsonrpc":"2.0","id":"p-1","result":{}}"#;
-        assert!(answer_in(json_body, &id, &mut others).is_some());
-        let stream = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n: comment\r\nid: 3\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":\"p-1\",\"result\":{\"ok\":1}}\r\n\r\n";
-        let found = answer_in(stream.as_bytes(), &id, &mut others).unwrap();
-        assert_eq!(found["result"]["ok"], 1);
-        assert_eq!(others.len(), 1);
-        assert!(answer_in(b"\xff\xfe", &id, &mut others).is_none());
-        assert!(answer_in(br#"{"id":"p-2","result":{}}"#, &id, &mut others).is_none());
     }
 }

@@ -1,0 +1,177 @@
+//! The exchanges a layer makes or reads itself: the client's request read (a clone of its body),
+//! a request of the layer's own sent through the layers below and its answer read, and the
+//! JSON-RPC message that answers an id found in a JSON body or an event stream.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use serde_json::Value;
+use tower::{Service, ServiceExt};
+
+use crate::body::{ReadError, ReadToBytes};
+use crate::error::BoxError;
+
+/// How much of an answer to a layer's own request is read: a completed task carries a tool's
+/// whole result.
+const ANSWER_LIMIT: usize = 64 << 20;
+
+/// Sends one request and reads the JSON-RPC message that answers it (JSON, or an event of an
+/// event stream).
+pub(crate) async fn ask<S, ReqB, ResB>(
+    service: &mut S,
+    request: Request<ReqB>,
+    id: &str,
+    timeout: Duration,
+) -> Result<Value, String>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    tokio::time::timeout(timeout, ask_unbounded(service, request, id))
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
+}
+
+async fn ask_unbounded<S, ReqB, ResB>(
+    service: &mut S,
+    request: Request<ReqB>,
+    id: &str,
+) -> Result<Value, String>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    let failed = |e: S::Error| crate::Error::from_service(e).to_string();
+    service.ready().await.map_err(failed)?;
+    let answer = service.call(request).await.map_err(failed)?;
+    let status = answer.status();
+    let body = ReadToBytes::new(answer.into_body(), ANSWER_LIMIT)
+        .await
+        .map_err(|e| match e {
+            ReadError::TooLarge => "an answer larger than 64 MiB".to_owned(),
+            ReadError::Body(_) => "an answer that could not be read".to_owned(),
+        })?;
+    answer_in(&body, &Value::from(id), &mut Vec::new())
+        .ok_or_else(|| format!("HTTP {} without an answer to {id}", status.as_u16()))
+}
+
+/// A JSON-RPC message of an answer whose `id` is `id`: the answer itself when it is JSON, or
+/// the `data` of one of its events when it is an event stream; the stream's other messages
+/// (notifications, the server's requests) in `others`, in order.
+pub(crate) fn answer_in(body: &[u8], id: &Value, others: &mut Vec<Value>) -> Option<Value> {
+    if let Ok(value) = serde_json::from_slice::<Value>(body) {
+        return (value.get("id") == Some(id)).then_some(value);
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let mut found = None;
+    for event in events(text) {
+        let Ok(message) = serde_json::from_str::<Value>(&event) else {
+            continue;
+        };
+        if found.is_none() && message.get("id") == Some(id) && message.get("method").is_none() {
+            found = Some(message);
+        } else if found.is_none() {
+            others.push(message);
+        }
+    }
+    found
+}
+
+/// The `data` of each event of an event stream (its `data:` lines joined with `\n`).
+fn events(text: &str) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut data: Option<String> = None;
+    for line in text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
+        if line.is_empty() {
+            events.extend(data.take());
+        } else if let Some(value) = line.strip_prefix("data:") {
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match &mut data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            }
+        }
+    }
+    events.extend(data);
+    events
+}
+
+/// The request's one JSON-RPC message, when its body holds something the layer acts on (a
+/// clone of the body is read; other bodies are not parsed).
+pub(crate) async fn read_message<ReqB>(
+    request: &Request<ReqB>,
+    limit: usize,
+    needles: &[&[u8]],
+) -> Option<Value>
+where
+    ReqB: Body<Data = Bytes> + Clone,
+{
+    let bytes = ReadToBytes::new(request.body().clone(), limit).await.ok()?;
+    needles
+        .iter()
+        .any(|needle| memchr::memmem::find(&bytes, needle).is_some())
+        .then(|| serde_json::from_slice::<Value>(&bytes).ok())
+        .flatten()
+        .filter(Value::is_object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn no_bytes_a_server_sends_make_the_reading_panic() {
+        let pieces: [&[u8]; 12] = [
+            b"data: ",
+            b"data:",
+            b"\n",
+            b"\r\n",
+            b"\n\n",
+            b": c\n",
+            b"{\"id\":\"p\"",
+            b",\"result\":{\"taskId\":7,\"status\":[]}}",
+            b"\xff",
+            b"\"",
+            b"event: x\n",
+            b"}",
+        ];
+        let mut rng = fastrand::Rng::with_seed(39);
+        let id = json!("p");
+        for _ in 0..20_000 {
+            let mut body = Vec::new();
+            for _ in 0..rng.usize(0..24) {
+                if rng.bool() {
+                    body.extend_from_slice(pieces[rng.usize(..pieces.len())]);
+                } else {
+                    body.push(rng.u8(..));
+                }
+            }
+            let mut others = Vec::new();
+            if let Some(answer) = answer_in(&body, &id, &mut others) {
+                assert_eq!(answer["id"], id);
+            }
+        }
+    }
+
+    #[test]
+    fn the_answer_is_found_in_json_or_in_an_event_stream() {
+        let id = json!("p-1");
+        let mut others = Vec::new();
+        let json_body = br#"{"jsonrpc":"2.0","id":"p-1","result":{}}"#;
+        assert!(answer_in(json_body, &id, &mut others).is_some());
+        let stream = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n: comment\r\nid: 3\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":\"p-1\",\"result\":{\"ok\":1}}\r\n\r\n";
+        let found = answer_in(stream.as_bytes(), &id, &mut others).unwrap();
+        assert_eq!(found["result"]["ok"], 1);
+        assert_eq!(others.len(), 1);
+        assert!(answer_in(b"\xff\xfe", &id, &mut others).is_none());
+        assert!(answer_in(br#"{"id":"p-2","result":{}}"#, &id, &mut others).is_none());
+    }
+}
