@@ -5,13 +5,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method, Request, Response};
 use http_body::Body;
 use serde_json::Value;
 use tower::{Service, ServiceExt};
 
-use crate::body::{ReadError, ReadToBytes};
+use crate::body::{PeekedBody, ReadError, ReadToBytes};
 use crate::error::BoxError;
+use crate::protocol::{self, ParamHeaders};
 
 /// How much of an answer to a layer's own request is read: a completed task carries a tool's
 /// whole result.
@@ -120,6 +123,106 @@ where
         .then(|| serde_json::from_slice::<Value>(&bytes).ok())
         .flatten()
         .filter(Value::is_object)
+}
+
+/// How much of an answer is read ahead to tell what it is (a task handle, an error to
+/// `initialize`: a few hundred bytes).
+const AHEAD_LIMIT: usize = 64 << 10;
+
+/// An answer's body with its first bytes read ahead.
+pub(crate) struct Peeked<B: Body> {
+    body: PeekedBody<B>,
+    stream: bool,
+}
+
+impl<B> Peeked<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    /// The answer's head, and its body with its first bytes read: the whole of a small JSON
+    /// answer, or an event stream's first event (or comment) — a task handle comes alone, and
+    /// whatever else comes first (progress, a comment that says the server is alive) is the
+    /// client's to read at once.
+    pub(crate) async fn of(answer: Response<B>) -> (Response<()>, Peeked<B>) {
+        let (head, body) = answer.into_parts();
+        let mut body = PeekedBody::new(body);
+        let stream = crate::jsonrpc::media_type_is(&head.headers, "text/event-stream");
+        if stream || crate::jsonrpc::is_json_content_type(&head.headers) {
+            std::future::poll_fn(|cx| {
+                body.poll_read_ahead(cx, AHEAD_LIMIT, |held| !stream || !has_block(held))
+            })
+            .await;
+        }
+        (Response::from_parts(head, ()), Peeked { body, stream })
+    }
+}
+
+impl<B: Body<Data = Bytes>> Peeked<B> {
+    /// The message answering `id` among what was read: in a JSON answer read whole, or in the
+    /// complete events read of an event stream.
+    pub(crate) fn answer(&self, id: &Value) -> Option<Value> {
+        (self.stream || self.body.is_complete())
+            .then(|| answer_in(&self.body.held_bytes(), id, &mut Vec::new()))
+            .flatten()
+    }
+
+    /// The body, as it came.
+    pub(crate) fn into_body(self) -> PeekedBody<B> {
+        self.body
+    }
+}
+
+/// Whether an event stream's bytes hold a complete block (an event, or a comment).
+fn has_block(held: &[u8]) -> bool {
+    memchr::memmem::find(held, b"\n\n").is_some()
+        || memchr::memmem::find(held, b"\r\n\r\n").is_some()
+}
+
+/// The `_meta` a layer's own 2026-07-28 request carries: the revision, the layer as the client,
+/// and `capabilities`.
+pub(crate) fn own_meta(capabilities: Value) -> Value {
+    serde_json::json!({
+        protocol::PROTOCOL_VERSION_META: protocol::LATEST,
+        "io.modelcontextprotocol/clientInfo":
+            {"name": "agentcore-tower", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+/// A 2026-07-28 POST of `message` with the head of a client's request of any era (its URI, its
+/// credentials and headers of its own): no MCP session, the revision's version and standard
+/// headers (`Mcp-Param-*` as `params` learned them).
+pub(crate) fn modern_post<ReqB: From<Bytes>>(
+    client: &Parts,
+    message: &Value,
+    params: Option<&ParamHeaders>,
+) -> Request<ReqB> {
+    let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
+    let mut request = Request::new(ReqB::from(bytes));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = client.uri.clone();
+    let headers = request.headers_mut();
+    headers.clone_from(&client.headers);
+    let standard: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("mcp-param-"))
+        .cloned()
+        .chain([
+            HeaderName::from_static("mcp-name"),
+            HeaderName::from_static("mcp-method"),
+        ])
+        .collect();
+    for name in standard {
+        headers.remove(name);
+    }
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(crate::contract::MCP_SESSION_ID);
+    headers.insert(
+        crate::contract::MCP_PROTOCOL_VERSION,
+        HeaderValue::from_static(protocol::LATEST),
+    );
+    headers.extend(protocol::request_headers(message, params));
+    request
 }
 
 #[cfg(test)]

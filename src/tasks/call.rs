@@ -17,7 +17,6 @@ use tower::{Service, ServiceExt};
 use super::body::{JobBody, OnAbandon, TaskBody, Watch};
 use super::client::Client;
 use super::discover;
-use super::handle::Peeked;
 use super::input;
 use super::job::{Job, JobState, Next};
 use super::request::{self, Template};
@@ -25,6 +24,7 @@ use super::table::request_key;
 use super::wire;
 use super::{LAYER, TaskPollingLayer};
 use crate::error::BoxError;
+use crate::exchange::Peeked;
 use crate::record::{AttemptRecord, Decision, Verdict};
 use crate::rule::{Assumption, By, Permission};
 
@@ -134,7 +134,7 @@ where
             let job = JobState::new(task, template, &layer.limits);
             Ok(start(inner, job, &parts, &message, head, &layer))
         }
-        _ => Ok(head.map(|()| peeked.into_body())),
+        _ => Ok(head.map(|()| TaskBody::server(peeked.into_body()))),
     }
 }
 

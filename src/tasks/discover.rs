@@ -3,9 +3,8 @@
 //! send one (a 2025 client opens a session with `initialize` instead).
 
 use bytes::Bytes;
-use http::header::CONTENT_LENGTH;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http::{Request, Response};
 use http_body::Body;
 use serde_json::json;
 use tower::Service;
@@ -13,7 +12,6 @@ use tower::Service;
 use super::table::PREFIX;
 use super::wire;
 use crate::error::BoxError;
-use crate::protocol;
 use crate::replay::ReplayOverride;
 
 /// What the probe learned.
@@ -53,37 +51,10 @@ where
 /// The layer's `server/discover`: MCP 2026-07-28, declaring the extension, with the client's
 /// head but for what names a session, a version, a method or a body.
 fn discover_request<ReqB: From<Bytes>>(client: &Parts, id: &str) -> Request<ReqB> {
-    let message = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover", "params": {
-        "_meta": {
-            protocol::PROTOCOL_VERSION_META: protocol::LATEST,
-            "io.modelcontextprotocol/clientInfo":
-                {"name": "agentcore-tower", "version": env!("CARGO_PKG_VERSION")},
-        }
-    }});
-    let mut message = message;
+    let mut message = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover",
+        "params": {"_meta": crate::exchange::own_meta(json!({}))}});
     wire::declare(&mut message);
-    let bytes = Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
-    let mut request = Request::new(ReqB::from(bytes));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = client.uri.clone();
-    let headers = request.headers_mut();
-    headers.clone_from(&client.headers);
-    headers.remove(CONTENT_LENGTH);
-    headers.remove(crate::contract::MCP_SESSION_ID);
-    headers.remove("mcp-name");
-    let params: Vec<HeaderName> = headers
-        .keys()
-        .filter(|n| n.as_str().starts_with("mcp-param-"))
-        .cloned()
-        .collect();
-    for name in params {
-        headers.remove(name);
-    }
-    headers.insert(
-        "mcp-protocol-version",
-        HeaderValue::from_static(protocol::LATEST),
-    );
-    headers.insert("mcp-method", HeaderValue::from_static("server/discover"));
+    let mut request = crate::exchange::modern_post(client, &message, None);
     request.extensions_mut().insert(ReplayOverride::Replayable);
     request
 }

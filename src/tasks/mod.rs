@@ -147,7 +147,6 @@ mod call;
 mod client;
 mod discover;
 mod future;
-mod handle;
 mod input;
 mod job;
 mod request;

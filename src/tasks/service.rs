@@ -12,11 +12,11 @@ use super::TaskPollingLayer;
 use super::body::TaskBody;
 use super::call;
 use super::future::{Boxed, ResponseFuture};
-use super::handle::Peeked;
 use super::table::{PREFIX, request_key};
 use super::wire;
 use crate::body::PeekedBody;
 use crate::error::BoxError;
+use crate::exchange::Peeked;
 use crate::exchange::read_message;
 
 /// How much of a request body is read to tell what it is.
@@ -113,7 +113,7 @@ where
             if peeked.answer(&id).is_some_and(|a| wire::offers_tasks(&a)) {
                 layer.learn_offered();
             }
-            Ok(answer.map(|()| peeked.into_body()))
+            Ok(answer.map(|()| TaskBody::server(peeked.into_body())))
         }
         (Some("notifications/cancelled"), _) => {
             if let Some(id) = message.pointer("/params/requestId") {
