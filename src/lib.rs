@@ -123,6 +123,7 @@ mod macros;
 mod allowance;
 pub mod auth;
 pub mod body;
+pub mod bridge;
 pub mod budget;
 mod context;
 pub mod contract;

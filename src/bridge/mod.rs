@@ -1,0 +1,237 @@
+//! [`ProtocolBridgeLayer`]: a client of MCP's `initialize` era at a server that speaks only
+//! MCP 2026-07-28.
+//!
+//! MCP 2026-07-28 has no `initialize` and no MCP session: every request carries its version,
+//! the client's information and capabilities in `_meta`, and a client learns the server with
+//! `server/discover`. Its compatibility rules leave a client of the 2025 revisions with no way
+//! forward at a server that speaks only 2026-07-28 ("legacy clients have no fall-forward"):
+//! its `initialize` is refused, and that is all. Servers built on the new SDKs are appearing
+//! while hosts upgrade on their own schedule.
+//!
+//! This layer is the bridge, and only when the direct path fails, so nothing changes where the
+//! eras match:
+//!
+//! * a client's `initialize` is sent as it is; refused (an error that is not an authentication
+//!   error, nor one of AgentCore's), the layer asks the server's `server/discover` (a 2026-07-28
+//!   request of its own, with the client's information and capabilities). A server that names
+//!   2026-07-28 among its versions is then bridged: the client's `initialize` is answered from
+//!   the discovery — the client's own version agreed, the server's capabilities, information
+//!   and instructions — with an `Mcp-Session-Id` of the layer's own; and the target is known to
+//!   speak only 2026-07-28 from then on (a later `initialize` is bridged at once). A server that
+//!   answers no discovery either gets its refusal delivered as it came;
+//! * every later request of that session is sent as 2026-07-28 writes it: the revision, the
+//!   client's information and capabilities in `_meta` (what the request declares itself wins),
+//!   `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers
+//!   the tools' listing annotates (learned from the `tools/list` answers that pass), no
+//!   `Mcp-Session-Id`;
+//! * what the revision has nothing to send to is answered by the layer: `ping` (an empty
+//!   result), a notification or a response of the client's (HTTP 202), a GET for the server's
+//!   stream (HTTP 405: not offered), the DELETE that ends the session (HTTP 200).
+//!
+//! ```
+//! use std::convert::Infallible;
+//!
+//! use agentcore_tower::bridge::ProtocolBridgeLayer;
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::{BodyExt, Full};
+//! use serde_json::{Value, json};
+//! use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // A server that speaks only MCP 2026-07-28.
+//! let server = service_fn(|request: Request<Full<Bytes>>| async move {
+//!     let body = request.into_body().collect().await.unwrap().to_bytes();
+//!     let message: Value = serde_json::from_slice(&body).unwrap();
+//!     let (status, answer) = match message["method"].as_str().unwrap() {
+//!         "server/discover" => (200, json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+//!             "resultType": "complete", "supportedVersions": ["2026-07-28"],
+//!             "capabilities": {"tools": {}},
+//!             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "calc", "version": "2"}}}})),
+//!         "initialize" => (400, json!({"jsonrpc": "2.0", "id": message["id"], "error": {
+//!             "code": -32022, "message": "Unsupported protocol version",
+//!             "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}})),
+//!         _ => (200, json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+//!             "resultType": "complete", "tools": [],
+//!             "version": message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]}})),
+//!     };
+//!     Ok::<_, Infallible>(Response::builder().status(status)
+//!         .header("content-type", "application/json")
+//!         .body(Full::new(Bytes::from(answer.to_string()))).unwrap())
+//! });
+//! let mut client = ServiceBuilder::new().layer(ProtocolBridgeLayer::new()).service(server);
+//! let post = |session: Option<&str>, message: Value| {
+//!     let mut request = Request::post("https://mcp.example/mcp")
+//!         .header("content-type", "application/json")
+//!         .header("accept", "application/json, text/event-stream");
+//!     if let Some(session) = session {
+//!         request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-11-25");
+//!     }
+//!     request.body(Full::new(Bytes::from(message.to_string()))).unwrap()
+//! };
+//!
+//! // A client of 2025-11-25 opens its session as it always does.
+//! let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+//!     "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}});
+//! let opened = client.ready().await.unwrap().call(post(None, initialize)).await.unwrap();
+//! let session = opened.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+//! let body = opened.into_body().collect().await.unwrap().to_bytes();
+//! let answer: Value = serde_json::from_slice(&body).unwrap();
+//! assert_eq!(answer["result"]["protocolVersion"], "2025-11-25");
+//! assert_eq!(answer["result"]["serverInfo"]["name"], "calc");
+//!
+//! // Its requests reach the server as 2026-07-28 requests.
+//! let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+//! let listed = client.ready().await.unwrap().call(post(Some(&session), list)).await.unwrap();
+//! let body = listed.into_body().collect().await.unwrap().to_bytes();
+//! let answer: Value = serde_json::from_slice(&body).unwrap();
+//! assert_eq!(answer["result"]["version"], "2026-07-28");
+//! # }
+//! ```
+//!
+//! # Where it goes in the stack
+//! Above [`McpSessionRecoveryLayer`](crate::McpSessionRecoveryLayer) and the signer (its
+//! discovery is sent through them: signed, a cold start waited out), below
+//! [`TaskPollingLayer`](crate::tasks::TaskPollingLayer) (whose requests about a task of a
+//! bridged session it carries like the client's). The sessions it opens are its own: at most
+//! [`max_sessions`](ProtocolBridgeLayer::max_sessions) (default 10,000), the oldest forgotten
+//! past that.
+//!
+//! # Known limits
+//! The other direction — a client pinned to 2026-07-28 at a server of the `initialize` era —
+//! is not bridged yet. A server's `InputRequiredResult` (a 2026-07-28 request for the user's
+//! input) reaches a 2025 client as it came, and the server's own stream
+//! (`subscriptions/listen`) is not offered to it.
+
+mod carry;
+mod local;
+mod open;
+mod service;
+mod sessions;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use serde_json::Value;
+use tower::Layer;
+
+use crate::body::PeekedBody;
+use crate::protocol::ParamHeaders;
+pub use service::{ProtocolBridge, ResponseFuture};
+
+/// The body of a [`ProtocolBridge`] answer: the server's, as it came, or the bridge's own.
+pub type BridgeBody<B> = Either<PeekedBody<B>, Full<Bytes>>;
+
+/// The default of [`ProtocolBridgeLayer::max_sessions`].
+const MAX_SESSIONS: usize = 10_000;
+
+/// Bridges a client of MCP's `initialize` era and a server that speaks only MCP 2026-07-28. See
+/// the [module docs](self).
+#[derive(Clone)]
+pub struct ProtocolBridgeLayer {
+    sessions: Arc<sessions::Sessions>,
+    /// The target refused an `initialize` and answered `server/discover`: it speaks only
+    /// 2026-07-28.
+    modern_only: Arc<AtomicBool>,
+    /// What the tools' listings annotate, for the `Mcp-Param-*` headers of their calls.
+    params: Arc<Mutex<ParamHeaders>>,
+    discover_timeout: Duration,
+}
+
+impl ProtocolBridgeLayer {
+    /// The bridge, at most 10,000 sessions.
+    pub fn new() -> Self {
+        Self {
+            sessions: Arc::new(sessions::Sessions::new(MAX_SESSIONS)),
+            modern_only: Arc::default(),
+            params: Arc::default(),
+            discover_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Sets how many sessions the bridge keeps (at least 1): past that, the one opened longest
+    /// ago is forgotten. Starts an empty table.
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.sessions = Arc::new(sessions::Sessions::new(sessions));
+        self
+    }
+
+    /// Sets how long the bridge's `server/discover` may take, the retries of the layers below
+    /// included (default 60 s): past it, the client's refusal is delivered as it came.
+    pub fn discover_timeout(mut self, timeout: Duration) -> Self {
+        self.discover_timeout = timeout;
+        self
+    }
+
+    /// Whether the target is known to speak only MCP 2026-07-28 (it refused an `initialize`
+    /// and answered the bridge's `server/discover`).
+    pub fn bridges(&self) -> bool {
+        self.modern_only.load(Ordering::Acquire)
+    }
+
+    /// How many sessions the bridge has open.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    fn knows_modern_only(&self) -> bool {
+        self.bridges()
+    }
+
+    fn learn_modern_only(&self, client_version: &str) {
+        if !self.modern_only.swap(true, Ordering::AcqRel) {
+            tracing::info!(
+                client = client_version,
+                server = crate::protocol::LATEST,
+                "the server speaks only MCP {}: clients of {client_version} are bridged",
+                crate::protocol::LATEST
+            );
+        }
+    }
+
+    fn param_headers(&self) -> ParamHeaders {
+        self.params
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn learn_param_headers(&self, listing: &Value) {
+        self.params
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .learn(listing);
+    }
+}
+
+impl Default for ProtocolBridgeLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ProtocolBridgeLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProtocolBridgeLayer")
+            .field("bridges", &self.bridges())
+            .field("sessions", &self.sessions())
+            .field("discover_timeout", &self.discover_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for ProtocolBridgeLayer {
+    type Service = ProtocolBridge<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ProtocolBridge {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}

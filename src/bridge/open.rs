@@ -1,0 +1,188 @@
+//! A client's `initialize`: sent as it is, unless the target is known to speak only MCP
+//! 2026-07-28; refused for its era, it is answered from the server's `server/discover`, in a
+//! session the bridge opens itself.
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Either;
+use serde_json::{Value, json};
+use tower::{Service, ServiceExt};
+
+use super::local::local;
+use super::sessions::Client;
+use super::{BridgeBody, ProtocolBridgeLayer};
+use crate::error::BoxError;
+use crate::exchange::{Peeked, ask, modern_post, own_meta};
+use crate::protocol;
+use crate::record::AttemptRecord;
+use crate::replay::ReplayOverride;
+
+/// The id of the bridge's own `server/discover`.
+const DISCOVER_ID: &str = "agentcore-tower/bridge/discover";
+
+/// A client's `initialize` (`message`, no MCP session).
+pub(super) async fn initialize<S, ReqB, ResB>(
+    mut inner: S,
+    request: Request<ReqB>,
+    message: Value,
+    layer: &ProtocolBridgeLayer,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + From<Bytes>,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    let (parts, body) = request.into_parts();
+    if layer.knows_modern_only()
+        && let Some(answer) = bridged(&mut inner, &parts, &message, layer).await
+    {
+        return Ok(answer);
+    }
+    inner.ready().await?;
+    let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
+    let (head, peeked) = Peeked::of(answer).await;
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if refused(&head, peeked.answer(&id).as_ref()) {
+        // The direct path failed: a server that speaks only 2026-07-28 says so in its
+        // `server/discover`, and then the client is answered from it; else the refusal is
+        // delivered as it came.
+        if let Some(answer) = bridged(&mut inner, &parts, &message, layer).await {
+            return Ok(answer);
+        }
+    }
+    Ok(head.map(|()| Either::Left(peeked.into_body())))
+}
+
+/// Whether an answer to `initialize` refused it, in a way a server of another era refuses:
+/// not a success, not an authentication or authorization error (401, 403: never "another
+/// era"), and not one of AgentCore's own (an `x-amzn-errortype`).
+fn refused(head: &Response<()>, answer: Option<&Value>) -> bool {
+    let status = head.status();
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+        || head.headers().contains_key("x-amzn-errortype")
+    {
+        return false;
+    }
+    !status.is_success() || answer.is_some_and(|a| a.get("error").is_some())
+}
+
+/// The answer to the client's `initialize` from the server's `server/discover`, in a session
+/// of the bridge's own: `None` when the server does not speak 2026-07-28 either.
+async fn bridged<S, ReqB, ResB>(
+    inner: &mut S,
+    parts: &http::request::Parts,
+    message: &Value,
+    layer: &ProtocolBridgeLayer,
+) -> Option<Response<BridgeBody<ResB>>>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: From<Bytes>,
+    ResB: Body<Data = Bytes>,
+{
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let client = Client {
+        version: client_version(&params),
+        info: params.get("clientInfo").cloned().unwrap_or(json!({})),
+        capabilities: params.get("capabilities").cloned().unwrap_or(json!({})),
+    };
+    let mut meta = own_meta(client.capabilities.clone());
+    meta["io.modelcontextprotocol/clientInfo"] = client.info.clone();
+    let discover = json!({"jsonrpc": "2.0", "id": DISCOVER_ID, "method": "server/discover",
+        "params": {"_meta": meta}});
+    let mut request = modern_post(parts, &discover, None);
+    let record = AttemptRecord::new();
+    request.extensions_mut().insert(record.clone());
+    request.extensions_mut().insert(ReplayOverride::Replayable);
+    let answer = ask(inner, request, DISCOVER_ID, layer.discover_timeout).await;
+    let result = answer.ok()?.get("result").cloned().filter(speaks_2026)?;
+    layer.learn_modern_only(&client.version);
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let initialized =
+        json!({"jsonrpc": "2.0", "id": id, "result": initialize_result(&result, &client)});
+    let session = layer.sessions.open(client);
+    let mut answer = local(StatusCode::OK, Some(&initialized));
+    if let Ok(value) = HeaderValue::from_str(&session) {
+        answer
+            .headers_mut()
+            .insert(crate::contract::MCP_SESSION_ID, value);
+    }
+    answer.extensions_mut().insert(record);
+    Some(answer)
+}
+
+/// The version the client asked for, when the bridge speaks it (a version of the `initialize`
+/// era); else the newest of that era.
+fn client_version(params: &Value) -> String {
+    params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .filter(|v| protocol::KNOWN_VERSIONS.contains(v) && !protocol::is_stateless(v))
+        .unwrap_or(protocol::LATEST_WITH_INITIALIZE)
+        .to_owned()
+}
+
+/// Whether a `server/discover` result names a version of 2026-07-28 or later among those the
+/// server speaks.
+fn speaks_2026(result: &Value) -> bool {
+    result
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|v| {
+            v.iter()
+                .filter_map(Value::as_str)
+                .any(protocol::is_stateless)
+        })
+}
+
+/// An `InitializeResult` from a `DiscoverResult`: the client's own version agreed, the
+/// server's capabilities, information and instructions.
+fn initialize_result(discovered: &Value, client: &Client) -> Value {
+    let info = discovered
+        .pointer("/_meta/io.modelcontextprotocol~1serverInfo")
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "unknown", "version": "0"}));
+    let mut result = json!({
+        "protocolVersion": client.version,
+        "capabilities": discovered.get("capabilities").cloned().unwrap_or(json!({})),
+        "serverInfo": info,
+    });
+    if let Some(instructions) = discovered.get("instructions") {
+        result["instructions"] = instructions.clone();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_is_answered_with_its_own_version_and_the_servers_description() {
+        let discovered = json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "instructions": "be brief",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "2"}}});
+        assert!(speaks_2026(&discovered));
+        assert!(!speaks_2026(&json!({"supportedVersions": ["2025-11-25"]})));
+        assert!(!speaks_2026(&json!({})));
+        let client = Client {
+            version: client_version(&json!({"protocolVersion": "2025-06-18"})),
+            info: json!({}),
+            capabilities: json!({}),
+        };
+        assert_eq!(
+            initialize_result(&discovered, &client),
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "s", "version": "2"}, "instructions": "be brief"})
+        );
+        for odd in [
+            json!({"protocolVersion": "2026-07-28"}),
+            json!({"protocolVersion": 7}),
+            json!({}),
+        ] {
+            assert_eq!(client_version(&odd), "2025-11-25", "{odd}");
+        }
+    }
+}

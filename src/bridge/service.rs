@@ -1,0 +1,127 @@
+//! [`ProtocolBridge`]: one request through the bridge, and what it is to the bridge.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Either;
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use super::local::local;
+use super::{BridgeBody, ProtocolBridgeLayer, carry, open};
+use crate::body::PeekedBody;
+use crate::error::BoxError;
+use crate::exchange::read_message;
+
+/// How much of a request body is read to tell what it is.
+const REQUEST_LIMIT: usize = 4 << 20;
+
+/// The service [`ProtocolBridgeLayer`] builds.
+#[derive(Clone, Debug)]
+pub struct ProtocolBridge<S> {
+    pub(super) inner: S,
+    pub(super) layer: ProtocolBridgeLayer,
+}
+
+impl<S> ProtocolBridge<S> {
+    inner_service_accessors!();
+}
+
+/// The steps of one request, boxed: one allocation per call.
+type Boxed<B, E> = Pin<Box<dyn Future<Output = Result<Response<BridgeBody<B>>, E>> + Send>>;
+
+pin_project! {
+    /// The response future of [`ProtocolBridge`].
+    pub struct ResponseFuture<B: Body, E> {
+        #[pin]
+        future: Boxed<B, E>,
+    }
+}
+
+impl<B: Body, E> Future for ResponseFuture<B, E> {
+    type Output = Result<Response<BridgeBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().future.poll(cx)
+    }
+}
+
+impl<B: Body, E> fmt::Debug for ResponseFuture<B, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for ProtocolBridge<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Error: Into<BoxError> + Send + 'static,
+    S::Future: Send + 'static,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + Sync + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Send,
+{
+    type Response = Response<BridgeBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResB, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        // tower's rule: the service polled ready is the one called; a clone takes its place.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture {
+            future: Box::pin(serve(inner, request, self.layer.clone())),
+        }
+    }
+}
+
+/// A request, by what it is to the bridge: a session of its own, an `initialize`, or neither.
+async fn serve<S, ReqB, ResB>(
+    mut inner: S,
+    request: Request<ReqB>,
+    layer: ProtocolBridgeLayer,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Send,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Clone,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    let session = request
+        .headers()
+        .get(crate::contract::MCP_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(client) = session.as_deref().and_then(|id| layer.sessions.client(id)) {
+        let session = session.unwrap_or_default();
+        return match *request.method() {
+            Method::POST => match read_message(&request, REQUEST_LIMIT, &[b"jsonrpc"]).await {
+                Some(message) => carry::post(inner, request, message, &client, &layer).await,
+                None => Ok(local(StatusCode::BAD_REQUEST, None)),
+            },
+            Method::DELETE => {
+                layer.sessions.close(&session);
+                Ok(local(StatusCode::OK, None))
+            }
+            // The bridge offers no stream of the server's own (MCP: 405, "not offered").
+            _ => Ok(local(StatusCode::METHOD_NOT_ALLOWED, None)),
+        };
+    }
+    if request.method() == Method::POST && session.is_none() {
+        let message = read_message(&request, REQUEST_LIMIT, &[b"initialize"]).await;
+        if let Some(message) = message.filter(|m| m["method"] == "initialize") {
+            return open::initialize(inner, request, message, &layer).await;
+        }
+    }
+    let answer = inner.call(request).await?;
+    Ok(answer.map(|body| Either::Left(PeekedBody::new(body))))
+}
