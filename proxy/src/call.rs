@@ -8,9 +8,9 @@ use agentcore_tower::AttemptRecord;
 
 use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
 
-/// The body of the stack's answers: the server's, or the answer the stack writes to a call the
-/// server made a task.
-pub type ResBody = agentcore_tower::tasks::TaskBody<InnerBody>;
+/// The body of the stack's answers: the server's, the answer the stack writes to a call the
+/// server made a task, or the bridge's own.
+pub type ResBody = agentcore_tower::tasks::TaskBody<agentcore_tower::bridge::BridgeBody<InnerBody>>;
 
 /// The body of the answers of the stack below the task layer.
 pub type InnerBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::auth::CachedCredentials;
+use agentcore_tower::bridge::ProtocolBridgeLayer;
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::mcp_session::McpSessionRecovery;
@@ -484,7 +485,9 @@ where
             }
         }
     }
+    // The bridge between MCP's eras acts only when a client's initialize is refused.
     let below = ServiceBuilder::new()
+        .layer(ProtocolBridgeLayer::new())
         .layer(recovery)
         .layer(layers)
         .service(client);

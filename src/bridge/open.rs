@@ -57,12 +57,12 @@ where
 
 /// Whether an answer to `initialize` refused it, in a way a server of another era refuses:
 /// not a success, not an authentication or authorization error (401, 403: never "another
-/// era"), and not one of AgentCore's own (an `x-amzn-errortype`).
+/// era"), and not one of AgentCore's own in either form (its error table, `contract`).
 fn refused(head: &Response<()>, answer: Option<&Value>) -> bool {
     let status = head.status();
-    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-        || head.headers().contains_key("x-amzn-errortype")
-    {
+    let platform = crate::contract::classify_head(status, head.headers()).is_some()
+        || answer.is_some_and(|a| crate::contract::classify_json_rpc(a).is_some());
+    if platform || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
         return false;
     }
     !status.is_success() || answer.is_some_and(|a| a.get("error").is_some())
