@@ -3,7 +3,6 @@
 //! stack (rmcp, reqwest, hand-written clients of both protocol eras), in one binary (feature
 //! `emulator`; see `tests/layers/main.rs` for why the integration tests are two binaries).
 
-#[cfg(feature = "rmcp")]
 #[path = "../common/audit.rs"]
 mod audit;
 #[path = "../common/mod.rs"]
@@ -12,6 +11,7 @@ mod common;
 #[path = "../common/records.rs"]
 mod records;
 
+mod bridge;
 #[cfg(feature = "rmcp")]
 mod concurrency;
 mod doors;
