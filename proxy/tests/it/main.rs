@@ -5,6 +5,7 @@
 
 mod common;
 
+mod bridge;
 mod check;
 mod concurrency;
 mod daily_use;
