@@ -33,16 +33,32 @@ where
     S::Error: Into<BoxError>,
     ResB: Body<Data = Bytes>,
 {
-    tokio::time::timeout(timeout, ask_unbounded(service, request, id))
+    let (head, body) = exchange(service, request, timeout).await?;
+    answer_in(&body, &Value::from(id), &mut Vec::new())
+        .ok_or_else(|| format!("HTTP {} without an answer to {id}", head.status.as_u16()))
+}
+
+/// Sends one request and reads its answer whole (at most 64 MiB), within `timeout`: its head
+/// and body.
+pub(crate) async fn exchange<S, ReqB, ResB>(
+    service: &mut S,
+    request: Request<ReqB>,
+    timeout: Duration,
+) -> Result<(http::response::Parts, Bytes), String>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    tokio::time::timeout(timeout, exchange_unbounded(service, request))
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
 }
 
-async fn ask_unbounded<S, ReqB, ResB>(
+async fn exchange_unbounded<S, ReqB, ResB>(
     service: &mut S,
     request: Request<ReqB>,
-    id: &str,
-) -> Result<Value, String>
+) -> Result<(http::response::Parts, Bytes), String>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
@@ -50,16 +66,14 @@ where
 {
     let failed = |e: S::Error| crate::Error::from_service(e).to_string();
     service.ready().await.map_err(failed)?;
-    let answer = service.call(request).await.map_err(failed)?;
-    let status = answer.status();
-    let body = ReadToBytes::new(answer.into_body(), ANSWER_LIMIT)
+    let (head, body) = service.call(request).await.map_err(failed)?.into_parts();
+    let body = ReadToBytes::new(body, ANSWER_LIMIT)
         .await
         .map_err(|e| match e {
             ReadError::TooLarge => "an answer larger than 64 MiB".to_owned(),
             ReadError::Body(_) => "an answer that could not be read".to_owned(),
         })?;
-    answer_in(&body, &Value::from(id), &mut Vec::new())
-        .ok_or_else(|| format!("HTTP {} without an answer to {id}", status.as_u16()))
+    Ok((head, body))
 }
 
 /// A JSON-RPC message of an answer whose `id` is `id`: the answer itself when it is JSON, or

@@ -99,6 +99,9 @@ pub struct Args {
     /// `--max-task-duration`: how long a job run as a task may take (default: the task's TTL,
     /// or 8 hours).
     pub max_task_duration: Option<Duration>,
+    /// `--bridge-modern-clients`: a client pinned to MCP 2026-07-28 is bridged to a server of
+    /// the `initialize` era.
+    pub bridge_modern_clients: bool,
     /// Runtime only.
     pub runtime_user_id: Option<String>,
     /// Runtime only: the runtime's `idleRuntimeSessionTimeout` (default: AgentCore's, 900 s).
@@ -148,6 +151,7 @@ struct Given {
     idle_timeout: Option<Duration>,
     no_tasks: bool,
     max_task_duration: Option<Duration>,
+    bridge_modern_clients: bool,
     runtime_user_id: Option<String>,
     runtime_idle_timeout: Option<Duration>,
     runtime_max_lifetime: Option<Duration>,
@@ -290,6 +294,7 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
             | "--trust-tool-annotations"
             | "--read-only"
             | "--no-tasks"
+            | "--bridge-modern-clients"
                 if inline.is_some() =>
             {
                 return Err(format!("{flag} takes no value"));
@@ -298,6 +303,7 @@ fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Stri
             "--trust-tool-annotations" => args.trust_tool_annotations = true,
             "--read-only" => args.read_only = true,
             "--no-tasks" => args.no_tasks = true,
+            "--bridge-modern-clients" => args.bridge_modern_clients = true,
             "--listen" => {
                 once(&args.listen, "--listen")?;
                 args.listen = Some(parse_listen(&value("--listen")?)?);
@@ -435,6 +441,7 @@ impl Given {
             idle_timeout: self.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
             tasks: !self.no_tasks,
             max_task_duration: self.max_task_duration,
+            bridge_modern_clients: self.bridge_modern_clients,
             runtime_user_id: self.runtime_user_id,
             runtime_idle_timeout: self.runtime_idle_timeout,
             runtime_max_lifetime: self.runtime_max_lifetime,
@@ -514,6 +521,7 @@ mod tests {
             "--idle-timeout=1500ms",
             "--no-tasks",
             "--max-task-duration=2d",
+            "--bridge-modern-clients",
             "--runtime-user-id",
             "user-1",
             "--runtime-idle-timeout=2h",
@@ -552,6 +560,7 @@ mod tests {
                 idle_timeout: Duration::from_millis(1500),
                 tasks: false,
                 max_task_duration: Some(Duration::from_secs(2 * 86_400)),
+                bridge_modern_clients: true,
                 runtime_user_id: Some("user-1".into()),
                 runtime_idle_timeout: Some(Duration::from_secs(7200)),
                 runtime_max_lifetime: Some(Duration::from_secs(1_209_600)),
@@ -570,7 +579,7 @@ mod tests {
         assert_eq!(args.timeout, Duration::from_secs(900));
         assert_eq!(args.idle_timeout, Duration::from_secs(300));
         assert!(!args.trust_tool_annotations && !args.read_only);
-        assert!(args.tasks && args.max_task_duration.is_none());
+        assert!(args.tasks && args.max_task_duration.is_none() && !args.bridge_modern_clients);
         // The runtime's own settings: the library's defaults, AgentCore's.
         assert_eq!(
             (args.runtime_idle_timeout, args.runtime_max_lifetime),

@@ -394,6 +394,16 @@ fn tasks(args: &Args) -> Option<TaskPollingLayer> {
     })
 }
 
+/// The bridge between MCP's eras `--bridge-modern-clients` asks for.
+fn bridge(args: &Args) -> ProtocolBridgeLayer {
+    let bridge = ProtocolBridgeLayer::new();
+    if args.bridge_modern_clients {
+        bridge.bridge_modern_clients()
+    } else {
+        bridge
+    }
+}
+
 /// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
 /// HTTPS.
 fn over_client<L>(
@@ -410,13 +420,13 @@ where
 {
     let executor = TokioExecutor::new();
     let headers = Arc::new(args.headers.0.clone());
-    let tasks = tasks(args);
+    let layers = (tasks(args), bridge(args));
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
         let client = Client::builder(executor).build_http();
-        stack_over(guard, signer, client, headers, tasks)
+        stack_over(guard, signer, client, headers, layers)
     } else {
         let client = Client::builder(executor).build(https_connector()?);
-        stack_over(guard, signer, client, headers, tasks)
+        stack_over(guard, signer, client, headers, layers)
     })
 }
 
@@ -463,7 +473,7 @@ fn stack_over<L, C>(
     signer: L,
     client: C,
     headers: Arc<HeaderMap>,
-    tasks: Option<TaskPollingLayer>,
+    (tasks, bridge): (Option<TaskPollingLayer>, ProtocolBridgeLayer),
 ) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
@@ -487,7 +497,7 @@ where
     }
     // The bridge between MCP's eras acts only when a client's initialize is refused.
     let below = ServiceBuilder::new()
-        .layer(ProtocolBridgeLayer::new())
+        .layer(bridge)
         .layer(recovery)
         .layer(layers)
         .service(client);

@@ -6,7 +6,6 @@
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::Either;
 use serde_json::{Map, Value, json};
 use tower::Service;
 
@@ -52,7 +51,7 @@ where
     *upstream.extensions_mut() = parts.extensions;
     let answer = inner.call(upstream).await?;
     if method != "tools/list" {
-        return Ok(answer.map(|body| Either::Left(crate::body::PeekedBody::new(body))));
+        return Ok(answer.map(|body| BridgeBody::server(crate::body::PeekedBody::new(body))));
     }
     // A listing: the tools' `x-mcp-header` annotations say which `Mcp-Param-*` headers their
     // calls carry.
@@ -64,7 +63,7 @@ where
     {
         layer.learn_param_headers(&result);
     }
-    Ok(head.map(|()| Either::Left(peeked.into_body())))
+    Ok(head.map(|()| BridgeBody::server(peeked.into_body())))
 }
 
 /// Puts the 2026-07-28 `_meta` keys in `message`: the revision, the client's information and

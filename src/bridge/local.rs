@@ -4,7 +4,6 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Response, StatusCode};
 use http_body::Body;
-use http_body_util::{Either, Full};
 use serde_json::Value;
 
 use super::BridgeBody;
@@ -17,7 +16,7 @@ pub(super) fn local<B: Body>(
     let body = message
         .map(|m| Bytes::from(m.to_string()))
         .unwrap_or_default();
-    let mut answer = Response::new(Either::Right(Full::new(body)));
+    let mut answer = Response::new(BridgeBody::local(body));
     *answer.status_mut() = status;
     if message.is_some() {
         answer

@@ -98,34 +98,37 @@
 //! [`max_sessions`](ProtocolBridgeLayer::max_sessions) (default 10,000), the oldest forgotten
 //! past that.
 //!
-//! # Known limits
 //! The other direction — a client pinned to 2026-07-28 at a server of the `initialize` era —
-//! is not bridged yet. A server's `InputRequiredResult` (a 2026-07-28 request for the user's
-//! input) reaches a 2025 client as it came, and the server's own stream
-//! (`subscriptions/listen`) is not offered to it.
+//! is bridged when asked for ([`bridge_modern_clients`](ProtocolBridgeLayer::bridge_modern_clients)):
+//! its `server/discover` answered from an `initialize` the bridge makes itself, its requests
+//! sent in that session, their results given the `resultType` the revision reads.
+//!
+//! # Known limits
+//! A server's `InputRequiredResult` (a 2026-07-28 request for the user's input) reaches a 2025
+//! client as it came, and the server's own stream (`subscriptions/listen`) is not offered to
+//! it; a 2025 server's own requests (an elicitation on a call's stream) reach a 2026-07-28
+//! client as they came.
 
+mod body;
 mod carry;
+mod down;
 mod local;
 mod open;
 mod service;
 mod sessions;
+mod typed;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{Either, Full};
 use serde_json::Value;
 use tower::Layer;
 
-use crate::body::PeekedBody;
 use crate::protocol::ParamHeaders;
+pub use body::BridgeBody;
 pub use service::{ProtocolBridge, ResponseFuture};
-
-/// The body of a [`ProtocolBridge`] answer: the server's, as it came, or the bridge's own.
-pub type BridgeBody<B> = Either<PeekedBody<B>, Full<Bytes>>;
 
 /// The default of [`ProtocolBridgeLayer::max_sessions`].
 const MAX_SESSIONS: usize = 10_000;
@@ -140,7 +143,25 @@ pub struct ProtocolBridgeLayer {
     modern_only: Arc<AtomicBool>,
     /// What the tools' listings annotate, for the `Mcp-Param-*` headers of their calls.
     params: Arc<Mutex<ParamHeaders>>,
+    /// The target refused a `server/discover` as a server of the `initialize` era does.
+    legacy_only: Arc<AtomicBool>,
+    /// The one MCP session the bridge holds with such a target, for the clients of
+    /// 2026-07-28.
+    legacy: Arc<tokio::sync::Mutex<Option<LegacySession>>>,
+    /// Whether a client of 2026-07-28 is bridged to a server of the `initialize` era.
+    down: bool,
     discover_timeout: Duration,
+}
+
+/// The MCP session the bridge opened with a target of the `initialize` era.
+#[derive(Clone, Debug)]
+struct LegacySession {
+    /// Its `Mcp-Session-Id` (none from a server that keeps no sessions).
+    id: Option<http::HeaderValue>,
+    /// The version its `initialize` agreed.
+    version: http::HeaderValue,
+    /// What its `initialize` answered.
+    result: Value,
 }
 
 impl ProtocolBridgeLayer {
@@ -150,6 +171,9 @@ impl ProtocolBridgeLayer {
             sessions: Arc::new(sessions::Sessions::new(MAX_SESSIONS)),
             modern_only: Arc::default(),
             params: Arc::default(),
+            legacy_only: Arc::default(),
+            legacy: Arc::default(),
+            down: false,
             discover_timeout: Duration::from_secs(60),
         }
     }
@@ -161,6 +185,23 @@ impl ProtocolBridgeLayer {
         self
     }
 
+    /// Bridges a client of MCP 2026-07-28 to a server of the `initialize` era too: its
+    /// `server/discover` refused as such a server refuses it (an error that is no recognised
+    /// error of 2026-07-28, nor an authentication error, nor AgentCore's), the bridge opens one
+    /// MCP session itself (`initialize`, `notifications/initialized`: the client's information
+    /// and capabilities, the newest version of that era), answers the discovery from it, and
+    /// sends every later request of the revision in it — the revision's `_meta` keys taken
+    /// out, its headers replaced by the session's, the answers' results given the
+    /// `resultType` the revision reads. One session serves every such client of the layer.
+    ///
+    /// Off by default: a client of both eras (rmcp's and the SDKs' `auto` modes) falls back to
+    /// `initialize` by itself after that refusal, and would be bridged instead. Turn it on for
+    /// clients pinned to 2026-07-28.
+    pub fn bridge_modern_clients(mut self) -> Self {
+        self.down = true;
+        self
+    }
+
     /// Sets how long the bridge's `server/discover` may take, the retries of the layers below
     /// included (default 60 s): past it, the client's refusal is delivered as it came.
     pub fn discover_timeout(mut self, timeout: Duration) -> Self {
@@ -168,10 +209,12 @@ impl ProtocolBridgeLayer {
         self
     }
 
-    /// Whether the target is known to speak only MCP 2026-07-28 (it refused an `initialize`
-    /// and answered the bridge's `server/discover`).
+    /// Whether the bridge has found the target of one era only: it speaks only MCP 2026-07-28
+    /// (it refused an `initialize` and answered the bridge's `server/discover`), or only the
+    /// `initialize` era (it refused a `server/discover` as such a server does and took the
+    /// bridge's `initialize`).
     pub fn bridges(&self) -> bool {
-        self.modern_only.load(Ordering::Acquire)
+        self.modern_only.load(Ordering::Acquire) || self.knows_legacy_only()
     }
 
     /// How many sessions the bridge has open.
@@ -180,7 +223,27 @@ impl ProtocolBridgeLayer {
     }
 
     fn knows_modern_only(&self) -> bool {
-        self.bridges()
+        self.modern_only.load(Ordering::Acquire)
+    }
+
+    fn knows_legacy_only(&self) -> bool {
+        self.legacy_only.load(Ordering::Acquire)
+    }
+
+    /// Whether clients of 2026-07-28 are bridged.
+    fn bridges_down(&self) -> bool {
+        self.down
+    }
+
+    fn learn_legacy_only(&self, version: &str) {
+        if !self.legacy_only.swap(true, Ordering::AcqRel) {
+            tracing::info!(
+                client = crate::protocol::LATEST,
+                server = version,
+                "the server speaks only MCP's initialize era ({version}): clients of {} are bridged",
+                crate::protocol::LATEST
+            );
+        }
     }
 
     fn learn_modern_only(&self, client_version: &str) {
@@ -220,6 +283,7 @@ impl fmt::Debug for ProtocolBridgeLayer {
         f.debug_struct("ProtocolBridgeLayer")
             .field("bridges", &self.bridges())
             .field("sessions", &self.sessions())
+            .field("bridge_modern_clients", &self.down)
             .field("discover_timeout", &self.discover_timeout)
             .finish_non_exhaustive()
     }

@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::Either;
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
@@ -52,7 +51,7 @@ where
             return Ok(answer);
         }
     }
-    Ok(head.map(|()| Either::Left(peeked.into_body())))
+    Ok(head.map(|()| BridgeBody::server(peeked.into_body())))
 }
 
 /// Whether an answer to `initialize` refused it, in a way a server of another era refuses:

@@ -8,12 +8,11 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::Either;
 use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::local::local;
-use super::{BridgeBody, ProtocolBridgeLayer, carry, open};
+use super::{BridgeBody, ProtocolBridgeLayer, carry, down, open};
 use crate::body::PeekedBody;
 use crate::error::BoxError;
 use crate::exchange::read_message;
@@ -117,11 +116,32 @@ where
         };
     }
     if request.method() == Method::POST && session.is_none() {
-        let message = read_message(&request, REQUEST_LIMIT, &[b"initialize"]).await;
-        if let Some(message) = message.filter(|m| m["method"] == "initialize") {
-            return open::initialize(inner, request, message, &layer).await;
+        let message = read_message(
+            &request,
+            REQUEST_LIMIT,
+            &[b"initialize", b"/protocolVersion"],
+        );
+        match message.await {
+            Some(message) if message["method"] == "initialize" => {
+                return open::initialize(inner, request, message, &layer).await;
+            }
+            Some(message) if layer.bridges_down() && is_modern_request(&message) => {
+                if message["method"] == "server/discover" {
+                    return down::discover(inner, request, message, &layer).await;
+                }
+                if layer.knows_legacy_only() {
+                    return down::carry(inner, request, message, &layer).await;
+                }
+            }
+            _ => {}
         }
     }
     let answer = inner.call(request).await?;
-    Ok(answer.map(|body| Either::Left(PeekedBody::new(body))))
+    Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))))
+}
+
+/// Whether a message is a request of MCP 2026-07-28 or later (its version in `_meta`).
+fn is_modern_request(message: &serde_json::Value) -> bool {
+    message.get("id").is_some()
+        && crate::protocol::version_in_meta(message).is_some_and(crate::protocol::is_stateless)
 }

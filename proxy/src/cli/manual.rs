@@ -16,6 +16,7 @@ usage: agentcore-mcp-proxy --runtime-arn ARN [--region REGION]
 TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD  (else SigV4)
 COMMON: [--timeout DURATION] [--idle-timeout DURATION]
         [--no-tasks] [--max-task-duration DURATION]
+        [--bridge-modern-clients]
         [--idempotent-tool NAME]... [--strict-tool NAME]...
         [--trust-tool-annotations] [--read-only]
         [--allow-tool PATTERN]... [--deny-tool PATTERN]...
@@ -47,6 +48,7 @@ SYNOPSIS
     TOKEN:  --bearer-token-env VAR | --bearer-token-command CMD
     COMMON: [--timeout DURATION] [--idle-timeout DURATION]
             [--no-tasks] [--max-task-duration DURATION]
+            [--bridge-modern-clients]
             [--idempotent-tool NAME]... [--strict-tool NAME]...
             [--trust-tool-annotations] [--read-only]
             [--allow-tool PATTERN]... [--deny-tool PATTERN]...
@@ -298,6 +300,15 @@ OPTIONS
         task_limit, task_cancelled, task_lost). A client that declares the
         extension itself gets the server's task handles untouched.
         --timeout bounds each request of the job, never the job.
+
+    --bridge-modern-clients
+        Bridge a client pinned to MCP 2026-07-28 to a server that speaks
+        only the initialize era: its server/discover, refused, is answered
+        from an initialize the proxy makes itself, and its requests are sent
+        in that session. Off by default, since a client of both eras falls
+        back to initialize by itself. A client of the initialize era at a
+        server that speaks only 2026-07-28 is always bridged, once its
+        initialize is refused.
 
     --max-task-duration DURATION
         How long a job run as a task may take before it is cancelled.

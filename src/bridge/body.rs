@@ -1,0 +1,120 @@
+//! The body of a [`ProtocolBridge`](super::ProtocolBridge) answer.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use super::typed::ResultTyped;
+use crate::body::PeekedBody;
+use crate::error::BoxError;
+
+pin_project! {
+    /// The body of a [`ProtocolBridge`](super::ProtocolBridge) answer: the server's, as it came
+    /// (its first bytes, when the bridge read them, yielded first); a 2025 server's answer to a
+    /// client of 2026-07-28, its results given the `resultType` that revision reads; or the
+    /// bridge's own.
+    pub struct BridgeBody<B: Body> {
+        #[pin]
+        inner: Inner<B>,
+    }
+}
+
+pin_project! {
+    #[project = Projected]
+    enum Inner<B: Body> {
+        Server {
+            #[pin]
+            body: PeekedBody<B>,
+        },
+        Typed {
+            #[pin]
+            body: ResultTyped<PeekedBody<B>>,
+        },
+        Local {
+            bytes: Option<Bytes>,
+        },
+    }
+}
+
+impl<B: Body> BridgeBody<B> {
+    /// The server's body, as it came.
+    pub(super) fn server(body: PeekedBody<B>) -> Self {
+        Self {
+            inner: Inner::Server { body },
+        }
+    }
+
+    /// A 2025 server's body, its results typed for a client of 2026-07-28.
+    pub(super) fn typed(body: PeekedBody<B>, stream: bool) -> Self {
+        Self {
+            inner: Inner::Typed {
+                body: ResultTyped::new(body, stream),
+            },
+        }
+    }
+
+    /// The bridge's own.
+    pub(super) fn local(bytes: Bytes) -> Self {
+        Self {
+            inner: Inner::Local { bytes: Some(bytes) },
+        }
+    }
+}
+
+impl<B> Body for BridgeBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.project().inner.project() {
+            Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
+            Projected::Typed { body } => body.poll_frame(cx),
+            Projected::Local { bytes } => Poll::Ready(
+                bytes
+                    .take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Server { body } => body.is_end_stream(),
+            Inner::Typed { body } => body.is_end_stream(),
+            Inner::Local { bytes } => bytes.as_ref().is_none_or(Bytes::is_empty),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Server { body } => body.size_hint(),
+            Inner::Typed { .. } => SizeHint::default(),
+            Inner::Local { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B: Body> fmt::Debug for BridgeBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.inner {
+            Inner::Server { .. } => "server",
+            Inner::Typed { .. } => "typed",
+            Inner::Local { .. } => "local",
+        };
+        f.debug_tuple("BridgeBody").field(&kind).finish()
+    }
+}

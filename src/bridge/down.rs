@@ -1,0 +1,325 @@
+//! A client of MCP 2026-07-28 at a server of the `initialize` era: its `server/discover`
+//! refused in a legacy server's way, the bridge opens one MCP session itself (`initialize`,
+//! `notifications/initialized`) and answers the discovery from it; every later request of the
+//! revision is sent in that session, its `_meta` keys of the revision taken out, and its
+//! answers' results given the `resultType` the revision reads.
+
+use bytes::Bytes;
+use http::header::CONTENT_LENGTH;
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use serde_json::{Value, json};
+use tower::{Service, ServiceExt};
+
+use super::local::local;
+use super::{BridgeBody, LegacySession, ProtocolBridgeLayer};
+use crate::body::PeekedBody;
+use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use crate::error::BoxError;
+use crate::exchange::{Peeked, exchange};
+use crate::protocol;
+use crate::replay::ReplayOverride;
+
+/// The id of the bridge's own `initialize`.
+const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
+
+/// The `_meta` keys of 2026-07-28 a server of the `initialize` era does not know.
+const MODERN_META: [&str; 3] = [
+    protocol::PROTOCOL_VERSION_META,
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/clientCapabilities",
+];
+
+/// A 2026-07-28 client's `server/discover`: sent as it is, unless the target is known to be
+/// of the `initialize` era; refused as such a server refuses it, answered from a session the
+/// bridge opens.
+pub(super) async fn discover<S, ReqB, ResB>(
+    mut inner: S,
+    request: Request<ReqB>,
+    message: Value,
+    layer: &ProtocolBridgeLayer,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + From<Bytes>,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let (parts, body) = request.into_parts();
+    if !layer.knows_legacy_only() {
+        let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
+        let (head, peeked) = Peeked::of(answer).await;
+        if !legacy_refusal(&head, peeked.answer(&id).as_ref()) {
+            return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
+        }
+        match open(&mut inner, &parts, &message, layer).await {
+            Some(session) => return Ok(discovered(&id, &session)),
+            None => return Ok(head.map(|()| BridgeBody::server(peeked.into_body()))),
+        }
+    }
+    match open(&mut inner, &parts, &message, layer).await {
+        Some(session) => Ok(discovered(&id, &session)),
+        None => {
+            let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+                "message": format!("the server speaks only MCP's initialize era (up to {}), \
+                    and opening a session with it failed", protocol::LATEST_WITH_INITIALIZE)}});
+            Ok(local(StatusCode::OK, Some(&error)))
+        }
+    }
+}
+
+/// Whether an answer to `server/discover` is a legacy server's: an error, but no recognised
+/// error of 2026-07-28 (-32020 for its headers, -32602 for its `_meta`, -32022 naming a version
+/// of the revision), no authentication error (401, 403: never "legacy") and none of
+/// AgentCore's own.
+fn legacy_refusal(head: &Response<()>, answer: Option<&Value>) -> bool {
+    let status = head.status();
+    let platform = crate::contract::classify_head(status, head.headers()).is_some()
+        || answer.is_some_and(|a| crate::contract::classify_json_rpc(a).is_some());
+    if platform || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        return false;
+    }
+    let error = answer.and_then(|a| a.get("error"));
+    let modern = error.is_some_and(|e| match e.get("code").and_then(Value::as_i64) {
+        Some(-32020 | -32602) => true,
+        Some(-32022) => e
+            .pointer("/data/supported")
+            .and_then(Value::as_array)
+            .is_some_and(|v| {
+                v.iter()
+                    .filter_map(Value::as_str)
+                    .any(protocol::is_stateless)
+            }),
+        _ => false,
+    });
+    !modern && (!status.is_success() || error.is_some() || answer.is_none())
+}
+
+/// The session the bridge holds with the target, opened now if it has none: `None` when the
+/// server does not take an `initialize` either.
+async fn open<S, ReqB, ResB>(
+    inner: &mut S,
+    client: &Parts,
+    message: &Value,
+    layer: &ProtocolBridgeLayer,
+) -> Option<LegacySession>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: From<Bytes>,
+    ResB: Body<Data = Bytes>,
+{
+    let mut held = layer.legacy.lock().await;
+    if let Some(session) = held.as_ref() {
+        return Some(session.clone());
+    }
+    let meta = message
+        .pointer("/params/_meta")
+        .cloned()
+        .unwrap_or(json!({}));
+    let initialize = json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
+    "params": {
+        "protocolVersion": protocol::LATEST_WITH_INITIALIZE,
+        "capabilities": meta.get("io.modelcontextprotocol/clientCapabilities").cloned().unwrap_or(json!({})),
+        "clientInfo": meta.get("io.modelcontextprotocol/clientInfo").cloned()
+            .unwrap_or(json!({"name": "agentcore-tower", "version": env!("CARGO_PKG_VERSION")})),
+    }});
+    let request = legacy_post(client, &initialize, None);
+    let (head, body) = exchange(inner, request, layer.discover_timeout)
+        .await
+        .ok()?;
+    let answer = crate::exchange::answer_in(&body, &json!(INITIALIZE_ID), &mut Vec::new())?;
+    let result = answer.get("result")?.clone();
+    let version = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)?
+        .to_owned();
+    let session = LegacySession {
+        id: head.headers.get(MCP_SESSION_ID).cloned(),
+        version: HeaderValue::from_str(&version).ok()?,
+        result,
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let request = legacy_post(client, &initialized, Some(&session));
+    let (head, _) = exchange(inner, request, layer.discover_timeout)
+        .await
+        .ok()?;
+    if !head.status.is_success() {
+        return None;
+    }
+    layer.learn_legacy_only(&version);
+    *held = Some(session.clone());
+    Some(session)
+}
+
+/// The answer to the client's `server/discover`, from the session's `initialize` result.
+fn discovered<B: Body>(id: &Value, session: &LegacySession) -> Response<BridgeBody<B>> {
+    let result = &session.result;
+    let mut discovered = json!({
+        "resultType": "complete",
+        "supportedVersions": [protocol::LATEST],
+        "capabilities": result.get("capabilities").cloned().unwrap_or(json!({})),
+        "_meta": {"io.modelcontextprotocol/serverInfo":
+            result.get("serverInfo").cloned().unwrap_or(json!({}))},
+    });
+    if let Some(instructions) = result.get("instructions") {
+        discovered["instructions"] = instructions.clone();
+    }
+    local(
+        StatusCode::OK,
+        Some(&json!({"jsonrpc": "2.0", "id": id, "result": discovered})),
+    )
+}
+
+/// A 2026-07-28 request at a target known to be of the `initialize` era: sent in the bridge's
+/// session, its answer's results typed.
+pub(super) async fn carry<S, ReqB, ResB>(
+    mut inner: S,
+    request: Request<ReqB>,
+    mut message: Value,
+    layer: &ProtocolBridgeLayer,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + From<Bytes>,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    let (parts, _) = request.into_parts();
+    let Some(session) = open(&mut inner, &parts, &message, layer).await else {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": "the server speaks only MCP's initialize era, and no session with it could be opened"}});
+        return Ok(local(StatusCode::OK, Some(&error)));
+    };
+    without_modern_meta(&mut message);
+    let mut legacy = legacy_post(&parts, &message, Some(&session));
+    *legacy.extensions_mut() = parts.extensions;
+    inner.ready().await?;
+    let answer = inner.call(legacy).await?;
+    let stream = crate::jsonrpc::media_type_is(answer.headers(), "text/event-stream");
+    Ok(answer.map(|body| BridgeBody::typed(PeekedBody::new(body), stream)))
+}
+
+/// Takes the revision's own `_meta` keys out of a request (and `_meta` itself, when nothing
+/// else is left in it).
+fn without_modern_meta(message: &mut Value) {
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for key in MODERN_META {
+        meta.remove(key);
+    }
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+}
+
+/// A POST of `message` in the bridge's `session` (none: the `initialize` that opens it), with
+/// the client's head less what names the revision's headers and a body.
+fn legacy_post<ReqB: From<Bytes>>(
+    client: &Parts,
+    message: &Value,
+    session: Option<&LegacySession>,
+) -> Request<ReqB> {
+    let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
+    let mut request = Request::new(ReqB::from(bytes));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = client.uri.clone();
+    let headers = request.headers_mut();
+    headers.clone_from(&client.headers);
+    let standard: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| n.as_str().starts_with("mcp-param-"))
+        .cloned()
+        .chain([
+            HeaderName::from_static("mcp-name"),
+            HeaderName::from_static("mcp-method"),
+        ])
+        .collect();
+    for name in standard {
+        headers.remove(name);
+    }
+    headers.remove(CONTENT_LENGTH);
+    headers.remove(MCP_PROTOCOL_VERSION);
+    headers.remove(MCP_SESSION_ID);
+    if let Some(session) = session {
+        headers.insert(MCP_PROTOCOL_VERSION, session.version.clone());
+        if let Some(id) = &session.id {
+            headers.insert(MCP_SESSION_ID, id.clone());
+        }
+    }
+    if message.get("id").is_some() && message["method"] == "initialize" {
+        request.extensions_mut().insert(ReplayOverride::Replayable);
+    }
+    request
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(status: u16) -> Response<()> {
+        let mut head = Response::new(());
+        *head.status_mut() = StatusCode::from_u16(status).unwrap();
+        head
+    }
+
+    #[test]
+    fn only_a_legacy_servers_refusal_of_discover_is_taken_for_its_era() {
+        let error = |code: i64, data: Value| json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "m", "data": data}});
+        // Legacy: an unknown method, a version it does not speak, a session it requires.
+        assert!(legacy_refusal(
+            &head(200),
+            Some(&error(-32601, json!(null)))
+        ));
+        assert!(legacy_refusal(
+            &head(400),
+            Some(&error(-32000, json!(null)))
+        ));
+        assert!(legacy_refusal(&head(400), None));
+        assert!(legacy_refusal(&head(404), None));
+        // Modern: its header check, its `_meta` check, a version of the revision it names.
+        assert!(!legacy_refusal(
+            &head(400),
+            Some(&error(-32020, json!(null)))
+        ));
+        assert!(!legacy_refusal(
+            &head(400),
+            Some(&error(-32602, json!(null)))
+        ));
+        let supported = json!({"supported": ["2026-07-28"]});
+        assert!(!legacy_refusal(&head(400), Some(&error(-32022, supported))));
+        assert!(legacy_refusal(
+            &head(400),
+            Some(&error(-32022, json!({"supported": ["2025-11-25"]})))
+        ));
+        // Never: authentication, AgentCore's own, a success.
+        assert!(!legacy_refusal(&head(401), None));
+        assert!(!legacy_refusal(&head(403), None));
+        let result = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+        assert!(!legacy_refusal(&head(200), Some(&result)));
+    }
+
+    #[test]
+    fn the_revisions_meta_is_taken_out_and_the_rest_kept() {
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "t", "_meta": {"progressToken": 3,
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        without_modern_meta(&mut call);
+        assert_eq!(
+            call["params"],
+            json!({"name": "t", "_meta": {"progressToken": 3}})
+        );
+        let mut bare = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+        without_modern_meta(&mut bare);
+        assert_eq!(bare["params"], json!({}));
+    }
+}

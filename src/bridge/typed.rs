@@ -1,0 +1,203 @@
+//! A 2025 server's answer as a client of MCP 2026-07-28 reads it: every result carries
+//! `resultType` (SEP-2322), which a server of the `initialize` era never writes. A JSON answer is
+//! read whole and given it; an event stream, event by event, as each is complete.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use serde_json::Value;
+
+use crate::error::BoxError;
+
+/// The most a JSON answer, or one event, may hold: past it, the rest is passed as it came.
+const LIMIT: usize = 64 << 20;
+
+pin_project! {
+    /// An answer whose results are given `resultType: "complete"` where they lack one.
+    pub struct ResultTyped<B> {
+        #[pin]
+        inner: B,
+        stream: bool,
+        held: BytesMut,
+        ended: bool,
+    }
+}
+
+impl<B> ResultTyped<B> {
+    /// `inner`, an event stream (`stream`) or a JSON answer.
+    pub(super) fn new(inner: B, stream: bool) -> Self {
+        Self {
+            inner,
+            stream,
+            held: BytesMut::new(),
+            ended: false,
+        }
+    }
+}
+
+impl<B> Body for ResultTyped<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        loop {
+            if *this.stream
+                && let Some(event) = next_event(this.held)
+            {
+                return Poll::Ready(Some(Ok(Frame::data(typed_event(&event)))));
+            }
+            if *this.ended {
+                if this.held.is_empty() {
+                    return Poll::Ready(None);
+                }
+                let rest = this.held.split().freeze();
+                let rest = if *this.stream { rest } else { typed_json(rest) };
+                return Poll::Ready(Some(Ok(Frame::data(rest))));
+            }
+            match std::task::ready!(this.inner.as_mut().poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) if this.held.len() + data.len() <= LIMIT => {
+                        this.held.extend_from_slice(&data);
+                    }
+                    // Too large to read whole: what is held, then the rest, as they came.
+                    Ok(data) => {
+                        this.held.extend_from_slice(&data);
+                        *this.stream = true;
+                        let all = this.held.split().freeze();
+                        return Poll::Ready(Some(Ok(Frame::data(all))));
+                    }
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
+                None => *this.ended = true,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.held.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+/// The next complete event held (up to and with its blank line), taken out of `held`.
+fn next_event(held: &mut BytesMut) -> Option<Bytes> {
+    let end = [&b"\r\n\r\n"[..], b"\n\n", b"\r\r"]
+        .iter()
+        .filter_map(|end| memchr::memmem::find(held, end).map(|at| at + end.len()))
+        .min()?;
+    Some(held.split_to(end).freeze())
+}
+
+/// An event whose JSON-RPC result lacks `resultType`, given it: its `data:` lines become one
+/// (its other lines kept); any other event as it came.
+fn typed_event(event: &Bytes) -> Bytes {
+    let Ok(text) = std::str::from_utf8(event) else {
+        return event.clone();
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let data: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect();
+    let Some(message) = typed(&data.join("\n")) else {
+        return event.clone();
+    };
+    let mut out = String::new();
+    for line in lines
+        .iter()
+        .filter(|l| !l.starts_with("data:") && !l.is_empty())
+    {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("data: ");
+    out.push_str(&message);
+    out.push_str("\n\n");
+    Bytes::from(out)
+}
+
+/// A JSON answer whose result lacks `resultType`, given it; else as it came.
+fn typed_json(answer: Bytes) -> Bytes {
+    std::str::from_utf8(&answer)
+        .ok()
+        .and_then(typed)
+        .map_or(answer, Bytes::from)
+}
+
+/// `json`, a JSON-RPC response whose result is an object without `resultType`, with
+/// `resultType: "complete"`; `None` for anything else.
+fn typed(json: &str) -> Option<String> {
+    let mut message: Value = serde_json::from_str(json).ok()?;
+    let result = message.get_mut("result")?.as_object_mut()?;
+    if result.contains_key("resultType") {
+        return None;
+    }
+    result.insert("resultType".into(), Value::from("complete"));
+    Some(message.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+
+    async fn through(chunks: &[&'static [u8]], stream: bool) -> String {
+        let frames = chunks
+            .iter()
+            .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(c))))
+            .collect::<Vec<_>>();
+        let inner = StreamBody::new(futures_util::stream::iter(frames));
+        let body = ResultTyped::new(inner, stream);
+        let bytes = body.collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_json_result_is_given_its_type_and_nothing_else_changes() {
+        let json = through(
+            &[br#"{"jsonrpc":"2.0","id":1,"res"#, br#"ult":{"tools":[]}}"#],
+            false,
+        )
+        .await;
+        let value: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(value["result"]["resultType"], "complete");
+        let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}"#;
+        assert_eq!(through(&[error.as_bytes()], false).await, error);
+        let typed = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#;
+        assert_eq!(through(&[typed.as_bytes()], false).await, typed);
+        assert_eq!(through(&[b"not json"], false).await, "not json");
+    }
+
+    #[tokio::test]
+    async fn an_event_stream_is_typed_event_by_event_across_frames() {
+        let stream = through(
+            &[
+                b"event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n: ping\n\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",",
+                b"\"id\":3,\"result\":{\"content\":[]}}\r\n\r\ntail",
+            ],
+            true,
+        )
+        .await;
+        assert_eq!(
+            stream,
+            "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n: ping\n\n\
+             event: message\ndata: {\"id\":3,\"jsonrpc\":\"2.0\",\"result\":{\"content\":[],\"resultType\":\"complete\"}}\n\ntail"
+        );
+    }
+}
