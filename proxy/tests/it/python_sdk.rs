@@ -1,17 +1,23 @@
 //! The official Python MCP SDK (PyPI `mcp` 2.3.0) through the proxy, the way its users run it:
 //! its client over stdio, in auto mode (`server/discover`, falling back to `initialize`) and
 //! pinned to 2026-07-28, against the emulator of either era and, through `--url`, against the
-//! SDK's own 2026-07-28 server; and its Streamable HTTP client against `--listen`.
+//! SDK's own 2026-07-28 server; and its Streamable HTTP client against `--listen`. And clients of
+//! the `initialize` era — the SDK 1.x (`mcp` 1.30.0, the newest 1.x, which speaks 2025-11-25 and
+//! earlier only) and the 2.3.0 client in its `legacy` mode — over stdio at a runtime that
+//! speaks only 2026-07-28, which the proxy's bridge (`ProtocolBridgeLayer`) lets them use.
 //!
-//! The client is `proxy/tests/python_sdk/client.py`: it runs the steps it is given and prints
-//! one JSON line per step (the negotiated version, the tools, each result), which the tests
-//! compare whole. The server is `proxy/tests/python_sdk/server.py`, which prints a line for each
-//! request it got.
+//! The clients are `proxy/tests/python_sdk/client.py` (2.x) and `client_v1.py` (1.x): each runs
+//! the steps it is given and prints one JSON line per step (the negotiated version, the tools,
+//! each result), which the tests compare whole. The server is `proxy/tests/python_sdk/server.py`,
+//! which prints a line for each request it got.
 //!
-//! The Python is `AGENTCORE_PYTHON` when set (an interpreter with `mcp==2.3.0` installed), else
-//! a venv made once at `target/python-sdk` (`python3 -m venv`, then `pip install -r
-//! proxy/tests/python_sdk/requirements.txt` from PyPI) and kept for later runs while the
-//! requirements stay the same.
+//! Each SDK's Python is a variable when set (`AGENTCORE_PYTHON`: an interpreter with
+//! `mcp==2.3.0` installed; `AGENTCORE_PYTHON_SDK_1`: one with `mcp==1.30.0`), else a venv made
+//! once (`python3 -m venv`, then `pip install -r` its requirements from PyPI), under a file lock
+//! so that test processes running at once make it once, and kept for later runs while the
+//! requirements stay the same: `target/python-sdk` from
+//! `proxy/tests/python_sdk/requirements.txt`, `target/python-sdk-1` from
+//! `proxy/tests/python_sdk/requirements-1.x.txt`.
 
 use crate::common;
 
@@ -29,6 +35,8 @@ use common::{Proxy, start_emulator};
 
 /// The SDK release the tests are written against.
 const MCP_VERSION: &str = "2.3.0";
+/// The newest release of the SDK 1.x, which speaks the `initialize` era only.
+const MCP_1_VERSION: &str = "1.30.0";
 const MODERN: &str = "2026-07-28";
 const EMULATOR: &str = "agentcore-tower-emulator";
 /// The bearer token: of `--url` (the Python server takes any) and of `--listen`.
@@ -41,123 +49,171 @@ fn sdk_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python_sdk")
 }
 
-/// A Python with the SDK, found or made once per test process (tests asking meanwhile wait).
-fn python() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| match std::env::var_os("AGENTCORE_PYTHON") {
-        Some(python) => {
-            let python = PathBuf::from(python);
-            assert_has_sdk(&python, "AGENTCORE_PYTHON");
-            python
-        }
-        None => venv(),
-    })
+/// A release of the SDK the tests run: its pinned requirements, its venv, and the variable
+/// naming a Python that has it instead.
+struct Sdk {
+    version: &'static str,
+    /// Of `proxy/tests/python_sdk/`.
+    requirements: &'static str,
+    /// Of the target directory.
+    venv: &'static str,
+    /// A Python with `mcp==version` installed, used instead of the venv.
+    env: &'static str,
+    python: OnceLock<PathBuf>,
 }
 
-/// `target/python-sdk`, made (or made again, when the requirements changed) under a file lock,
-/// so that test processes running at once make it once.
-fn venv() -> PathBuf {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("CARGO_TARGET_TMPDIR is in the target directory");
-    let dir = target.join("python-sdk");
-    let python = if cfg!(windows) {
-        dir.join("Scripts").join("python.exe")
-    } else {
-        dir.join("bin").join("python")
-    };
-    let requirements = sdk_dir().join("requirements.txt");
-    let wanted = std::fs::read_to_string(&requirements).unwrap();
-    // What the venv holds: the requirements it was made from, written once pip succeeded.
-    let marker = dir.join("installed-requirements.txt");
-    std::fs::create_dir_all(target).unwrap();
-    let lock = File::create(target.join("python-sdk.lock")).unwrap();
-    lock.lock().expect("the lock of target/python-sdk");
-    if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
-        return python;
+/// The SDK 2.x, of both eras.
+static SDK: Sdk = Sdk {
+    version: MCP_VERSION,
+    requirements: "requirements.txt",
+    venv: "python-sdk",
+    env: "AGENTCORE_PYTHON",
+    python: OnceLock::new(),
+};
+
+/// The SDK 1.x, of the `initialize` era only.
+static SDK_1: Sdk = Sdk {
+    version: MCP_1_VERSION,
+    requirements: "requirements-1.x.txt",
+    venv: "python-sdk-1",
+    env: "AGENTCORE_PYTHON_SDK_1",
+    python: OnceLock::new(),
+};
+
+impl Sdk {
+    /// A Python with the SDK, found or made once per test process (tests asking meanwhile
+    /// wait).
+    fn python(&'static self) -> &'static Path {
+        self.python
+            .get_or_init(|| match std::env::var_os(self.env) {
+                Some(python) => {
+                    let python = PathBuf::from(python);
+                    self.assert_has_sdk(&python, self.env);
+                    python
+                }
+                None => self.venv(),
+            })
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let made = Command::new(if cfg!(windows) { "python" } else { "python3" })
-        .args(["-m", "venv"])
-        .arg(&dir)
-        .output();
-    match made {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "`python3 -m venv {}` failed: these tests need CPython 3.10+ with venv (Debian, \
-             Ubuntu: the python3-venv package), or AGENTCORE_PYTHON naming a Python with \
-             mcp=={MCP_VERSION} installed.\n{}{}",
+
+    /// `target/<venv>`, made (or made again, when the requirements changed) under a file
+    /// lock, so that test processes running at once make it once.
+    fn venv(&self) -> PathBuf {
+        let (version, env) = (self.version, self.env);
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("CARGO_TARGET_TMPDIR is in the target directory");
+        let dir = target.join(self.venv);
+        let python = if cfg!(windows) {
+            dir.join("Scripts").join("python.exe")
+        } else {
+            dir.join("bin").join("python")
+        };
+        let requirements = sdk_dir().join(self.requirements);
+        let wanted = std::fs::read_to_string(&requirements).unwrap();
+        // What the venv holds: the requirements it was made from, written once pip succeeded.
+        let marker = dir.join("installed-requirements.txt");
+        std::fs::create_dir_all(target).unwrap();
+        let lock = File::create(target.join(format!("{}.lock", self.venv))).unwrap();
+        lock.lock().expect("the lock of the venv");
+        if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
+            return python;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let made = Command::new(if cfg!(windows) { "python" } else { "python3" })
+            .args(["-m", "venv"])
+            .arg(&dir)
+            .output();
+        match made {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => panic!(
+                "`python3 -m venv {}` failed: these tests need CPython 3.10+ with venv (Debian, \
+                 Ubuntu: the python3-venv package), or {env} naming a Python with \
+                 mcp=={version} installed.\n{}{}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => panic!(
+                "python3 could not be run ({e}): these tests need CPython 3.10+ on PATH, or \
+                 {env} naming a Python with mcp=={version} installed"
+            ),
+        }
+        let out = Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--quiet",
+                "-r",
+            ])
+            .arg(&requirements)
+            .output()
+            .expect("the venv's python runs");
+        assert!(
+            out.status.success(),
+            "pip could not install the Python MCP SDK ({}) into {}: it needs PyPI, or the index \
+             PIP_INDEX_URL names; or set {env} to a Python with mcp=={version} installed. pip \
+             said:\n{}{}",
+            requirements.display(),
             dir.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!(
-            "python3 could not be run ({e}): these tests need CPython 3.10+ on PATH, or \
-             AGENTCORE_PYTHON naming a Python with mcp=={MCP_VERSION} installed"
-        ),
+        );
+        self.assert_has_sdk(&python, "the venv");
+        std::fs::write(&marker, &wanted).unwrap();
+        python
     }
-    let out = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--quiet",
-            "-r",
-        ])
-        .arg(&requirements)
-        .output()
-        .expect("the venv's python runs");
-    assert!(
-        out.status.success(),
-        "pip could not install the Python MCP SDK ({}) into {}: it needs PyPI, or the index \
-         PIP_INDEX_URL names; or set AGENTCORE_PYTHON to a Python with mcp=={MCP_VERSION} \
-         installed. pip said:\n{}{}",
-        requirements.display(),
-        dir.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_has_sdk(&python, "the venv");
-    std::fs::write(&marker, &wanted).unwrap();
-    python
+
+    fn assert_has_sdk(&self, python: &Path, what: &str) {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import importlib.metadata as m; print(m.version('mcp'))",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: {} does not run: {e}", python.display()));
+        let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            out.status.success() && version == self.version,
+            "{what}: {} must have mcp=={} installed; it has {version:?}: {}",
+            python.display(),
+            self.version,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The Python running `script` of `proxy/tests/python_sdk/`.
+    fn command(&'static self, script: &str) -> Command {
+        let mut command = Command::new(self.python());
+        command
+            .arg(sdk_dir().join(script))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONUNBUFFERED", "1");
+        command
+    }
 }
 
-fn assert_has_sdk(python: &Path, what: &str) {
-    let out = Command::new(python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: {} does not run: {e}", python.display()));
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(
-        out.status.success() && version == MCP_VERSION,
-        "{what}: {} must have mcp=={MCP_VERSION} installed; it has {version:?}: {}",
-        python.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The Python running `script` of `proxy/tests/python_sdk/`.
+/// The SDK 2.x's Python running `script` of `proxy/tests/python_sdk/`.
 fn python_command(script: &str) -> Command {
-    let mut command = Command::new(python());
-    command
-        .arg(sdk_dir().join(script))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1");
-    command
+    SDK.command(script)
 }
 
 /// The Python client over stdio, running the proxy with `proxy_args` and `env` as the other
 /// tests run it (no AWS configuration of the machine's): `common::Proxy` is any child process
 /// with its stdout read line by line, here the client's.
 fn over_stdio(mode: &str, steps: &[&str], proxy_args: &[&str], env: &[(&str, &str)]) -> Proxy {
-    let proxy = common::command(proxy_args, env);
     let mut command = python_command("client.py");
-    command.args(["--mode", mode]).args(steps).arg("--");
+    command.args(["--mode", mode]).args(steps);
+    through_proxy(command, proxy_args, env)
+}
+
+/// `command`, a client of `proxy/tests/python_sdk/` given its steps, over stdio to the proxy
+/// run with `proxy_args` and `env`.
+fn through_proxy(mut command: Command, proxy_args: &[&str], env: &[(&str, &str)]) -> Proxy {
+    let proxy = common::command(proxy_args, env);
+    command.arg("--");
     command.arg(proxy.get_program()).args(proxy.get_args());
     // The client hands its environment to the proxy.
     for (name, value) in proxy.get_envs() {
@@ -637,4 +693,113 @@ async fn a_task_only_job_of_40_minutes_completes_for_the_sdk_in_a_2025_session()
     // The SDK lists the tools once it has a result, for the tool's output schema.
     expected.push("tools/list");
     assert_eq!(methods, expected, "{audit:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clients of the `initialize` era at a runtime that speaks only 2026-07-28: the proxy's bridge.
+
+/// A runtime whose MCP server speaks only 2026-07-28.
+fn modern_only() -> EmulatorConfig {
+    EmulatorConfig::default().oldest_protocol_version(MODERN)
+}
+
+/// The steps of the bridged clients: the tools, then `add` (which must run once).
+const LIST_AND_ADD: [&str; 2] = ["list", r#"call:add:{"a":2,"b":3}"#];
+
+/// The SDK 1.x's client (`client_v1.py`) running `steps` over stdio through the proxy to the
+/// emulator's runtime.
+fn sdk_1_to_runtime(emulator: &Emulator, steps: &[&str]) -> Proxy {
+    let args = common::runtime_args(emulator, &[]);
+    let env = common::credentials_env(emulator);
+    let mut command = SDK_1.command("client_v1.py");
+    command.args(steps);
+    through_proxy(command, &common::strs(&args), &common::pairs(&env))
+}
+
+/// A client of 2025-11-25 connected and ran [`LIST_AND_ADD`] against a modern-only runtime:
+/// the seven tools of 2026-07-28, `add` answered.
+async fn bridged_run(client: &mut Proxy) {
+    expect(
+        client,
+        connected("2025-11-25", "initialize", Some(EMULATOR)),
+    )
+    .await;
+    expect(client, listed(&ALL_TOOLS)).await;
+    expect(client, called("add", "5")).await;
+}
+
+/// What a modern-only runtime saw of a bridged client's run of [`LIST_AND_ADD`]: its refused
+/// `initialize`, the bridge's one `server/discover`, then the client's requests as 2026-07-28
+/// writes them (no MCP session, none of its notifications); `add` ran once, for the client's
+/// request `call_id`; one runtime session.
+fn assert_bridged_run(audit: &Audit, call_id: u64) {
+    assert_eq!(
+        invocations(audit),
+        rows(&[
+            ("initialize", None),
+            ("server/discover", None),
+            ("tools/list", None),
+            ("tools/call", Some("add")),
+        ]),
+        "{audit:?}"
+    );
+    assert!(
+        audit.received[1..]
+            .iter()
+            .all(|r| r.mcp_method == r.method && r.mcp_session_id.is_none()),
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.mcp_sessions_started, 0, "{audit:?}");
+    assert_eq!(audit.header_mismatches, 0, "{audit:?}");
+    assert_eq!(runtime_sessions(audit).len(), 1, "{:?}", audit.received);
+    assert_eq!(audit.sessions_started, 1, "{audit:?}");
+    common::ran_once_each(audit, &[("add", call_id)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_1_x_over_stdio_is_bridged_at_a_modern_only_runtime() {
+    let emulator = start_emulator(modern_only()).await;
+    let mut client = sdk_1_to_runtime(&emulator, &LIST_AND_ADD);
+    bridged_run(&mut client).await;
+    finished(client).await;
+    // The SDK numbers its requests from 0: initialize, tools/list, tools/call.
+    assert_bridged_run(&emulator.audit(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_1_x_over_stdio_goes_as_it_is_at_a_runtime_of_both_eras() {
+    let emulator = start_emulator(EmulatorConfig::default()).await;
+    let mut client = sdk_1_to_runtime(&emulator, &LIST_AND_ADD);
+    expect(
+        &mut client,
+        connected("2025-11-25", "initialize", Some(EMULATOR)),
+    )
+    .await;
+    expect(&mut client, listed(&["add", "echo", "counter"])).await;
+    expect(&mut client, called("add", "5")).await;
+    finished(client).await;
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        rows(&[
+            ("initialize", None),
+            ("notifications/initialized", None),
+            ("tools/list", None),
+            ("tools/call", Some("add")),
+        ]),
+        "no server/discover: {audit:?}"
+    );
+    assert_eq!(audit.mcp_sessions_started, 1, "{audit:?}");
+    common::ran_once_each(&audit, &[("add", 2)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_2_x_in_legacy_mode_over_stdio_is_bridged_at_a_modern_only_runtime() {
+    let emulator = start_emulator(modern_only()).await;
+    let mut client = to_runtime(&emulator, "legacy", &LIST_AND_ADD);
+    bridged_run(&mut client).await;
+    finished(client).await;
+    // The SDK 2.x numbers its requests from 1: initialize, tools/list, tools/call.
+    assert_bridged_run(&emulator.audit(), 3);
 }
