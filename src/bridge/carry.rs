@@ -49,6 +49,7 @@ where
     let params = layer.param_headers();
     let mut upstream = modern_post(&parts, &message, Some(&params));
     *upstream.extensions_mut() = parts.extensions;
+    name_runtime_session(upstream.headers_mut(), client);
     let answer = inner.call(upstream).await?;
     if method != "tools/list" {
         return Ok(answer.map(|body| BridgeBody::server(crate::body::PeekedBody::new(body))));
@@ -64,6 +65,16 @@ where
         layer.learn_param_headers(&result);
     }
     Ok(head.map(|()| BridgeBody::server(peeked.into_body())))
+}
+
+/// Names the bridged session's runtime session, unless the request names one itself.
+pub(super) fn name_runtime_session(headers: &mut http::HeaderMap, client: &Client) {
+    let name = http::HeaderName::from_static(crate::invoke::RUNTIME_SESSION_ID);
+    if let Some(session) = &client.runtime_session
+        && !headers.contains_key(&name)
+    {
+        headers.insert(name, session.clone());
+    }
 }
 
 /// Puts the 2026-07-28 `_meta` keys in `message`: the revision, the client's information and
@@ -121,6 +132,7 @@ mod tests {
             version: "2025-11-25".into(),
             info: json!({"name": "c", "version": "1"}),
             capabilities: json!({"sampling": {}, "extensions": {"x": {"a": 1}}}),
+            runtime_session: None,
         };
         let mut call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
             "name": "t", "_meta": {"progressToken": 9, "io.modelcontextprotocol/clientCapabilities":

@@ -16,9 +16,11 @@
 //!   request of its own, with the client's information and capabilities). A server that names
 //!   2026-07-28 among its versions is then bridged: the client's `initialize` is answered from
 //!   the discovery — the client's own version agreed, the server's capabilities, information
-//!   and instructions — with an `Mcp-Session-Id` of the layer's own; and the target is known to
-//!   speak only 2026-07-28 from then on (a later `initialize` is bridged at once). A server that
-//!   answers no discovery either gets its refusal delivered as it came;
+//!   and instructions — with an `Mcp-Session-Id` of the layer's own, and the runtime session
+//!   the `initialize` went to named on every request of the session (a signer binding runtime
+//!   sessions per MCP session keeps it on that microVM, and the session's DELETE stops it). The
+//!   target's era is logged once. A server that answers no discovery either gets its refusal
+//!   delivered as it came;
 //! * every later request of that session is sent as 2026-07-28 writes it: the revision, the
 //!   client's information and capabilities in `_meta` (what the request declares itself wins),
 //!   `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers
@@ -26,7 +28,8 @@
 //!   `Mcp-Session-Id`;
 //! * what the revision has nothing to send to is answered by the layer: `ping` (an empty
 //!   result), a notification or a response of the client's (HTTP 202), a GET for the server's
-//!   stream (HTTP 405: not offered), the DELETE that ends the session (HTTP 200).
+//!   stream (HTTP 405: not offered); the DELETE that ends the session goes on naming its
+//!   runtime session (HTTP 200 from the bridge when what is below does not end it).
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -220,10 +223,6 @@ impl ProtocolBridgeLayer {
     /// How many sessions the bridge has open.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
-    }
-
-    fn knows_modern_only(&self) -> bool {
-        self.modern_only.load(Ordering::Acquire)
     }
 
     fn knows_legacy_only(&self) -> bool {

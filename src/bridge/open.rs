@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use super::local::local;
 use super::sessions::Client;
@@ -16,6 +16,10 @@ use crate::exchange::{Peeked, ask, modern_post, own_meta};
 use crate::protocol;
 use crate::record::AttemptRecord;
 use crate::replay::ReplayOverride;
+
+/// The header that names a request's runtime session (the one its answer came from).
+const RUNTIME_SESSION: http::HeaderName =
+    http::HeaderName::from_static(crate::invoke::RUNTIME_SESSION_ID);
 
 /// The id of the bridge's own `server/discover`.
 const DISCOVER_ID: &str = "agentcore-tower/bridge/discover";
@@ -33,13 +37,10 @@ where
     ReqB: Body<Data = Bytes> + From<Bytes>,
     ResB: Body<Data = Bytes> + Unpin,
 {
+    // Sent even at a target known to speak only 2026-07-28: the runtime session its answer
+    // names (a new one per MCP session with `RuntimeSessions::PerMcpSession`) is the bridged
+    // session's from then on.
     let (parts, body) = request.into_parts();
-    if layer.knows_modern_only()
-        && let Some(answer) = bridged(&mut inner, &parts, &message, layer).await
-    {
-        return Ok(answer);
-    }
-    inner.ready().await?;
     let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
     let (head, peeked) = Peeked::of(answer).await;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -47,7 +48,12 @@ where
         // The direct path failed: a server that speaks only 2026-07-28 says so in its
         // `server/discover`, and then the client is answered from it; else the refusal is
         // delivered as it came.
-        if let Some(answer) = bridged(&mut inner, &parts, &message, layer).await {
+        let runtime_session = head.headers().get(RUNTIME_SESSION).cloned();
+        let mut parts = parts;
+        if let Some(session) = &runtime_session {
+            parts.headers.insert(RUNTIME_SESSION, session.clone());
+        }
+        if let Some(answer) = bridged(&mut inner, &parts, &message, layer, runtime_session).await {
             return Ok(answer);
         }
     }
@@ -74,6 +80,7 @@ async fn bridged<S, ReqB, ResB>(
     parts: &http::request::Parts,
     message: &Value,
     layer: &ProtocolBridgeLayer,
+    runtime_session: Option<HeaderValue>,
 ) -> Option<Response<BridgeBody<ResB>>>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
@@ -86,6 +93,7 @@ where
         version: client_version(&params),
         info: params.get("clientInfo").cloned().unwrap_or(json!({})),
         capabilities: params.get("capabilities").cloned().unwrap_or(json!({})),
+        runtime_session,
     };
     let mut meta = own_meta(client.capabilities.clone());
     meta["io.modelcontextprotocol/clientInfo"] = client.info.clone();
@@ -170,6 +178,7 @@ mod tests {
             version: client_version(&json!({"protocolVersion": "2025-06-18"})),
             info: json!({}),
             capabilities: json!({}),
+            runtime_session: None,
         };
         assert_eq!(
             initialize_result(&discovered, &client),

@@ -109,7 +109,7 @@ where
             },
             Method::DELETE => {
                 layer.sessions.close(&session);
-                Ok(local(StatusCode::OK, None))
+                end_runtime_session(inner, request, &client).await
             }
             // The bridge offers no stream of the server's own (MCP: 405, "not offered").
             _ => Ok(local(StatusCode::METHOD_NOT_ALLOWED, None)),
@@ -144,4 +144,29 @@ where
 fn is_modern_request(message: &serde_json::Value) -> bool {
     message.get("id").is_some()
         && crate::protocol::version_in_meta(message).is_some_and(crate::protocol::is_stateless)
+}
+
+/// The DELETE that ends a bridged session: sent on, naming the session's runtime session and
+/// no MCP session, where there is one (a signer may stop it: `StopRuntimeSession`); answered
+/// 200 by the bridge otherwise, or when what is below does not end it.
+async fn end_runtime_session<S, ReqB, ResB>(
+    mut inner: S,
+    request: Request<ReqB>,
+    client: &super::sessions::Client,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: Body,
+{
+    if client.runtime_session.is_none() {
+        return Ok(local(StatusCode::OK, None));
+    }
+    let (mut parts, body) = request.into_parts();
+    parts.headers.remove(crate::contract::MCP_SESSION_ID);
+    carry::name_runtime_session(&mut parts.headers, client);
+    let answer = inner.call(Request::from_parts(parts, body)).await?;
+    if !answer.status().is_success() {
+        return Ok(local(StatusCode::OK, None));
+    }
+    Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))))
 }

@@ -17,6 +17,9 @@ pub(super) struct Client {
     pub(super) info: Value,
     /// `capabilities`.
     pub(super) capabilities: Value,
+    /// The runtime session its `initialize` went to, which every request of the session names
+    /// (so that a signer binding runtime sessions per MCP session keeps it on one microVM).
+    pub(super) runtime_session: Option<http::HeaderValue>,
 }
 
 /// The sessions, at most `max`: past that, the one opened longest ago is forgotten (its
@@ -91,6 +94,7 @@ mod tests {
             version: "2025-11-25".into(),
             info: json!({"name": name}),
             capabilities: json!({}),
+            runtime_session: None,
         }
     }
 

@@ -398,8 +398,10 @@ async fn a_bridged_call_needing_a_param_header_is_refused_at_the_runtime_door() 
     assert_eq!(audit.header_mismatches, 1);
 }
 
+/// Each client's `initialize` is sent, and refused: the runtime session it went to is the
+/// bridged session's, which each of its requests names.
 #[tokio::test(start_paused = true)]
-async fn a_second_clients_initialize_is_bridged_at_once() {
+async fn a_second_client_is_bridged_in_the_runtime_session_its_initialize_went_to() {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
     let mut first = Client::new(
@@ -422,15 +424,27 @@ async fn a_second_clients_initialize_is_bridged_at_once() {
         tool_result(1, "9", true)
     );
 
-    // One initialize, refused; a discovery for each client (the second's learns the server's
-    // description afresh); then the second client's call.
+    // Each client's initialize refused and its discovery; then the second client's call, in
+    // the runtime session of the second initialize.
     let audit = emulator.audit();
     let mut expected = refused_then_discovered();
-    expected.extend([
-        modern("server/discover", None),
-        modern("tools/call", Some("add")),
-    ]);
+    expected.extend(refused_then_discovered());
+    expected.push(modern("tools/call", Some("add")));
     assert_eq!(received(&audit), expected, "{:?}", audit.received);
+    let sessions: Vec<_> = audit
+        .received
+        .iter()
+        .map(|r| r.runtime_session_id.clone())
+        .collect();
+    assert_ne!(sessions[0], sessions[2], "a runtime session each");
+    assert_eq!(
+        sessions[2..],
+        [
+            sessions[2].clone(),
+            sessions[2].clone(),
+            sessions[2].clone()
+        ]
+    );
     assert_eq!(audit.executions_of("add"), 1);
     assert_eq!(audit.header_mismatches, 0);
 }

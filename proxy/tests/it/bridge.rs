@@ -207,9 +207,6 @@ async fn a_2025_client_over_listen_is_bridged_at_a_modern_only_runtime() {
 /// A bridged client's should be the same: one runtime session, where its refused `initialize`
 /// went, stopped when the client ends its session.
 #[cfg(unix)]
-#[ignore = "defect: over --listen (RuntimeSessions::PerMcpSession) the refused initialize opens a \
-            runtime session of its own that nothing uses or stops, the bridged requests go to the \
-            shared one, and the DELETE answered by the bridge stops neither (2 started, 0 stopped)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_client_over_listen_has_one_runtime_session_stopped_at_its_delete() {
     let emulator = start_emulator(modern_only()).await;
