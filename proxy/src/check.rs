@@ -68,6 +68,7 @@ pub async fn run(args: Args) -> ExitCode {
                 "protocol:    {} (server/discover; no initialize)",
                 protocol::LATEST
             );
+            println!("era:         {}", era_of(&result));
             session.version = Some(HeaderValue::from_static(protocol::LATEST));
             true
         }
@@ -87,6 +88,11 @@ pub async fn run(args: Args) -> ExitCode {
         println!(
             "protocol:    {} (initialize)",
             result["protocolVersion"].as_str().unwrap_or("(none)")
+        );
+        println!(
+            "era:         initialize only (no server/discover): a client pinned to {} \
+             needs --bridge-modern-clients",
+            protocol::LATEST
         );
         session.version = result["protocolVersion"]
             .as_str()
@@ -403,4 +409,26 @@ fn answer_of_quietly(body: &[u8]) -> Option<Value> {
         .filter_map(|line| line.strip_prefix("data:"))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
         .find(|value| value.get("id").is_some())
+}
+
+/// What a `server/discover` result says of the server's era: both, or 2026-07-28 and later
+/// only (a client of the `initialize` era is then bridged).
+fn era_of(discovered: &Value) -> String {
+    let versions: Vec<&str> = discovered
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let legacy = versions
+        .iter()
+        .filter(|v| !protocol::is_stateless(v))
+        .count();
+    if legacy > 0 {
+        format!("both ({})", versions.join(", "))
+    } else {
+        format!(
+            "{} only: a client of the initialize era is bridged",
+            versions.join(", ")
+        )
+    }
 }

@@ -75,6 +75,8 @@ async fn check_passes_against_a_healthy_runtime() {
             "region:      us-east-1",
             "server:      agentcore-tower-emulator",
             "protocol:    2025-06-18 (initialize)",
+            "era:         initialize only (no server/discover): a client pinned to 2026-07-28 \
+             needs --bridge-modern-clients",
             // Probed with the current revision first; the emulator's server is met as an older
             // one.
             "server/discover: not known",
@@ -103,6 +105,7 @@ async fn check_meets_a_server_of_the_current_revision_without_initialize() {
         &[
             "server:      agentcore-tower-emulator",
             "protocol:    2026-07-28 (server/discover; no initialize)",
+            "era:         both (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)",
             // The tools of the current revision are listed to a client of it.
             "  add: declared idempotent (--idempotent-tool)",
             "  confirm: not replayable",
@@ -117,6 +120,20 @@ async fn check_meets_a_server_of_the_current_revision_without_initialize() {
     assert_eq!(methods, ["server/discover", "tools/list"], "{text}");
     assert_eq!(audit.mcp_sessions_started, 0);
     assert_eq!(audit.header_mismatches, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_a_server_of_2026_07_28_only() {
+    let config = EmulatorConfig::default().oldest_protocol_version("2026-07-28");
+    let emulator = start_emulator(config).await;
+    passes(
+        &emulator,
+        &[],
+        &[
+            "protocol:    2026-07-28 (server/discover; no initialize)",
+            "era:         2026-07-28 only: a client of the initialize era is bridged",
+        ],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
