@@ -48,11 +48,16 @@ where
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let (parts, body) = request.into_parts();
-    if !layer.knows_legacy_only() {
+    if !layer.knows_legacy_only() || !layer.bridges_down() {
         let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
         let (head, peeked) = Peeked::of(answer).await;
-        if !legacy_refusal(&head, peeked.answer(&id).as_ref()) {
+        // A server's error may name no id (refused before it read the request).
+        let refusal = peeked.answer(&id).or_else(|| peeked.answer(&Value::Null));
+        if !legacy_refusal(&head, refusal.as_ref()) {
             return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
+        }
+        if !layer.bridges_down() {
+            return Ok(both_versions(&id, head.status(), refusal));
         }
         match open(&mut inner, &parts, &message, layer).await {
             Some(session) => return Ok(discovered(&id, &session)),
@@ -68,6 +73,37 @@ where
             Ok(local(StatusCode::OK, Some(&error)))
         }
     }
+}
+
+/// The refusal of a 2026-07-28 client's `server/discover` by a server of the `initialize` era,
+/// where the bridge is off: the server's error, its message saying both versions and how to
+/// bridge them, the server's own error in `data.server`.
+fn both_versions<B: Body>(
+    id: &Value,
+    status: StatusCode,
+    refusal: Option<Value>,
+) -> Response<BridgeBody<B>> {
+    let server = refusal.and_then(|r| r.get("error").cloned());
+    let said = server
+        .as_ref()
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    let code = server
+        .as_ref()
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+        .unwrap_or(-32600);
+    let message = format!(
+        "the client speaks MCP {}, and the server only the initialize era (up to {}){said}; \
+         a bridge between them is off (the proxy's --bridge-modern-clients)",
+        protocol::LATEST,
+        protocol::LATEST_WITH_INITIALIZE
+    );
+    let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message,
+        "data": {"client": protocol::LATEST, "server": server}}});
+    local(status, Some(&error))
 }
 
 /// Whether an answer to `server/discover` is a legacy server's: an error, but no recognised

@@ -125,11 +125,11 @@ where
             Some(message) if message["method"] == "initialize" => {
                 return open::initialize(inner, request, message, &layer).await;
             }
-            Some(message) if layer.bridges_down() && is_modern_request(&message) => {
+            Some(message) if is_modern_request(&message) => {
                 if message["method"] == "server/discover" {
                     return down::discover(inner, request, message, &layer).await;
                 }
-                if layer.knows_legacy_only() {
+                if layer.bridges_down() && layer.knows_legacy_only() {
                     return down::carry(inner, request, message, &layer).await;
                 }
             }

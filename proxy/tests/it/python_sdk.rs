@@ -493,6 +493,14 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason()
         message.contains("Unsupported protocol version: 2026-07-28"),
         "{refused}"
     );
+    // Both versions named, and the way to bridge them.
+    assert!(
+        message.starts_with(
+            "the client speaks MCP 2026-07-28, and the server only the initialize era (up to \
+             2025-11-25): "
+        ) && message.ends_with("(the proxy's --bridge-modern-clients)"),
+        "{refused}"
+    );
 }
 
 /// `proxy/tests/python_sdk/server.py` running, and the URL it printed.
