@@ -6,24 +6,35 @@
 //! the bridge. Where the eras match nothing changes. A refusal of AgentCore's own is never taken
 //! for another era. And the task layer above the bridge, and rmcp's client of the `initialize`
 //! era over it.
+//!
+//! The other direction: a client pinned to 2026-07-28 (written by hand) over the bridge with
+//! `bridge_modern_clients()`, against a server of the `initialize` era answering JSON or event
+//! streams: its refused `server/discover` answered from the one MCP session the bridge opens
+//! (what the bridge hands down is recorded below it), its requests sent in that session with
+//! the negotiated version and none of the revision's `_meta`, their results given
+//! `resultType`; a second client in the same session; off by default; nothing changes at a
+//! server of both eras.
 
 use crate::audit::one_runtime_session;
 use crate::common::stack::{Answered, Stack, read_whole, send_through};
 use crate::common::{http_client, mcp_post};
 use crate::emulator::start;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcore_tower::bridge::ProtocolBridgeLayer;
 use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, Fault};
+use agentcore_tower::invoke::SigV4InvokeLayer;
 use agentcore_tower::tasks::TaskPollingLayer;
 use agentcore_tower::{McpSessionRecoveryLayer, ReplayGuardLayer, recommended_layers};
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{HeaderValue, Method, Request, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use tower::ServiceBuilder;
+use tower::{ServiceBuilder, ServiceExt};
 
 /// The URL a runtime's requests are written for (the signer decides where they go).
 const RUNTIME_URL: &str = "http://agentcore.invalid/mcp";
@@ -671,4 +682,525 @@ async fn rmcps_initialize_lifecycle_connects_through_the_bridge()
     assert_eq!(audit.header_mismatches, 0);
     one_runtime_session(&audit, 1);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other direction: a client pinned to MCP 2026-07-28 (its requests written by hand) at a
+// server of the `initialize` era, bridged when `bridge_modern_clients()` asks for it: its
+// `server/discover`, refused, answered from the one MCP session the bridge opens; its requests
+// sent in that session, its answers' results given `resultType`.
+
+/// What the client of 2026-07-28 says of itself.
+const MODERN_CLIENT: &str = "bridge-e2e-2026";
+/// The id of the bridge's own `initialize`.
+const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
+/// The 400 a server of the `initialize` era answers a request of 2026-07-28 (the MCP
+/// TypeScript SDK's words).
+const UNSPOKEN_2026: &str = "Bad Request: Unsupported protocol version: 2026-07-28 (supported versions: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)";
+/// Every version the emulator of both eras speaks.
+const EVERY_VERSION: [&str; 5] = [
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
+/// What the bridge handed to the layers below it, in order: each request's headers and body.
+#[derive(Clone, Default)]
+struct Below(Arc<Mutex<Vec<(http::HeaderMap, Value)>>>);
+
+/// A request as it left the bridge: its `MCP-Protocol-Version`, `Mcp-Session-Id`, `Mcp-Method`
+/// and `Mcp-Name`, and its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Handed {
+    version: Option<String>,
+    session: Option<String>,
+    mcp_method: Option<String>,
+    mcp_name: Option<String>,
+    body: Value,
+}
+
+impl Below {
+    fn record(&self, request: &Request<Full<Bytes>>) {
+        let bytes = request
+            .body()
+            .clone()
+            .collect()
+            .now_or_never()
+            .expect("a body in memory")
+            .unwrap()
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        self.0
+            .lock()
+            .unwrap()
+            .push((request.headers().clone(), body));
+    }
+
+    fn handed(&self) -> Vec<Handed> {
+        let header = |headers: &http::HeaderMap, name: &str| {
+            headers.get(name).map(|v| v.to_str().unwrap().to_owned())
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(headers, body)| Handed {
+                version: header(headers, "mcp-protocol-version"),
+                session: header(headers, "mcp-session-id"),
+                mcp_method: header(headers, "mcp-method"),
+                mcp_name: header(headers, "mcp-name"),
+                body: body.clone(),
+            })
+            .collect()
+    }
+}
+
+/// `bridge` over a recorder of what it hands down ([`Below`]), `McpSessionRecoveryLayer`, the
+/// recommended layers and `signer`, over hyper-util's client: answers read whole.
+fn stack_below(bridge: &ProtocolBridgeLayer, signer: &SigV4InvokeLayer, below: &Below) -> Stack {
+    let below = below.clone();
+    read_whole(
+        ServiceBuilder::new()
+            .layer(bridge.clone())
+            .map_request(move |request: Request<Full<Bytes>>| {
+                below.record(&request);
+                request
+            })
+            .layer(McpSessionRecoveryLayer::new())
+            .layer(recommended_layers(ReplayGuardLayer::new(), signer.clone()))
+            .service(http_client()),
+    )
+}
+
+/// A request of a client pinned to 2026-07-28: its version, information and capabilities in
+/// `_meta`.
+fn modern_request(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": MODERN_CLIENT, "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    request(id, method, params)
+}
+
+/// An answer as the client of 2026-07-28 reads it: a JSON body, or the one message of an
+/// event stream.
+#[derive(Debug)]
+struct ModernAnswer {
+    status: StatusCode,
+    /// Whether it came as an event stream.
+    stream: bool,
+    json: Value,
+    /// Its `Content-Length`, when it has one.
+    content_length: Option<usize>,
+    /// How long its body was.
+    length: usize,
+}
+
+/// A client pinned to 2026-07-28, written by hand: each POST with the version header and the
+/// standard headers of its body, no MCP session.
+struct ModernClient {
+    stack: Stack,
+}
+
+impl ModernClient {
+    fn post_request(message: &Value) -> Request<Full<Bytes>> {
+        let mut request = mcp_post(RUNTIME_URL, None, message.to_string());
+        request.headers_mut().insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        request
+            .headers_mut()
+            .extend(agentcore_tower::protocol::request_headers(message, None));
+        request
+    }
+
+    async fn post(&self, message: &Value) -> ModernAnswer {
+        let answer = self
+            .stack
+            .clone()
+            .oneshot(Self::post_request(message))
+            .await
+            .unwrap();
+        let (parts, bytes) = answer.into_parts();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let stream = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"));
+        let json = if stream {
+            let messages: Vec<Value> = text
+                .split("\n\n")
+                .filter_map(|event| {
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                        .collect();
+                    (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).unwrap())
+                })
+                .collect();
+            assert_eq!(messages.len(), 1, "one message: {text:?}");
+            messages[0].clone()
+        } else if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
+        };
+        ModernAnswer {
+            status: parts.status,
+            stream,
+            json,
+            content_length: parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .map(|v| v.to_str().unwrap().parse().unwrap()),
+            length: bytes.len(),
+        }
+    }
+
+    /// `tools/list`: the tools' names; the result must carry `resultType: "complete"`.
+    async fn tool_names(&self, id: u64) -> Vec<String> {
+        let answer = self
+            .post(&modern_request(id, "tools/list", json!({})))
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+        assert_eq!(answer.json["id"], id, "{answer:?}");
+        assert_eq!(
+            answer.json["result"]["resultType"], "complete",
+            "{answer:?}"
+        );
+        answer.json["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a listing: {answer:?}"))
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn call(&self, id: u64, tool: &str, arguments: Value) -> ModernAnswer {
+        let params = json!({"name": tool, "arguments": arguments});
+        self.post(&modern_request(id, "tools/call", params)).await
+    }
+}
+
+/// The discovery the bridge answers from its session with the emulator of the `initialize`
+/// era: the revision, the capabilities and `serverInfo` the emulator's `initialize` gave.
+fn discovered_from_initialize(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {"listChanged": false}},
+        "_meta": {"io.modelcontextprotocol/serverInfo":
+            {"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")}}}})
+}
+
+/// The emulator's refusal of a request of 2026-07-28, as a server of the `initialize` era
+/// answers it.
+fn unspoken_2026() -> Value {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": UNSPOKEN_2026}})
+}
+
+/// A request the bridge handed down in its session `session` at the negotiated version: the
+/// body as a client of the `initialize` era writes it, no standard header of 2026-07-28.
+fn in_session(session: &str, body: Value) -> Handed {
+    Handed {
+        version: Some("2025-11-25".to_owned()),
+        session: Some(session.to_owned()),
+        mcp_method: None,
+        mcp_name: None,
+        body,
+    }
+}
+
+/// A request of the client's, handed down as it wrote it.
+fn as_written(message: &Value) -> Handed {
+    let request = ModernClient::post_request(message);
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    Handed {
+        version: header("mcp-protocol-version"),
+        session: None,
+        mcp_method: header("mcp-method"),
+        mcp_name: header("mcp-name"),
+        body: message.clone(),
+    }
+}
+
+/// A client pinned to 2026-07-28 at an emulator of the `initialize` era answering JSON or
+/// (`sse`) event streams, bridged: discovery, listing, `add` once; then a second client over
+/// the same layer, in the same MCP session.
+async fn a_2026_client_at_a_legacy_only_runtime_is_bridged(sse: bool) {
+    let emulator = start(legacy_only().sse(sse)).await;
+    let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
+    let signer = emulator.signer().build().unwrap();
+    let below = Below::default();
+    let client = ModernClient {
+        stack: stack_below(&bridge, &signer, &below),
+    };
+    assert!(!bridge.bridges(), "not known before the first discovery");
+
+    let discover = modern_request(1, "server/discover", json!({}));
+    let discovered = client.post(&discover).await;
+    assert_eq!(discovered.status, StatusCode::OK, "{discovered:?}");
+    assert!(!discovered.stream, "the bridge's own answer is JSON");
+    assert_eq!(discovered.json, discovered_from_initialize(1));
+    assert!(bridge.bridges());
+    assert_eq!(bridge.sessions(), 0, "no session of a 2025 client's");
+
+    assert_eq!(client.tool_names(2).await, TOOLS_2025);
+    let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(added.status, StatusCode::OK, "{added:?}");
+    assert_eq!(added.stream, sse, "{added:?}");
+    assert_eq!(added.json, tool_result(3, "5", true));
+
+    // The emulator: the client's discovery refused, the bridge's `initialize` and
+    // `notifications/initialized`, then each request in the one MCP session it opened.
+    let audit = emulator.audit();
+    assert_eq!(
+        received(&audit),
+        [
+            modern("server/discover", None),
+            row("initialize", None, None, false),
+            row("notifications/initialized", None, None, true),
+            row("tools/list", None, None, true),
+            row("tools/call", Some("tools/call"), Some("add"), true),
+        ],
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.received[1].id, Some(format!("{INITIALIZE_ID:?}")));
+    assert_eq!(audit.mcp_sessions_started, 1);
+    let session = audit.received[2].mcp_session_id.clone().unwrap();
+    assert!(
+        audit.received[2..]
+            .iter()
+            .all(|r| r.mcp_session_id.as_deref() == Some(session.as_str())),
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(
+        audit.executions_by_id,
+        [(("add".to_owned(), "3".to_owned()), 1)].into(),
+        "add ran once, nothing else ran"
+    );
+    assert_eq!(audit.header_mismatches, 0);
+    one_runtime_session(&audit, 1);
+
+    // What the bridge handed down: the client's discovery as written, then its session, the
+    // negotiated version on each request and nothing of the revision's `_meta` in any body.
+    let mut expected = vec![
+        as_written(&discover),
+        Handed {
+            version: None,
+            session: None,
+            mcp_method: None,
+            mcp_name: None,
+            body: json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": MODERN_CLIENT, "version": "1"}}}),
+        },
+        in_session(
+            &session,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ),
+        in_session(&session, request(2, "tools/list", json!({}))),
+        in_session(
+            &session,
+            request(
+                3,
+                "tools/call",
+                json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+            ),
+        ),
+    ];
+    assert_eq!(below.handed(), expected);
+
+    // A second client over the same layer: its discovery is answered from the same session,
+    // and nothing is sent for it; its call goes in that session.
+    let second = ModernClient {
+        stack: stack_below(&bridge, &signer, &below),
+    };
+    let again = second
+        .post(&modern_request(1, "server/discover", json!({})))
+        .await;
+    assert_eq!(again.status, StatusCode::OK, "{again:?}");
+    assert_eq!(again.json, discovered_from_initialize(1));
+    assert_eq!(emulator.audit().received.len(), 5, "nothing sent");
+    let added = second.call(4, "add", json!({"a": 4, "b": 5})).await;
+    assert_eq!(added.json, tool_result(4, "9", true));
+
+    let audit = emulator.audit();
+    assert_eq!(audit.received.len(), 6, "{:?}", audit.received);
+    assert_eq!(
+        received(&audit)[5],
+        row("tools/call", Some("tools/call"), Some("add"), true)
+    );
+    assert_eq!(audit.received[5].mcp_session_id, Some(session.clone()));
+    assert_eq!(audit.mcp_sessions_started, 1, "no second initialize");
+    assert_eq!(audit.executions_of("add"), 2);
+    assert_eq!(
+        audit.executions_by_id[&("add".to_owned(), "4".to_owned())],
+        1
+    );
+    one_runtime_session(&audit, 1);
+    expected.push(in_session(
+        &session,
+        request(
+            4,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 4, "b": 5}}),
+        ),
+    ));
+    assert_eq!(below.handed(), expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2026_client_at_a_legacy_only_runtime_is_bridged_with_json_answers() {
+    a_2026_client_at_a_legacy_only_runtime_is_bridged(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_2026_client_at_a_legacy_only_runtime_is_bridged_with_event_streams() {
+    a_2026_client_at_a_legacy_only_runtime_is_bridged(true).await;
+}
+
+/// Off by default: the client's discovery gets the emulator's refusal (its code and its words),
+/// and the bridge sends nothing of its own.
+#[tokio::test(start_paused = true)]
+async fn without_bridge_modern_clients_a_2026_clients_discovery_gets_the_servers_refusal() {
+    let emulator = start(legacy_only()).await;
+    let bridge = ProtocolBridgeLayer::new();
+    let below = Below::default();
+    let client = ModernClient {
+        stack: stack_below(&bridge, &emulator.signer().build().unwrap(), &below),
+    };
+    let discover = modern_request(1, "server/discover", json!({}));
+    let refused = client.post(&discover).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{refused:?}");
+    // The server's refusal: its code, its words.
+    let server = &unspoken_2026()["error"];
+    assert_eq!(refused.json["error"]["code"], server["code"], "{refused:?}");
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains(UNSPOKEN_2026), "{refused:?}");
+    assert!(!bridge.bridges());
+
+    let audit = emulator.audit();
+    assert_eq!(
+        received(&audit),
+        [modern("server/discover", None)],
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.mcp_sessions_started, 0);
+    assert!(audit.executions.is_empty());
+    assert_eq!(below.handed(), [as_written(&discover)]);
+}
+
+/// At a server of both eras the bridge is not there: the discovery is the server's, and each
+/// request goes as the client wrote it; no `initialize` is sent.
+#[tokio::test(start_paused = true)]
+async fn with_bridge_modern_clients_nothing_changes_at_a_server_of_both_eras() {
+    let emulator = start(both()).await;
+    let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
+    let below = Below::default();
+    let client = ModernClient {
+        stack: stack_below(&bridge, &emulator.signer().build().unwrap(), &below),
+    };
+    let discover = modern_request(1, "server/discover", json!({}));
+    let discovered = client.post(&discover).await;
+    assert_eq!(discovered.status, StatusCode::OK, "{discovered:?}");
+    assert_eq!(discovered.json["result"]["resultType"], "complete");
+    assert_eq!(
+        discovered.json["result"]["supportedVersions"],
+        json!(EVERY_VERSION),
+        "the server's own: {discovered:?}"
+    );
+    assert_eq!(client.tool_names(2).await, TOOLS_2026);
+    let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(added.json, tool_result(3, "5", true));
+    assert!(!bridge.bridges());
+
+    let audit = emulator.audit();
+    assert_eq!(
+        received(&audit),
+        [
+            modern("server/discover", None),
+            modern("tools/list", None),
+            modern("tools/call", Some("add")),
+        ],
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.mcp_sessions_started, 0, "no initialize");
+    assert_eq!(
+        audit.executions_by_id,
+        [(("add".to_owned(), "3".to_owned()), 1)].into()
+    );
+    one_runtime_session(&audit, 1);
+    let call = modern_request(
+        3,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(
+        below.handed(),
+        [
+            as_written(&discover),
+            as_written(&modern_request(2, "tools/list", json!({}))),
+            as_written(&call),
+        ]
+    );
+}
+
+/// A JSON answer and an event stream the bridge gives `resultType` grow by its bytes: the
+/// answer must not keep the server's `Content-Length`, which a server relaying it (hyper's,
+/// the proxy's `--listen`) would send, cutting the body short.
+#[tokio::test(start_paused = true)]
+#[ignore = "defect: down::carry keeps the server's Content-Length on an answer ResultTyped lengthens"]
+async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
+    for sse in [false, true] {
+        let emulator = start(legacy_only().sse(sse)).await;
+        let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
+        let client = ModernClient {
+            stack: stack_below(
+                &bridge,
+                &emulator.signer().build().unwrap(),
+                &Below::default(),
+            ),
+        };
+        let discovered = client
+            .post(&modern_request(1, "server/discover", json!({})))
+            .await;
+        assert!(
+            discovered
+                .content_length
+                .is_none_or(|n| n == discovered.length)
+        );
+        let listed = client
+            .post(&modern_request(2, "tools/list", json!({})))
+            .await;
+        assert_eq!(listed.json["result"]["resultType"], "complete");
+        assert!(
+            listed.content_length.is_none_or(|n| n == listed.length),
+            "sse {sse}: Content-Length {:?}, {} bytes",
+            listed.content_length,
+            listed.length
+        );
+        let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
+        assert_eq!(added.json, tool_result(3, "5", true));
+        assert!(
+            added.content_length.is_none_or(|n| n == added.length),
+            "sse {sse}: Content-Length {:?}, {} bytes",
+            added.content_length,
+            added.length
+        );
+    }
 }
