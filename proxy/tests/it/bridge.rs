@@ -2,7 +2,10 @@
 //! and over `--listen`, to a runtime whose MCP server speaks only 2026-07-28: the proxy's stack
 //! bridges it (its `initialize` refused, answered from one `server/discover`; its requests sent
 //! as 2026-07-28 writes them), and each call runs once. At a server of both eras the same client
-//! goes as it is: its `initialize` is the server's, and no `server/discover` is sent.
+//! goes as it is: its `initialize` is the server's, and no `server/discover` is sent. And the
+//! other direction, with `--bridge-modern-clients`: a client pinned to 2026-07-28 (raw JSON
+//! lines) at a runtime of the `initialize` era, its refused `server/discover` answered from the
+//! one MCP session the proxy's bridge opens, its requests sent in that session.
 
 use crate::common;
 
@@ -12,7 +15,7 @@ use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{
-    HttpClient, Listening, Proxy, call, initialize, initialized, ran_once_each, request,
+    HttpClient, Listening, Proxy, call, initialize, initialized, modern, ran_once_each, request,
     start_emulator, text_of, tool_names,
 };
 
@@ -235,4 +238,70 @@ async fn a_2025_client_at_a_runtime_of_both_eras_is_not_bridged() {
         audit.sessions_stopped, 1,
         "stopped at the DELETE: {audit:?}"
     );
+}
+
+/// A runtime whose MCP server speaks only the `initialize` era.
+fn legacy_only() -> EmulatorConfig {
+    EmulatorConfig::default().newest_protocol_version("2025-11-25")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_over_stdio_is_bridged_at_a_legacy_only_runtime_with_bridge_modern_clients() {
+    let emulator = start_emulator(legacy_only()).await;
+    let mut proxy = Proxy::start(&emulator, &["--bridge-modern-clients"]);
+    let discovered = proxy
+        .ask(modern(1, "server/discover", json!({}), false))
+        .await;
+    assert_eq!(
+        discovered,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "resultType": "complete",
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": false}},
+            "_meta": {"io.modelcontextprotocol/serverInfo":
+                {"name": EMULATOR, "version": env!("CARGO_PKG_VERSION")}}}}),
+        "{}",
+        proxy.stderr()
+    );
+    let listed = proxy.ask(modern(2, "tools/list", json!({}), false)).await;
+    assert_eq!(tool_names(&listed), TOOLS_2025, "{listed}");
+    assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+    let params = json!({"name": "add", "arguments": {"a": 2, "b": 3}});
+    let added = proxy.ask(modern(3, "tools/call", params, false)).await;
+    assert_eq!(
+        added,
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete",
+            "content": [{"type": "text", "text": "5"}], "isError": false}})
+    );
+    let (rest, status, proxy) = proxy.close().await;
+    assert_eq!(rest, Vec::<Value>::new(), "{}", proxy.stderr());
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+
+    // The client's discovery refused, the bridge's initialize and notifications/initialized,
+    // then each request in the one MCP session it opened; add ran once.
+    let audit = emulator.audit();
+    assert_eq!(
+        invocations(&audit),
+        rows(&[
+            ("server/discover", false, Some("server/discover")),
+            ("initialize", false, None),
+            ("notifications/initialized", true, None),
+            ("tools/list", true, None),
+            ("tools/call", true, Some("tools/call")),
+        ]),
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.mcp_sessions_started, 1, "{audit:?}");
+    let session = &audit.received[2].mcp_session_id;
+    assert!(
+        audit.received[2..]
+            .iter()
+            .all(|r| &r.mcp_session_id == session),
+        "{:?}",
+        audit.received
+    );
+    assert_eq!(audit.signature_failures, 0, "{audit:?}");
+    ran_once_each(&audit, &[("add", 3)]);
+    assert_one_runtime_session(&audit);
 }
