@@ -888,14 +888,31 @@ impl ModernClient {
 }
 
 /// The discovery the bridge answers from its session with the emulator of the `initialize`
-/// era: the revision, the capabilities and `serverInfo` the emulator's `initialize` gave.
-fn discovered_from_initialize(id: u64) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": {
-        "resultType": "complete",
-        "supportedVersions": ["2026-07-28"],
-        "capabilities": {"tools": {"listChanged": false}},
-        "_meta": {"io.modelcontextprotocol/serverInfo":
-            {"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")}}}})
+/// era: the revision, the capabilities and `serverInfo` the emulator's `initialize` gave, no
+/// instructions (its caching hints are [`a_bridged_cacheable_result_carries_its_caching_hints`]'s).
+fn assert_discovered_from_initialize(answer: &ModernAnswer, id: u64) {
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert_eq!(answer.json["jsonrpc"], "2.0", "{answer:?}");
+    assert_eq!(answer.json["id"], id, "{answer:?}");
+    let result = &answer.json["result"];
+    assert_eq!(result["resultType"], "complete", "{answer:?}");
+    assert_eq!(
+        result["supportedVersions"],
+        json!(["2026-07-28"]),
+        "{answer:?}"
+    );
+    assert_eq!(
+        result["capabilities"],
+        json!({"tools": {"listChanged": false}}),
+        "{answer:?}"
+    );
+    assert_eq!(
+        result["_meta"],
+        json!({"io.modelcontextprotocol/serverInfo":
+            {"name": "agentcore-tower-emulator", "version": env!("CARGO_PKG_VERSION")}}),
+        "{answer:?}"
+    );
+    assert_eq!(result.get("instructions"), None, "{answer:?}");
 }
 
 /// The emulator's refusal of a request of 2026-07-28, as a server of the `initialize` era
@@ -949,9 +966,8 @@ async fn a_2026_client_at_a_legacy_only_runtime_is_bridged(sse: bool) {
 
     let discover = modern_request(1, "server/discover", json!({}));
     let discovered = client.post(&discover).await;
-    assert_eq!(discovered.status, StatusCode::OK, "{discovered:?}");
     assert!(!discovered.stream, "the bridge's own answer is JSON");
-    assert_eq!(discovered.json, discovered_from_initialize(1));
+    assert_discovered_from_initialize(&discovered, 1);
     assert!(bridge.bridges());
     assert_eq!(bridge.sessions(), 0, "no session of a 2025 client's");
 
@@ -1031,8 +1047,7 @@ async fn a_2026_client_at_a_legacy_only_runtime_is_bridged(sse: bool) {
     let again = second
         .post(&modern_request(1, "server/discover", json!({})))
         .await;
-    assert_eq!(again.status, StatusCode::OK, "{again:?}");
-    assert_eq!(again.json, discovered_from_initialize(1));
+    assert_discovered_from_initialize(&again, 1);
     assert_eq!(emulator.audit().received.len(), 5, "nothing sent");
     let added = second.call(4, "add", json!({"a": 4, "b": 5})).await;
     assert_eq!(added.json, tool_result(4, "9", true));
@@ -1202,5 +1217,41 @@ async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
             added.content_length,
             added.length
         );
+    }
+}
+
+/// MCP 2026-07-28 requires `ttlMs` and `cacheScope` of a cacheable result (`server/discover`,
+/// `tools/list`, the other lists, `resources/read`): the Python SDK 2.3's client refuses a
+/// `ListToolsResult` without them (a pydantic `ValidationError`). A server of the `initialize`
+/// era writes neither, so the bridge must: `ttlMs: 0` and `cacheScope: "private"` (stale at
+/// once, for this client only), the defaults rmcp and the Python SDK's servers write.
+#[tokio::test(start_paused = true)]
+#[ignore = "defect: the bridge gives server/discover and tools/list no ttlMs and cacheScope"]
+async fn a_bridged_cacheable_result_carries_its_caching_hints() {
+    for sse in [false, true] {
+        let emulator = start(legacy_only().sse(sse)).await;
+        let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
+        let client = ModernClient {
+            stack: stack_below(
+                &bridge,
+                &emulator.signer().build().unwrap(),
+                &Below::default(),
+            ),
+        };
+        let discovered = client
+            .post(&modern_request(1, "server/discover", json!({})))
+            .await;
+        assert_discovered_from_initialize(&discovered, 1);
+        let listed = client
+            .post(&modern_request(2, "tools/list", json!({})))
+            .await;
+        for answer in [&discovered, &listed] {
+            let result = &answer.json["result"];
+            assert_eq!(result["ttlMs"], 0, "sse {sse}: {answer:?}");
+            assert_eq!(result["cacheScope"], "private", "sse {sse}: {answer:?}");
+        }
+        // A result that is not cacheable gets none.
+        let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
+        assert_eq!(added.json, tool_result(3, "5", true));
     }
 }
