@@ -31,10 +31,12 @@ const MODERN_META: [&str; 3] = [
     "io.modelcontextprotocol/clientCapabilities",
 ];
 
-/// A 2026-07-28 client's `server/discover`: sent as it is, unless the target is known to be
-/// of the `initialize` era; refused as such a server refuses it, answered from a session the
-/// bridge opens.
-pub(super) async fn discover<S, ReqB, ResB>(
+/// A request of a 2026-07-28 client (no MCP session): sent as it is, unless the target is known
+/// to be of the `initialize` era and the bridge is on. Refused as such a server refuses one
+/// (read ahead when it is no success, or is a `server/discover`), it ran nothing: with the
+/// bridge on, the bridge opens its session and answers a discovery from it, or sends the
+/// request again in it; with the bridge off, the client hears both versions.
+pub(super) async fn request<S, ReqB, ResB>(
     mut inner: S,
     request: Request<ReqB>,
     message: Value,
@@ -47,36 +49,61 @@ where
     ResB: Body<Data = Bytes> + Unpin,
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let discovery = message["method"] == "server/discover";
     let (parts, body) = request.into_parts();
-    if !layer.knows_legacy_only() || !layer.bridges_down() {
-        let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
-        let (head, peeked) = Peeked::of(answer).await;
-        // A server's error may name no id (refused before it read the request).
-        let refusal = peeked.answer(&id).or_else(|| peeked.answer(&Value::Null));
-        if !legacy_refusal(&head, refusal.as_ref()) {
-            return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
-        }
-        if !layer.bridges_down() {
-            return Ok(both_versions(&id, head.status(), refusal));
-        }
-        match open(&mut inner, &parts, &message, layer).await {
-            Some(session) => return Ok(discovered(&id, &session)),
-            None => return Ok(head.map(|()| BridgeBody::server(peeked.into_body()))),
-        }
+    if layer.bridges_down() && layer.knows_legacy_only() {
+        return bridged(inner, parts, message, layer).await;
     }
-    match open(&mut inner, &parts, &message, layer).await {
-        Some(session) => Ok(discovered(&id, &session)),
-        None => {
-            let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
-                "message": format!("the server speaks only MCP's initialize era (up to {}), \
-                    and opening a session with it failed", protocol::LATEST_WITH_INITIALIZE)}});
-            Ok(local(StatusCode::OK, Some(&error)))
-        }
+    let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
+    if answer.status().is_success() && !discovery {
+        return Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))));
     }
+    let (head, peeked) = Peeked::of(answer).await;
+    // A server's error may name no id (refused before it read the request).
+    let refusal = peeked.answer(&id).or_else(|| peeked.answer(&Value::Null));
+    if !legacy_refusal(&head, refusal.as_ref(), discovery) {
+        return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
+    }
+    if !layer.bridges_down() {
+        return Ok(both_versions(&id, head.status(), refusal));
+    }
+    if open(&mut inner, &parts, &message, layer).await.is_none() {
+        return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
+    }
+    drop(peeked);
+    inner.ready().await?;
+    bridged(inner, parts, message, layer).await
 }
 
-/// The refusal of a 2026-07-28 client's `server/discover` by a server of the `initialize` era,
-/// where the bridge is off: the server's error, its message saying both versions and how to
+/// A request of a 2026-07-28 client at a target of the `initialize` era: a discovery answered
+/// from the bridge's session, any other request sent in it.
+async fn bridged<S, ReqB, ResB>(
+    mut inner: S,
+    parts: Parts,
+    message: Value,
+    layer: &ProtocolBridgeLayer,
+) -> Result<Response<BridgeBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + From<Bytes>,
+    ResB: Body<Data = Bytes> + Unpin,
+{
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let Some(session) = open(&mut inner, &parts, &message, layer).await else {
+        let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": format!("the server speaks only MCP's initialize era (up to {}), and no \
+                session with it could be opened", protocol::LATEST_WITH_INITIALIZE)}});
+        return Ok(local(StatusCode::OK, Some(&error)));
+    };
+    if message["method"] == "server/discover" {
+        return Ok(discovered(&id, &session));
+    }
+    carry(inner, parts, message, &session).await
+}
+
+/// The refusal of a 2026-07-28 client's request by a server of the `initialize` era, where
+/// the bridge is off: the server's error, its message saying both versions and how to
 /// bridge them, the server's own error in `data.server`.
 fn both_versions<B: Body>(
     id: &Value,
@@ -106,11 +133,14 @@ fn both_versions<B: Body>(
     local(status, Some(&error))
 }
 
-/// Whether an answer to `server/discover` is a legacy server's: an error, but no recognised
-/// error of 2026-07-28 (-32020 for its headers, -32602 for its `_meta`, -32022 naming a version
-/// of the revision), no authentication error (401, 403: never "legacy") and none of
-/// AgentCore's own.
-fn legacy_refusal(head: &Response<()>, answer: Option<&Value>) -> bool {
+/// Whether an answer to a 2026-07-28 request is a legacy server's refusal of its era. Never
+/// an authentication error (401, 403: never "legacy") nor one of AgentCore's own. For a
+/// `server/discover` (MCP 2026-07-28's rule for telling a server's era): any error that is no
+/// recognised error of 2026-07-28 (-32020 for its headers, -32021 for a capability, -32602 for
+/// its `_meta`, -32022 naming a version of the revision). For any other request, only what the
+/// SDKs' servers of the `initialize` era answer a request of another version before reading
+/// it: HTTP 400, -32000 or -32600, about the protocol version or the MCP session.
+fn legacy_refusal(head: &Response<()>, answer: Option<&Value>, discovery: bool) -> bool {
     let status = head.status();
     let platform = crate::contract::classify_head(status, head.headers()).is_some()
         || answer.is_some_and(|a| crate::contract::classify_json_rpc(a).is_some());
@@ -118,10 +148,21 @@ fn legacy_refusal(head: &Response<()>, answer: Option<&Value>) -> bool {
         return false;
     }
     let error = answer.and_then(|a| a.get("error"));
-    let modern = error.is_some_and(|e| match e.get("code").and_then(Value::as_i64) {
-        Some(-32020 | -32602) => true,
-        Some(-32022) => e
-            .pointer("/data/supported")
+    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+    if !discovery {
+        let message = error
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        return status == StatusCode::BAD_REQUEST
+            && matches!(code, Some(-32000 | -32600))
+            && (message.contains("version") || message.contains("session"));
+    }
+    let modern = match code {
+        Some(-32021 | -32020 | -32602) => true,
+        Some(-32022) => error
+            .and_then(|e| e.pointer("/data/supported"))
             .and_then(Value::as_array)
             .is_some_and(|v| {
                 v.iter()
@@ -129,7 +170,7 @@ fn legacy_refusal(head: &Response<()>, answer: Option<&Value>) -> bool {
                     .any(protocol::is_stateless)
             }),
         _ => false,
-    });
+    };
     !modern && (!status.is_success() || error.is_some() || answer.is_none())
 }
 
@@ -209,13 +250,12 @@ fn discovered<B: Body>(id: &Value, session: &LegacySession) -> Response<BridgeBo
     )
 }
 
-/// A 2026-07-28 request at a target known to be of the `initialize` era: sent in the bridge's
-/// session, its answer's results typed.
-pub(super) async fn carry<S, ReqB, ResB>(
+/// A 2026-07-28 request sent in the bridge's `session`, its answer's results typed.
+async fn carry<S, ReqB, ResB>(
     mut inner: S,
-    request: Request<ReqB>,
+    parts: Parts,
     mut message: Value,
-    layer: &ProtocolBridgeLayer,
+    session: &LegacySession,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
@@ -223,15 +263,8 @@ where
     ReqB: Body<Data = Bytes> + From<Bytes>,
     ResB: Body<Data = Bytes> + Unpin,
 {
-    let (parts, _) = request.into_parts();
-    let Some(session) = open(&mut inner, &parts, &message, layer).await else {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
-            "message": "the server speaks only MCP's initialize era, and no session with it could be opened"}});
-        return Ok(local(StatusCode::OK, Some(&error)));
-    };
     without_modern_meta(&mut message);
-    let mut legacy = legacy_post(&parts, &message, Some(&session));
+    let mut legacy = legacy_post(&parts, &message, Some(session));
     *legacy.extensions_mut() = parts.extensions;
     inner.ready().await?;
     let answer = inner.call(legacy).await?;
@@ -312,34 +345,55 @@ mod tests {
         // Legacy: an unknown method, a version it does not speak, a session it requires.
         assert!(legacy_refusal(
             &head(200),
-            Some(&error(-32601, json!(null)))
+            Some(&error(-32601, json!(null))),
+            true
         ));
         assert!(legacy_refusal(
             &head(400),
-            Some(&error(-32000, json!(null)))
+            Some(&error(-32000, json!(null))),
+            true
         ));
-        assert!(legacy_refusal(&head(400), None));
-        assert!(legacy_refusal(&head(404), None));
+        assert!(legacy_refusal(&head(400), None, true));
+        assert!(legacy_refusal(&head(404), None, true));
         // Modern: its header check, its `_meta` check, a version of the revision it names.
         assert!(!legacy_refusal(
             &head(400),
-            Some(&error(-32020, json!(null)))
+            Some(&error(-32020, json!(null))),
+            true
         ));
         assert!(!legacy_refusal(
             &head(400),
-            Some(&error(-32602, json!(null)))
+            Some(&error(-32602, json!(null))),
+            true
         ));
         let supported = json!({"supported": ["2026-07-28"]});
-        assert!(!legacy_refusal(&head(400), Some(&error(-32022, supported))));
+        assert!(!legacy_refusal(
+            &head(400),
+            Some(&error(-32022, supported)),
+            true
+        ));
         assert!(legacy_refusal(
             &head(400),
-            Some(&error(-32022, json!({"supported": ["2025-11-25"]})))
+            Some(&error(-32022, json!({"supported": ["2025-11-25"]}))),
+            true
         ));
         // Never: authentication, AgentCore's own, a success.
-        assert!(!legacy_refusal(&head(401), None));
-        assert!(!legacy_refusal(&head(403), None));
+        assert!(!legacy_refusal(&head(401), None, true));
+        assert!(!legacy_refusal(&head(403), None, true));
         let result = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
-        assert!(!legacy_refusal(&head(200), Some(&result)));
+        assert!(!legacy_refusal(&head(200), Some(&result), true));
+        // Another request: only a transport's refusal of its version or session.
+        let version = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+            "message": "Bad Request: Unsupported protocol version: 2026-07-28"}});
+        assert!(legacy_refusal(&head(400), Some(&version), false));
+        let capability = error(-32021, json!(null));
+        assert!(!legacy_refusal(&head(400), Some(&capability), false));
+        assert!(!legacy_refusal(
+            &head(404),
+            Some(&error(-32601, json!(null))),
+            false
+        ));
+        assert!(!legacy_refusal(&head(400), None, false));
     }
 
     #[test]

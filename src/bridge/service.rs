@@ -126,12 +126,7 @@ where
                 return open::initialize(inner, request, message, &layer).await;
             }
             Some(message) if is_modern_request(&message) => {
-                if message["method"] == "server/discover" {
-                    return down::discover(inner, request, message, &layer).await;
-                }
-                if layer.bridges_down() && layer.knows_legacy_only() {
-                    return down::carry(inner, request, message, &layer).await;
-                }
+                return down::request(inner, request, message, &layer).await;
             }
             _ => {}
         }
