@@ -48,11 +48,12 @@ impl<B: Body> BridgeBody<B> {
         }
     }
 
-    /// A 2025 server's body, its results typed for a client of 2026-07-28.
-    pub(super) fn typed(body: PeekedBody<B>, stream: bool) -> Self {
+    /// A 2025 server's body, its results typed for a client of 2026-07-28 (and given caching
+    /// hints, when `cacheable`).
+    pub(super) fn typed(body: PeekedBody<B>, stream: bool, cacheable: bool) -> Self {
         Self {
             inner: Inner::Typed {
-                body: ResultTyped::new(body, stream),
+                body: ResultTyped::new(body, stream, cacheable),
             },
         }
     }

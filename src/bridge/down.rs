@@ -236,6 +236,8 @@ fn discovered<B: Body>(id: &Value, session: &LegacySession) -> Response<BridgeBo
     let result = &session.result;
     let mut discovered = json!({
         "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
         "supportedVersions": [protocol::LATEST],
         "capabilities": result.get("capabilities").cloned().unwrap_or(json!({})),
         "_meta": {"io.modelcontextprotocol/serverInfo":
@@ -264,12 +266,17 @@ where
     ResB: Body<Data = Bytes> + Unpin,
 {
     without_modern_meta(&mut message);
+    let cacheable = message["method"]
+        .as_str()
+        .is_some_and(super::typed::is_cacheable);
     let mut legacy = legacy_post(&parts, &message, Some(session));
     *legacy.extensions_mut() = parts.extensions;
     inner.ready().await?;
-    let answer = inner.call(legacy).await?;
+    let mut answer = inner.call(legacy).await?;
     let stream = crate::jsonrpc::media_type_is(answer.headers(), "text/event-stream");
-    Ok(answer.map(|body| BridgeBody::typed(PeekedBody::new(body), stream)))
+    // The typed body is longer than the server's.
+    answer.headers_mut().remove(CONTENT_LENGTH);
+    Ok(answer.map(|body| BridgeBody::typed(PeekedBody::new(body), stream, cacheable)))
 }
 
 /// Takes the revision's own `_meta` keys out of a request (and `_meta` itself, when nothing

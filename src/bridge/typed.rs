@@ -1,6 +1,9 @@
 //! A 2025 server's answer as a client of MCP 2026-07-28 reads it: every result carries
-//! `resultType` (SEP-2322), which a server of the `initialize` era never writes. A JSON answer is
-//! read whole and given it; an event stream, event by event, as each is complete.
+//! `resultType` (SEP-2322), and a cacheable one (a listing, a read, a discovery) its caching
+//! hints, `ttlMs` and `cacheScope`, which a server of the `initialize` era never writes: given
+//! as the SDKs' servers give them when none are set (`0`, `"private"`: stale at once, this
+//! client's only). A JSON answer is read whole; an event stream, event by event, as each is
+//! complete.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -21,17 +24,20 @@ pin_project! {
         #[pin]
         inner: B,
         stream: bool,
+        cacheable: bool,
         held: BytesMut,
         ended: bool,
     }
 }
 
 impl<B> ResultTyped<B> {
-    /// `inner`, an event stream (`stream`) or a JSON answer.
-    pub(super) fn new(inner: B, stream: bool) -> Self {
+    /// `inner`, an event stream (`stream`) or a JSON answer, to a request whose result is
+    /// `cacheable`.
+    pub(super) fn new(inner: B, stream: bool, cacheable: bool) -> Self {
         Self {
             inner,
             stream,
+            cacheable,
             held: BytesMut::new(),
             ended: false,
         }
@@ -55,14 +61,19 @@ where
             if *this.stream
                 && let Some(event) = next_event(this.held)
             {
-                return Poll::Ready(Some(Ok(Frame::data(typed_event(&event)))));
+                let event = typed_event(&event, *this.cacheable);
+                return Poll::Ready(Some(Ok(Frame::data(event))));
             }
             if *this.ended {
                 if this.held.is_empty() {
                     return Poll::Ready(None);
                 }
                 let rest = this.held.split().freeze();
-                let rest = if *this.stream { rest } else { typed_json(rest) };
+                let rest = if *this.stream {
+                    rest
+                } else {
+                    typed_json(rest, *this.cacheable)
+                };
                 return Poll::Ready(Some(Ok(Frame::data(rest))));
             }
             match std::task::ready!(this.inner.as_mut().poll_frame(cx)) {
@@ -105,7 +116,7 @@ fn next_event(held: &mut BytesMut) -> Option<Bytes> {
 
 /// An event whose JSON-RPC result lacks `resultType`, given it: its `data:` lines become one
 /// (its other lines kept); any other event as it came.
-fn typed_event(event: &Bytes) -> Bytes {
+fn typed_event(event: &Bytes, cacheable: bool) -> Bytes {
     let Ok(text) = std::str::from_utf8(event) else {
         return event.clone();
     };
@@ -115,7 +126,7 @@ fn typed_event(event: &Bytes) -> Bytes {
         .filter_map(|l| l.strip_prefix("data:"))
         .map(|d| d.strip_prefix(' ').unwrap_or(d))
         .collect();
-    let Some(message) = typed(&data.join("\n")) else {
+    let Some(message) = typed(&data.join("\n"), cacheable) else {
         return event.clone();
     };
     let mut out = String::new();
@@ -133,23 +144,47 @@ fn typed_event(event: &Bytes) -> Bytes {
 }
 
 /// A JSON answer whose result lacks `resultType`, given it; else as it came.
-fn typed_json(answer: Bytes) -> Bytes {
+fn typed_json(answer: Bytes, cacheable: bool) -> Bytes {
     std::str::from_utf8(&answer)
         .ok()
-        .and_then(typed)
+        .and_then(|json| typed(json, cacheable))
         .map_or(answer, Bytes::from)
 }
 
-/// `json`, a JSON-RPC response whose result is an object without `resultType`, with
-/// `resultType: "complete"`; `None` for anything else.
-fn typed(json: &str) -> Option<String> {
+/// `json`, a JSON-RPC response whose result is an object, with `resultType: "complete"` and,
+/// when `cacheable`, `ttlMs: 0` and `cacheScope: "private"`, where it lacks them; `None` when
+/// nothing was lacking, or for anything else.
+fn typed(json: &str, cacheable: bool) -> Option<String> {
     let mut message: Value = serde_json::from_str(json).ok()?;
     let result = message.get_mut("result")?.as_object_mut()?;
-    if result.contains_key("resultType") {
-        return None;
+    let mut given = [("resultType", Value::from("complete"))].to_vec();
+    if cacheable {
+        given.extend([
+            ("ttlMs", Value::from(0)),
+            ("cacheScope", Value::from("private")),
+        ]);
     }
-    result.insert("resultType".into(), Value::from("complete"));
-    Some(message.to_string())
+    let mut changed = false;
+    for (key, value) in given {
+        if !result.contains_key(key) {
+            result.insert(key.into(), value);
+            changed = true;
+        }
+    }
+    changed.then(|| message.to_string())
+}
+
+/// Whether a method's result is one 2026-07-28 gives caching hints.
+pub(super) fn is_cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
 }
 
 #[cfg(test)]
@@ -163,7 +198,7 @@ mod tests {
             .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(c))))
             .collect::<Vec<_>>();
         let inner = StreamBody::new(futures_util::stream::iter(frames));
-        let body = ResultTyped::new(inner, stream);
+        let body = ResultTyped::new(inner, stream, false);
         let bytes = body.collect().await.unwrap().to_bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
     }
@@ -182,6 +217,19 @@ mod tests {
         let typed = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#;
         assert_eq!(through(&[typed.as_bytes()], false).await, typed);
         assert_eq!(through(&[b"not json"], false).await, "not json");
+    }
+
+    #[test]
+    fn a_cacheable_result_is_given_the_sdks_default_hints_and_keeps_its_own() {
+        let list = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
+        let typed_list: Value = serde_json::from_str(&typed(list, true).unwrap()).unwrap();
+        assert_eq!(
+            typed_list["result"],
+            serde_json::json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})
+        );
+        let own = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","ttlMs":5,"cacheScope":"public"}}"#;
+        assert_eq!(typed(own, true), None);
+        assert!(is_cacheable("tools/list") && !is_cacheable("tools/call"));
     }
 
     #[tokio::test]

@@ -1179,7 +1179,6 @@ async fn with_bridge_modern_clients_nothing_changes_at_a_server_of_both_eras() {
 /// answer must not keep the server's `Content-Length`, which a server relaying it (hyper's,
 /// the proxy's `--listen`) would send, cutting the body short.
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: down::carry keeps the server's Content-Length on an answer ResultTyped lengthens"]
 async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
     for sse in [false, true] {
         let emulator = start(legacy_only().sse(sse)).await;
@@ -1226,7 +1225,6 @@ async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
 /// era writes neither, so the bridge must: `ttlMs: 0` and `cacheScope: "private"` (stale at
 /// once, for this client only), the defaults rmcp and the Python SDK's servers write.
 #[tokio::test(start_paused = true)]
-#[ignore = "defect: the bridge gives server/discover and tools/list no ttlMs and cacheScope"]
 async fn a_bridged_cacheable_result_carries_its_caching_hints() {
     for sse in [false, true] {
         let emulator = start(legacy_only().sse(sse)).await;

@@ -821,8 +821,6 @@ async fn the_sdk_2_x_in_legacy_mode_over_stdio_is_bridged_at_a_modern_only_runti
 /// and sends it, and each later request, there. The tools of the `initialize` era are listed
 /// and `add` runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: the bridged tools/list result has no ttlMs and cacheScope, which the SDK \
-            2.3's ListToolsResult requires (a ValidationError)"]
 async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_is_bridged_with_bridge_modern_clients() {
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
     let emulator = start_emulator(config).await;
