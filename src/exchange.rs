@@ -211,31 +211,41 @@ pub(crate) fn modern_post<ReqB: From<Bytes>>(
     message: &Value,
     params: Option<&ParamHeaders>,
 ) -> Request<ReqB> {
+    let mut request = plain_post(client, message);
+    let headers = request.headers_mut();
+    headers.insert(
+        crate::contract::MCP_PROTOCOL_VERSION,
+        HeaderValue::from_static(protocol::LATEST),
+    );
+    headers.extend(protocol::request_headers(message, params));
+    request
+}
+
+/// A POST of `message` with the head of a client's request, less what names an era, a session,
+/// a method or a body: its `MCP-Protocol-Version`, `Mcp-Session-Id`, the standard headers of
+/// 2026-07-28 (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) and `Content-Length`.
+pub(crate) fn plain_post<ReqB: From<Bytes>>(client: &Parts, message: &Value) -> Request<ReqB> {
     let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
     let mut request = Request::new(ReqB::from(bytes));
     *request.method_mut() = Method::POST;
     *request.uri_mut() = client.uri.clone();
     let headers = request.headers_mut();
     headers.clone_from(&client.headers);
-    let standard: Vec<HeaderName> = headers
+    let named: Vec<HeaderName> = headers
         .keys()
         .filter(|n| n.as_str().starts_with("mcp-param-"))
         .cloned()
         .chain([
             HeaderName::from_static("mcp-name"),
             HeaderName::from_static("mcp-method"),
+            CONTENT_LENGTH,
+            crate::contract::MCP_SESSION_ID,
+            crate::contract::MCP_PROTOCOL_VERSION,
         ])
         .collect();
-    for name in standard {
+    for name in named {
         headers.remove(name);
     }
-    headers.remove(CONTENT_LENGTH);
-    headers.remove(crate::contract::MCP_SESSION_ID);
-    headers.insert(
-        crate::contract::MCP_PROTOCOL_VERSION,
-        HeaderValue::from_static(protocol::LATEST),
-    );
-    headers.extend(protocol::request_headers(message, params));
     request
 }
 

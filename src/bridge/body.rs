@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 use pin_project_lite::pin_project;
 
 use super::typed::ResultTyped;
@@ -35,7 +36,8 @@ pin_project! {
             body: ResultTyped<PeekedBody<B>>,
         },
         Local {
-            bytes: Option<Bytes>,
+            #[pin]
+            body: Full<Bytes>,
         },
     }
 }
@@ -61,7 +63,9 @@ impl<B: Body> BridgeBody<B> {
     /// The bridge's own.
     pub(super) fn local(bytes: Bytes) -> Self {
         Self {
-            inner: Inner::Local { bytes: Some(bytes) },
+            inner: Inner::Local {
+                body: Full::new(bytes),
+            },
         }
     }
 }
@@ -81,12 +85,7 @@ where
         match self.project().inner.project() {
             Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
             Projected::Typed { body } => body.poll_frame(cx),
-            Projected::Local { bytes } => Poll::Ready(
-                bytes
-                    .take()
-                    .filter(|b| !b.is_empty())
-                    .map(|b| Ok(Frame::data(b))),
-            ),
+            Projected::Local { body } => body.poll_frame(cx).map_err(|never| match never {}),
         }
     }
 
@@ -94,7 +93,7 @@ where
         match &self.inner {
             Inner::Server { body } => body.is_end_stream(),
             Inner::Typed { body } => body.is_end_stream(),
-            Inner::Local { bytes } => bytes.as_ref().is_none_or(Bytes::is_empty),
+            Inner::Local { body } => body.is_end_stream(),
         }
     }
 
@@ -102,9 +101,7 @@ where
         match &self.inner {
             Inner::Server { body } => body.size_hint(),
             Inner::Typed { .. } => SizeHint::default(),
-            Inner::Local { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
+            Inner::Local { body } => body.size_hint(),
         }
     }
 }

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
@@ -303,27 +303,8 @@ fn legacy_post<ReqB: From<Bytes>>(
     message: &Value,
     session: Option<&LegacySession>,
 ) -> Request<ReqB> {
-    let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
-    let mut request = Request::new(ReqB::from(bytes));
-    *request.method_mut() = http::Method::POST;
-    *request.uri_mut() = client.uri.clone();
+    let mut request = crate::exchange::plain_post(client, message);
     let headers = request.headers_mut();
-    headers.clone_from(&client.headers);
-    let standard: Vec<HeaderName> = headers
-        .keys()
-        .filter(|n| n.as_str().starts_with("mcp-param-"))
-        .cloned()
-        .chain([
-            HeaderName::from_static("mcp-name"),
-            HeaderName::from_static("mcp-method"),
-        ])
-        .collect();
-    for name in standard {
-        headers.remove(name);
-    }
-    headers.remove(CONTENT_LENGTH);
-    headers.remove(MCP_PROTOCOL_VERSION);
-    headers.remove(MCP_SESSION_ID);
     if let Some(session) = session {
         headers.insert(MCP_PROTOCOL_VERSION, session.version.clone());
         if let Some(id) = &session.id {

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Response};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 use pin_project_lite::pin_project;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -40,7 +41,8 @@ pin_project! {
             job: JobBody,
         },
         Local {
-            bytes: Option<Bytes>,
+            #[pin]
+            body: Full<Bytes>,
         },
     }
 }
@@ -63,7 +65,9 @@ impl<B: Body> TaskBody<B> {
     /// An answer of the layer's own, whole.
     pub(super) fn local(bytes: Bytes) -> Self {
         Self {
-            inner: Inner::Local { bytes: Some(bytes) },
+            inner: Inner::Local {
+                body: Full::new(bytes),
+            },
         }
     }
 
@@ -112,7 +116,7 @@ where
         match self.project().inner.project() {
             Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
             Projected::Task { job } => job.poll_frame(cx),
-            Projected::Local { bytes } => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Projected::Local { body } => body.poll_frame(cx).map_err(|never| match never {}),
         }
     }
 
@@ -120,7 +124,7 @@ where
         match &self.inner {
             Inner::Server { body } => body.is_end_stream(),
             Inner::Task { job } => job.driver.is_none() && job.events.is_empty(),
-            Inner::Local { bytes } => bytes.is_none(),
+            Inner::Local { body } => body.is_end_stream(),
         }
     }
 
@@ -128,9 +132,7 @@ where
         match &self.inner {
             Inner::Server { body } => body.size_hint(),
             Inner::Task { .. } => SizeHint::default(),
-            Inner::Local { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
+            Inner::Local { body } => body.size_hint(),
         }
     }
 }
