@@ -402,6 +402,34 @@ fn upstream_s() -> String {
 #[derive(Debug, Default)]
 pub struct OpenRequests {
     ids: Vec<Value>,
+    /// The requests the client cancelled, and the MCP session these are in: a cancelled request
+    /// is not answered (MCP), not even with an error.
+    cancelled: Option<(CancelledRequests, String)>,
+}
+
+/// The requests clients of the 2025 revisions cancelled (`notifications/cancelled`), by MCP
+/// session and id, until their answer would have been written.
+#[derive(Clone, Debug, Default)]
+pub struct CancelledRequests(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl CancelledRequests {
+    fn key(session: &str, id: &Value) -> String {
+        format!("{session}\u{0}{id}")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client of `session` cancelled request `id`.
+    pub fn cancel(&self, session: &str, id: &Value) {
+        self.lock().insert(Self::key(session, id));
+    }
+
+    /// Whether request `id` of `session` was cancelled (forgotten then).
+    fn take(&self, session: &str, id: &Value) -> bool {
+        self.lock().remove(&Self::key(session, id))
+    }
 }
 
 impl OpenRequests {
@@ -419,7 +447,16 @@ impl OpenRequests {
             Value::Array(batch) => batch.iter().for_each(&mut add),
             one => add(one),
         }
-        Self { ids }
+        Self {
+            ids,
+            cancelled: None,
+        }
+    }
+
+    /// The same, its requests of MCP `session` left unanswered once `cancelled` names them.
+    pub fn in_session(mut self, session: &str, cancelled: &CancelledRequests) -> Self {
+        self.cancelled = Some((cancelled.clone(), session.to_owned()));
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -435,6 +472,9 @@ impl OpenRequests {
                 && let Some(id) = m.get("id")
             {
                 self.ids.retain(|open| open != id);
+                if let Some((cancelled, session)) = &self.cancelled {
+                    cancelled.take(session, id);
+                }
             }
         };
         match message {
@@ -468,8 +508,14 @@ impl OpenRequests {
 
     /// An error answer for every open request, which are then answered.
     pub fn fail_all(&mut self, message: &str, data: Option<&Value>) -> Vec<Value> {
+        let cancelled = self.cancelled.clone();
         self.ids
             .drain(..)
+            .filter(|id| {
+                !cancelled
+                    .as_ref()
+                    .is_some_and(|(cancelled, session)| cancelled.take(session, id))
+            })
             .map(|id| error_response(&id, PROXY_ERROR, message, data))
             .collect()
     }

@@ -36,8 +36,8 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Broke, Call, OpenRequests, PROXY_ERROR, describe_failure, describe_status, error_response,
-    is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
+    Broke, Call, CancelledRequests, OpenRequests, PROXY_ERROR, describe_failure, describe_status,
+    error_response, is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
 use crate::call::ResBody;
 use crate::sse::is_event_stream;
@@ -93,6 +93,9 @@ struct Endpoint {
     shared: HeaderValue,
     /// Whether a request went to `shared`.
     shared_used: AtomicBool,
+    /// The requests clients of the 2025 revisions cancelled: not answered when their stream
+    /// ends.
+    cancelled: CancelledRequests,
     /// The server streams (GETs) on their way upstream, by MCP session: the session's requests
     /// that come after one wait until it has reached the server, so a server that answers a
     /// tool call with a request on that stream (sampling, elicitation) finds it open.
@@ -135,6 +138,7 @@ pub async fn run(
         shared: HeaderValue::try_from(uuid::Uuid::new_v4().to_string())
             .expect("a UUID is a header value"),
         shared_used: AtomicBool::new(false),
+        cancelled: CancelledRequests::default(),
         opening: Mutex::default(),
         expected: Mutex::default(),
     });
@@ -308,7 +312,17 @@ impl Endpoint {
                 (true, _) => json_response(StatusCode::OK, &Value::Array(errors)),
             };
         }
-        let open = OpenRequests::of(&message);
+        let mut open = OpenRequests::of(&message);
+        if let Some(session) = session.as_ref().and_then(|s| s.to_str().ok()) {
+            // A 2025 client's cancel goes on to the server; the request it names is answered
+            // no more (MCP: a cancelled request is not answered).
+            if message["method"] == "notifications/cancelled"
+                && let Some(id) = message.pointer("/params/requestId")
+            {
+                self.cancelled.cancel(session, id);
+            }
+            open = open.in_session(session, &self.cancelled);
+        }
         let initialize = match &message {
             Value::Array(batch) => batch.iter().any(is_initialize),
             one => is_initialize(one),

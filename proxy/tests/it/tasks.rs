@@ -650,6 +650,25 @@ async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_listen_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never_answered() {
+    let emulator = emulator().await;
+    let _clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, Era::Legacy).await;
+    let mut stream = EventStream::post(&client, &long_job(Era::Legacy, "job-9"), &[]).await;
+    let first = stream.next().await.expect("an event");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": CALL_ID, "reason": "the user gave up"}});
+    assert_eq!(client.post(&cancelled).await.status, 202);
+    task_cancelled_within(&emulator, LINE_TIMEOUT, &listening.proxy).await;
+    // The call's stream ends with its progress only: no answer, not even an error.
+    let rest = stream.rest().await;
+    all_progress(&rest, "job-9");
+    listening.terminated_cleanly().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_2026_client_that_drops_the_stream_has_the_task_cancelled() {
     let emulator = emulator().await;
     let _clock = JobsClock::start(&emulator);
