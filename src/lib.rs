@@ -18,6 +18,12 @@
 //! * [`McpSessionRecoveryLayer`] — an MCP session that outlives the server's: MCP's 404 for a
 //!   session the server no longer knows (a microVM replaced after its idle timeout, a Gateway
 //!   session past its timeout) opens a new session and sends the request once more.
+//! * [`TaskPollingLayer`](tasks::TaskPollingLayer) — jobs past an answer's 15-minute limit for
+//!   a client that does not speak MCP's Tasks extension: the call sent declaring it, the task
+//!   polled on its runtime session, the final result as the answer to the client's own call.
+//! * [`ProtocolBridgeLayer`](bridge::ProtocolBridgeLayer) — a client and a server of different
+//!   MCP eras (the `initialize` revisions and 2026-07-28), bridged only when the direct path
+//!   fails.
 //!
 //! The three retry layers are one generic [`RetryLayer<P>`](retry::RetryLayer) over their policies
 //! ([`Throttled`](throttle::Throttled), [`SessionBusy`](session_busy::SessionBusy), [`ReplayDeclarations`](replay::ReplayDeclarations)), as tower's `RetryLayer<P>` is over its
@@ -27,7 +33,9 @@
 //!
 //! ```text
 //! ServiceBuilder::new()
+//!     .layer(TaskPollingLayer)        // a task the server answers with → polled to its end for the client
 //!     .layer(TimeoutLayer)            // tower::timeout: one deadline for the whole call, retries included
+//!     .layer(ProtocolBridgeLayer)     // a client of one MCP era at a server of the other
 //!     .layer(McpSessionRecoveryLayer) // MCP's 404 for an expired session → a new session, the request again
 //!     .layer(ReplayGuardLayer)        // the replay rule; re-sends what may have run only when replayable
 //!     .layer(ThrottleRetryLayer)      // 429 → wait (Retry-After) → same request again
