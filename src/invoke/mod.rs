@@ -343,8 +343,8 @@ impl SigV4InvokeLayerBuilder {
 
     /// With [`RuntimeSessions::PerMcpSession`]: how many MCP sessions are bound at most; binding
     /// one more forgets the one used least recently (its next request gets a new runtime
-    /// session). Default 100,000: a memory bound — some 260 bytes a binding with UUID ids, so
-    /// 26 MB full (`compat/benches/runtime_sessions.rs`) — a hundred times the runtime sessions
+    /// session). Default 100,000: a memory bound — some 280 bytes a binding with UUID ids, so
+    /// 28 MB full (`compat/benches/runtime_sessions.rs`) — a hundred times the runtime sessions
     /// an account may have active by default (its AgentCore quota: 1,000 in us-east-1 and
     /// us-west-2, 500 elsewhere), so that the idle time forgets, not the count. Raise it with
     /// the quota. At least 1: zero is taken as 1. Ignored with [`RuntimeSessions::PerLayer`].

@@ -79,7 +79,7 @@ pub(crate) const MIN_MAX_LIFETIME: Duration = Duration::from_secs(60);
 pub const MAX_RUNTIME_SESSION_TIME: Duration = Duration::from_secs(14 * 86_400);
 
 /// How many MCP sessions a [`RuntimeSessions::PerMcpSession`] layer remembers, unless
-/// configured: a memory bound (some 260 bytes a binding with UUID ids: 26 MB full, measured by
+/// configured: a memory bound (some 280 bytes a binding with UUID ids: 28 MB full, measured by
 /// `compat/benches/runtime_sessions.rs`), a hundred times the runtime sessions an AWS account
 /// may have active by default (1,000 in us-east-1 and us-west-2, 500 elsewhere), so that in
 /// practice the idle time, not the count, forgets.
