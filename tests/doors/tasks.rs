@@ -724,3 +724,26 @@ async fn a_2025_client_is_asked_on_its_answers_stream_and_the_job_completes() {
     // The client's response never reached the emulator.
     assert!(audit.received.iter().all(|r| r.id.as_deref() != Some(id)));
 }
+
+/// A server that answers in event streams (the Python SDK's servers do by default): the task
+/// handle comes as the stream's one event, the polls' answers as events too, and the client
+/// that reads JSON only still gets its one JSON answer. (A 2026-07-28 client: this file's
+/// client of the other era reads its `initialize` answer as JSON.)
+#[tokio::test(start_paused = true)]
+async fn a_server_that_answers_in_event_streams_has_its_task_polled_to_the_end() {
+    let emulator = Emulator::start(EmulatorConfig::default().sse(true))
+        .await
+        .unwrap();
+    let client = Client::open(&emulator, Era::Modern, TaskPollingLayer::new()).await;
+    let call = client.long_job(json!({"seconds": 60}), json!({}), "application/json");
+    let answer = send_through(&client.with_layer(), call).await;
+    assert_eq!(
+        answer.json,
+        json!({"jsonrpc": "2.0", "id": CALL_ID, "result": {"resultType": "complete",
+            "content": [{"type": "text", "text": "long_job done after 60 s"}], "isError": false}})
+    );
+    let audit = emulator.audit();
+    let (task, session) = the_task(&audit);
+    assert_refused_then_sent_again(&answer);
+    assert_task_requests(&audit, &task, &session, 12, false, &[]);
+}
