@@ -302,3 +302,97 @@ mod tests {
         assert!(answer_in(br#"{"id":"p-2","result":{}}"#, &id, &mut others).is_none());
     }
 }
+
+/// A future that writes what a body yields, and runs as the body is read.
+pub(crate) type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A body a layer writes itself while it works: its driver runs as the body is read, and what
+/// it writes is yielded in order. Nothing is spawned: reading the body drives it, and dropping
+/// the body stops it.
+pub(crate) struct Driven {
+    driver: Option<Driver>,
+    events: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+}
+
+impl Driven {
+    /// The body `driver` writes into `events` (the receiver of the sender it writes with).
+    pub(crate) fn new(driver: Driver, events: tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> Self {
+        Self {
+            driver: Some(driver),
+            events,
+        }
+    }
+
+    pub(crate) fn poll_frame(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        loop {
+            if let Poll::Ready(Some(bytes)) = self.events.poll_recv(cx) {
+                return Poll::Ready(Some(Ok(http_body::Frame::data(bytes))));
+            }
+            let Some(driver) = self.driver.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match driver.as_mut().poll(cx) {
+                // What it wrote last is still to be yielded.
+                Poll::Ready(()) => self.driver = None,
+                Poll::Pending => {
+                    // It may have written before it waited.
+                    return match self.events.poll_recv(cx) {
+                        Poll::Ready(Some(bytes)) => {
+                            Poll::Ready(Some(Ok(http_body::Frame::data(bytes))))
+                        }
+                        _ => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.driver.is_none() && self.events.is_empty()
+    }
+}
+
+/// The responses a layer waits for from a client, by the id of the request it put to it.
+#[derive(Default)]
+pub(crate) struct Awaited(
+    std::sync::Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>>,
+);
+
+impl Awaited {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, tokio::sync::oneshot::Sender<Value>>,
+    > {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the client's response to the request the layer wrote with `id`.
+    pub(crate) fn response_to(&self, id: &str) -> tokio::sync::oneshot::Receiver<Value> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        self.lock().insert(id.to_owned(), sender);
+        receiver
+    }
+
+    /// Hands the client's response to whoever waits for it: whether someone did.
+    pub(crate) fn deliver(&self, id: &str, response: Value) -> bool {
+        self.lock()
+            .remove(id)
+            .is_some_and(|sender| sender.send(response).is_ok())
+    }
+
+    /// Forgets a request the layer no longer waits for.
+    pub(crate) fn forget(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// How many responses are awaited.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}

@@ -2,7 +2,6 @@
 //! layer's own answer to a call that became a task, written while the task is polled.
 
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -14,10 +13,10 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::body::PeekedBody;
 use crate::error::BoxError;
+use crate::exchange::Driven;
 
 pin_project! {
     /// The body of a [`TaskPolling`](super::TaskPolling) answer: the server's, as it came (its
@@ -115,7 +114,7 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project().inner.project() {
             Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
-            Projected::Task { job } => job.poll_frame(cx),
+            Projected::Task { job } => job.driven.poll_frame(cx),
             Projected::Local { body } => body.poll_frame(cx).map_err(|never| match never {}),
         }
     }
@@ -123,7 +122,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.inner {
             Inner::Server { body } => body.is_end_stream(),
-            Inner::Task { job } => job.driver.is_none() && job.events.is_empty(),
+            Inner::Task { job } => job.driven.is_end_stream(),
             Inner::Local { body } => body.is_end_stream(),
         }
     }
@@ -150,56 +149,23 @@ impl<B: Body> fmt::Debug for TaskBody<B> {
     }
 }
 
-/// The boxed future that polls a task and writes what the client reads.
-pub(super) type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 /// What the body's owner does when it is dropped before the task ended: sends `tasks/cancel`.
 pub(super) type OnAbandon = Box<dyn FnOnce(String) + Send>;
 
-/// The layer's own answer: the driver runs as the body is read, and what it writes is yielded
-/// in order. No task is spawned to poll: reading the body drives it, and dropping the body
-/// stops it (and cancels the task, through [`OnAbandon`]).
+/// The layer's own answer: the job's driver runs as the body is read ([`Driven`]), and dropping
+/// the body stops it (and cancels the task, through [`OnAbandon`]).
 pub(super) struct JobBody {
-    driver: Option<Driver>,
-    events: mpsc::UnboundedReceiver<Bytes>,
+    driven: Driven,
     watch: Watch,
     on_abandon: Option<OnAbandon>,
 }
 
 impl JobBody {
-    pub(super) fn new(
-        driver: Driver,
-        events: mpsc::UnboundedReceiver<Bytes>,
-        watch: Watch,
-        on_abandon: OnAbandon,
-    ) -> Self {
+    pub(super) fn new(driven: Driven, watch: Watch, on_abandon: OnAbandon) -> Self {
         Self {
-            driver: Some(driver),
-            events,
+            driven,
             watch,
             on_abandon: Some(on_abandon),
-        }
-    }
-
-    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        loop {
-            if let Poll::Ready(Some(bytes)) = self.events.poll_recv(cx) {
-                return Poll::Ready(Some(Ok(Frame::data(bytes))));
-            }
-            let Some(driver) = self.driver.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match driver.as_mut().poll(cx) {
-                // What it wrote last is still to be yielded.
-                Poll::Ready(()) => self.driver = None,
-                Poll::Pending => {
-                    // It may have written before it waited.
-                    return match self.events.poll_recv(cx) {
-                        Poll::Ready(Some(bytes)) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                        _ => Poll::Pending,
-                    };
-                }
-            }
         }
     }
 }

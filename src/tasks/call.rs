@@ -242,7 +242,11 @@ where
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    let body = JobBody::new(driver, events, watch, on_abandon);
+    let body = JobBody::new(
+        crate::exchange::Driven::new(driver, events),
+        watch,
+        on_abandon,
+    );
     Response::from_parts(parts, TaskBody::task(body))
 }
 

@@ -28,7 +28,7 @@ pub(super) struct Paused<J> {
 /// The layer's memory, shared by its clones and the services it builds.
 pub(super) struct Table<J> {
     paused: Mutex<HashMap<String, Paused<J>>>,
-    awaited: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    awaited: crate::exchange::Awaited,
     running: Mutex<HashMap<String, Arc<Notify>>>,
 }
 
@@ -40,7 +40,7 @@ impl<J> Default for Table<J> {
     fn default() -> Self {
         Self {
             paused: Mutex::default(),
-            awaited: Mutex::default(),
+            awaited: crate::exchange::Awaited::default(),
             running: Mutex::default(),
         }
     }
@@ -75,21 +75,17 @@ impl<J> Table<J> {
 
     /// Waits for the client's response to the request the layer wrote with `id`.
     pub(super) fn await_response(&self, id: &str) -> oneshot::Receiver<Value> {
-        let (sender, receiver) = oneshot::channel();
-        lock(&self.awaited).insert(id.to_owned(), sender);
-        receiver
+        self.awaited.response_to(id)
     }
 
     /// Hands the client's response to whoever waits for it: whether someone did.
     pub(super) fn deliver(&self, id: &str, response: Value) -> bool {
-        lock(&self.awaited)
-            .remove(id)
-            .is_some_and(|sender| sender.send(response).is_ok())
+        self.awaited.deliver(id, response)
     }
 
     /// Forgets a request the layer no longer waits for.
     pub(super) fn forget(&self, id: &str) {
-        lock(&self.awaited).remove(id);
+        self.awaited.forget(id);
     }
 
     /// Registers a running job under `key`: what a cancellation of it notifies.
@@ -120,7 +116,7 @@ impl<J> Table<J> {
         (
             lock(&self.paused).len(),
             lock(&self.running).len(),
-            lock(&self.awaited).len(),
+            self.awaited.len(),
         )
     }
 }
