@@ -396,3 +396,12 @@ impl Awaited {
         self.lock().len()
     }
 }
+
+/// Whether a client reads an event stream (`Accept` names `text/event-stream`).
+pub(crate) fn accepts_event_stream(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
+}

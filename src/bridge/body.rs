@@ -12,6 +12,7 @@ use pin_project_lite::pin_project;
 use super::typed::ResultTyped;
 use crate::body::PeekedBody;
 use crate::error::BoxError;
+use crate::exchange::Driven;
 
 pin_project! {
     /// The body of a [`ProtocolBridge`](super::ProtocolBridge) answer: the server's, as it came
@@ -39,6 +40,9 @@ pin_project! {
             #[pin]
             body: Full<Bytes>,
         },
+        Driven {
+            body: Driven,
+        },
     }
 }
 
@@ -57,6 +61,13 @@ impl<B: Body> BridgeBody<B> {
             inner: Inner::Typed {
                 body: ResultTyped::new(body, stream, cacheable),
             },
+        }
+    }
+
+    /// The bridge's own, written while it works.
+    pub(super) fn driven(body: Driven) -> Self {
+        Self {
+            inner: Inner::Driven { body },
         }
     }
 
@@ -86,6 +97,7 @@ where
             Projected::Server { body } => body.poll_frame(cx).map_err(Into::into),
             Projected::Typed { body } => body.poll_frame(cx),
             Projected::Local { body } => body.poll_frame(cx).map_err(|never| match never {}),
+            Projected::Driven { body } => body.poll_frame(cx),
         }
     }
 
@@ -94,6 +106,7 @@ where
             Inner::Server { body } => body.is_end_stream(),
             Inner::Typed { body } => body.is_end_stream(),
             Inner::Local { body } => body.is_end_stream(),
+            Inner::Driven { body } => body.is_end_stream(),
         }
     }
 
@@ -102,6 +115,7 @@ where
             Inner::Server { body } => body.size_hint(),
             Inner::Typed { .. } => SizeHint::default(),
             Inner::Local { body } => body.size_hint(),
+            Inner::Driven { .. } => SizeHint::default(),
         }
     }
 }
@@ -112,6 +126,7 @@ impl<B: Body> fmt::Debug for BridgeBody<B> {
             Inner::Server { .. } => "server",
             Inner::Typed { .. } => "typed",
             Inner::Local { .. } => "local",
+            Inner::Driven { .. } => "driven",
         };
         f.debug_tuple("BridgeBody").field(&kind).finish()
     }

@@ -11,7 +11,7 @@ use tower::Service;
 
 use super::local::local;
 use super::sessions::Client;
-use super::{BridgeBody, ProtocolBridgeLayer};
+use super::{BridgeBody, ProtocolBridgeLayer, ask};
 use crate::error::BoxError;
 use crate::exchange::{Peeked, modern_post};
 use crate::protocol;
@@ -25,10 +25,11 @@ pub(super) async fn post<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes> + Unpin,
+    S::Future: Send,
+    ReqB: From<Bytes> + Send + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
 {
     let method = match (
         message.get("method").and_then(Value::as_str),
@@ -40,41 +41,50 @@ where
             return Ok(local(StatusCode::OK, Some(&pong)));
         }
         (Some(method), Some(_)) => method.to_owned(),
-        // A notification (`initialized`, `cancelled`, …) or a response: the revision posts
-        // none over HTTP, and the bridge puts no request of the server's to the client.
+        // The client's response to a request of the server's the bridge put to it.
+        (None, Some(Value::String(id))) if id.starts_with(ask::INPUT_PREFIX) => {
+            layer.awaited.deliver(id, message.clone());
+            return Ok(local(StatusCode::ACCEPTED, None));
+        }
+        // A notification (`initialized`, `cancelled`, …) or another response: the revision
+        // posts none over HTTP.
         _ => return Ok(local(StatusCode::ACCEPTED, None)),
     };
     with_client_meta(&mut message, client);
     let (parts, _) = request.into_parts();
     let params = layer.param_headers();
     let mut upstream = modern_post(&parts, &message, Some(&params));
-    *upstream.extensions_mut() = parts.extensions;
-    name_runtime_session(upstream.headers_mut(), client);
+    *upstream.extensions_mut() = parts.extensions.clone();
+    client.name_runtime_session(upstream.headers_mut());
+    let asked_ahead = crate::exchange::accepts_event_stream(&parts.headers);
+    // The service polled ready sends the request; a clone, readied when it is used, sends it
+    // again with the client's answers when the server asks for them.
+    let again = inner.clone();
     let answer = inner.call(upstream).await?;
-    if method != "tools/list" {
+    if method != "tools/list" && !asked_ahead {
         return Ok(answer.map(|body| BridgeBody::server(crate::body::PeekedBody::new(body))));
     }
-    // A listing: the tools' `x-mcp-header` annotations say which `Mcp-Param-*` headers their
-    // calls carry.
     let (head, peeked) = Peeked::of(answer).await;
-    if let Some(result) = message
-        .get("id")
-        .and_then(|id| peeked.answer(id))
-        .and_then(|answer| answer.get("result").cloned())
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let answered = peeked.answer(&id);
+    if let Some(answered) = answered.filter(|a| asks_2xx(&head, a)) {
+        // The server asks the user: put to the client on the answer's stream.
+        let (client, layer) = (client.clone(), layer.clone());
+        return Ok(ask::relay(again, parts, message, answered, client, layer));
+    }
+    if method == "tools/list"
+        && let Some(result) = peeked.answer(&id).and_then(|a| a.get("result").cloned())
     {
+        // A listing: the tools' `x-mcp-header` annotations say which `Mcp-Param-*` headers
+        // their calls carry.
         layer.learn_param_headers(&result);
     }
     Ok(head.map(|()| BridgeBody::server(peeked.into_body())))
 }
 
-/// Names the bridged session's runtime session, unless the request names one itself.
-pub(super) fn name_runtime_session(headers: &mut http::HeaderMap, client: &Client) {
-    let name = http::HeaderName::from_static(crate::invoke::RUNTIME_SESSION_ID);
-    if let Some(session) = &client.runtime_session
-        && !headers.contains_key(&name)
-    {
-        headers.insert(name, session.clone());
-    }
+/// Whether a successful answer asks the user (an `InputRequiredResult`).
+fn asks_2xx(head: &Response<()>, answer: &Value) -> bool {
+    head.status().is_success() && ask::asks(answer)
 }
 
 /// Puts the 2026-07-28 `_meta` keys in `message`: the revision, the client's information and

@@ -26,6 +26,11 @@
 //!   `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers
 //!   the tools' listing annotates (learned from the `tools/list` answers that pass), no
 //!   `Mcp-Session-Id`;
+//! * a server's `InputRequiredResult` (it asks the user before it answers) reaches a client
+//!   that reads an event stream as a 2025 server asks: each of its `inputRequests` a request
+//!   on the call's stream under an id of the bridge's, the client's response (POSTed in its
+//!   session, as MCP says) taken by the bridge, and the call sent again with the
+//!   `inputResponses` and the server's `requestState` until the server answers it;
 //! * what the revision has nothing to send to is answered by the layer: `ping` (an empty
 //!   result), a notification or a response of the client's (HTTP 202), a GET for the server's
 //!   stream (HTTP 405: not offered); the DELETE that ends the session goes on naming its
@@ -107,11 +112,12 @@
 //! sent in that session, their results given the `resultType` the revision reads.
 //!
 //! # Known limits
-//! A server's `InputRequiredResult` (a 2026-07-28 request for the user's input) reaches a 2025
-//! client as it came, and the server's own stream (`subscriptions/listen`) is not offered to
-//! it; a 2025 server's own requests (an elicitation on a call's stream) reach a 2026-07-28
+//! A server's `InputRequiredResult` reaches a 2025 client that reads no event stream as it
+//! came, and the server's own stream (`subscriptions/listen`) is not offered to a bridged 2025
+//! client; a 2025 server's own requests (an elicitation on a call's stream) reach a 2026-07-28
 //! client as they came.
 
+mod ask;
 mod body;
 mod carry;
 mod down;
@@ -153,6 +159,8 @@ pub struct ProtocolBridgeLayer {
     legacy: Arc<tokio::sync::Mutex<Option<LegacySession>>>,
     /// Whether a client of 2026-07-28 is bridged to a server of the `initialize` era.
     down: bool,
+    /// The responses of bridged clients to the server's requests put to them.
+    awaited: Arc<crate::exchange::Awaited>,
     discover_timeout: Duration,
 }
 
@@ -177,6 +185,7 @@ impl ProtocolBridgeLayer {
             legacy_only: Arc::default(),
             legacy: Arc::default(),
             down: false,
+            awaited: Arc::default(),
             discover_timeout: Duration::from_secs(60),
         }
     }

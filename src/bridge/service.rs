@@ -90,10 +90,11 @@ async fn serve<S, ReqB, ResB>(
     layer: ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Send,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + From<Bytes> + Clone,
-    ResB: Body<Data = Bytes> + Unpin,
+    S::Future: Send,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
 {
     let session = request
         .headers()
@@ -158,7 +159,7 @@ where
     }
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(crate::contract::MCP_SESSION_ID);
-    carry::name_runtime_session(&mut parts.headers, client);
+    client.name_runtime_session(&mut parts.headers);
     let answer = inner.call(Request::from_parts(parts, body)).await?;
     if !answer.status().is_success() {
         return Ok(local(StatusCode::OK, None));

@@ -22,6 +22,18 @@ pub(super) struct Client {
     pub(super) runtime_session: Option<http::HeaderValue>,
 }
 
+impl Client {
+    /// Names the session's runtime session on a request, unless it names one itself.
+    pub(super) fn name_runtime_session(&self, headers: &mut http::HeaderMap) {
+        let name = http::HeaderName::from_static(crate::invoke::RUNTIME_SESSION_ID);
+        if let Some(session) = &self.runtime_session
+            && !headers.contains_key(&name)
+        {
+            headers.insert(name, session.clone());
+        }
+    }
+}
+
 /// The sessions, at most `max`: past that, the one opened longest ago is forgotten (its
 /// client's next request then reaches the server as it is, and is refused there).
 pub(super) struct Sessions {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderValue, Request, Response};
 use http_body::Body;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -202,7 +202,7 @@ where
     ReqB: RequestBody,
     ResB: ResponseBody,
 {
-    let event_stream = accepts_event_stream(&parts.headers);
+    let event_stream = crate::exchange::accepts_event_stream(&parts.headers);
     let (sink, events) = mpsc::unbounded_channel();
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let session = parts
@@ -293,13 +293,4 @@ fn rebuild<ReqB: From<Bytes>>(parts: &Parts, message: &Value) -> Request<ReqB> {
     let mut parts = parts.clone();
     parts.headers.remove(CONTENT_LENGTH);
     Request::from_parts(parts, ReqB::from(bytes))
-}
-
-/// Whether the client reads an event stream (`Accept` names `text/event-stream`).
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
 }

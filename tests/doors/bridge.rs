@@ -1253,3 +1253,74 @@ async fn a_bridged_cacheable_result_carries_its_caching_hints() {
         assert_eq!(added.json, tool_result(3, "5", true));
     }
 }
+
+/// The data of each event of an event stream, as JSON.
+fn stream_messages(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+/// A server of 2026-07-28 that asks the user (an `InputRequiredResult`) is heard by a bridged
+/// 2025 client as 2025 servers ask: a request on its call's stream; its response, POSTed in its
+/// session, is taken by the bridge and sent back with the call's `requestState`.
+#[tokio::test(start_paused = true)]
+async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_input() {
+    let emulator = start(modern_only()).await;
+    let bridge = ProtocolBridgeLayer::new();
+    let mut client = Client::new(
+        stack(&emulator, Door::Runtime, &bridge),
+        Door::Runtime,
+        &emulator,
+    );
+    client.open().await;
+    // The bridge's answers as they come (the call's stream stays open while the client is
+    // asked); the session's requests name the runtime session of its `initialize`.
+    let raw = ServiceBuilder::new()
+        .layer(bridge.clone())
+        .layer(McpSessionRecoveryLayer::new())
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            emulator.signer().build().unwrap(),
+        ))
+        .service(http_client());
+    let params = json!({"name": "confirm", "arguments": {"action": "ship"}});
+    let call = client.request(Method::POST, Some(&request(5, "tools/call", params)));
+    let answer = raw.clone().oneshot(call).await.unwrap();
+    assert_eq!(answer.headers()["content-type"], "text/event-stream");
+    let mut body = answer.into_body();
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let asked = stream_messages(std::str::from_utf8(&frame).unwrap()).remove(0);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["mode"], "form", "{asked}");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("agentcore-tower/bridge/input/"), "{id}");
+    // The client's response, POSTed in its session: taken by the bridge, never sent on.
+    let response = json!({"jsonrpc": "2.0", "id": id,
+        "result": {"action": "accept", "content": {"confirmed": true}}});
+    let taken = client.post(&response).await;
+    assert_eq!(taken.status, StatusCode::ACCEPTED, "{taken:?}");
+    let (rest, _) = crate::common::read_all(body).await;
+    let messages = stream_messages(std::str::from_utf8(&rest).unwrap());
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0]["id"], 5);
+    assert_eq!(
+        messages[0]["result"]["content"][0]["text"],
+        "confirmed: ship"
+    );
+    let audit = emulator.audit();
+    assert_eq!(audit.executions_of("confirm"), 1, "{audit:?}");
+    let calls = audit
+        .received
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .count();
+    assert_eq!(calls, 2, "asked, then sent again with the answer");
+    assert!(
+        audit
+            .received
+            .iter()
+            .all(|r| r.id.as_deref() != Some(&format!("{id:?}")))
+    );
+}
