@@ -124,6 +124,11 @@ struct Client {
 }
 
 impl Client {
+    /// A client over the bridge and `door`'s stack to `emulator`.
+    fn at(emulator: &Emulator, door: Door, bridge: &ProtocolBridgeLayer) -> Client {
+        Client::new(stack(emulator, door, bridge), door, emulator)
+    }
+
     fn new(stack: Stack, door: Door, emulator: &Emulator) -> Client {
         let url = match door {
             Door::Runtime => RUNTIME_URL.to_owned(),
@@ -287,11 +292,7 @@ fn assert_bridged_initialize(answer: &Answered, bridge: &ProtocolBridgeLayer) {
 async fn a_2025_client_at_a_modern_only_runtime_is_bridged_end_to_end() {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
+    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     assert!(!bridge.bridges(), "not known before the first initialize");
 
     let opened = client.open().await;
@@ -360,11 +361,7 @@ async fn a_2025_client_at_a_modern_only_runtime_is_bridged_end_to_end() {
 async fn a_bridged_call_carries_the_param_headers_the_listing_annotates() {
     let emulator = start(modern_only().gateway(true)).await;
     let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::new(
-        stack(&emulator, Door::Gateway, &bridge),
-        Door::Gateway,
-        &emulator,
-    );
+    let mut client = Client::at(&emulator, Door::Gateway, &bridge);
     assert_bridged_initialize(&client.open().await, &bridge);
     assert_eq!(client.tool_names(1).await, TOOLS_2026);
     let weather = client.call(2, "weather", json!({"city": "Zürich"})).await;
@@ -394,11 +391,7 @@ async fn a_bridged_call_carries_the_param_headers_the_listing_annotates() {
 async fn a_bridged_call_needing_a_param_header_is_refused_at_the_runtime_door() {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
+    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     client.open().await;
     assert_eq!(client.tool_names(1).await, TOOLS_2026);
     let weather = client.call(2, "weather", json!({"city": "Zürich"})).await;
@@ -415,16 +408,8 @@ async fn a_bridged_call_needing_a_param_header_is_refused_at_the_runtime_door() 
 async fn a_second_client_is_bridged_in_the_runtime_session_its_initialize_went_to() {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
-    let mut first = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
-    let mut second = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
+    let mut first = Client::at(&emulator, Door::Runtime, &bridge);
+    let mut second = Client::at(&emulator, Door::Runtime, &bridge);
     let one = first.open().await;
     let two = second.open().await;
     assert_bridged_initialize(&two, &bridge);
@@ -468,11 +453,7 @@ async fn nothing_changes_where_the_server_speaks_the_clients_era() {
     for (name, config) in [("both", both()), ("legacy only", legacy_only())] {
         let emulator = start(config).await;
         let bridge = ProtocolBridgeLayer::new();
-        let mut client = Client::new(
-            stack(&emulator, Door::Runtime, &bridge),
-            Door::Runtime,
-            &emulator,
-        );
+        let mut client = Client::at(&emulator, Door::Runtime, &bridge);
         let opened = client.open().await;
         assert_eq!(
             opened.json["result"]["protocolVersion"], "2025-11-25",
@@ -524,11 +505,7 @@ async fn a_throttled_initialize_is_never_bridged() {
         emulator.push_request_fault(Fault::Throttle { retry_after: None });
     }
     let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
+    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     let answer = client.initialize().await;
     assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{answer:?}");
     assert_eq!(answer.session, None);
@@ -1269,11 +1246,7 @@ fn stream_messages(text: &str) -> Vec<Value> {
 async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_input() {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::new(
-        stack(&emulator, Door::Runtime, &bridge),
-        Door::Runtime,
-        &emulator,
-    );
+    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     client.open().await;
     // The bridge's answers as they come (the call's stream stays open while the client is
     // asked); the session's requests name the runtime session of its `initialize`.
