@@ -444,6 +444,18 @@ async fn a_job_past_its_limit_is_cancelled_and_the_client_told() {
     assert_eq!(started.elapsed(), Duration::from_secs(12));
 }
 
+/// What the server sees of a job that asked once: the call refused and sent again declaring
+/// the extension, a poll that finds the question, the answer, a poll that still shows it (the
+/// server has not taken it in yet), the poll that finds the job done.
+const ASKED_ONCE: [&str; 6] = [
+    "tools/call",
+    "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/get",
+    "tasks/get",
+];
+
 /// A poll that shows the task waiting for the user's approval.
 fn needs_approval() -> Value {
     json!({"status": "input_required", "inputRequests": {"approve": {"method": "elicitation/create",
@@ -512,17 +524,7 @@ async fn a_2026_client_is_asked_for_input_in_a_round_trip_and_the_job_goes_on_wi
     let last: Value = serde_json::from_str(&body_of(answer).await).unwrap();
     assert_eq!(last["id"], 8);
     assert_eq!(last["result"]["content"][0]["text"], "approved");
-    assert_eq!(
-        server.methods(),
-        [
-            "tools/call",
-            "tools/call",
-            "tasks/get",
-            "tasks/update",
-            "tasks/get",
-            "tasks/get"
-        ]
-    );
+    assert_eq!(server.methods(), ASKED_ONCE);
     let update = &server.seen()[3];
     assert_eq!(update.message["params"]["taskId"], "t-1");
     assert_eq!(
@@ -589,17 +591,7 @@ async fn a_2025_client_is_asked_on_the_answers_stream_and_its_response_goes_with
         "approved"
     );
     assert_eq!(messages.last().unwrap()["id"], 7);
-    assert_eq!(
-        server.methods(),
-        [
-            "tools/call",
-            "tools/call",
-            "tasks/get",
-            "tasks/update",
-            "tasks/get",
-            "tasks/get"
-        ]
-    );
+    assert_eq!(server.methods(), ASKED_ONCE);
     let update = &server.seen()[3];
     assert_eq!(
         update.message["params"]["inputResponses"],

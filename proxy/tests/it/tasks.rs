@@ -321,15 +321,7 @@ async fn a_2026_clients_cancel_cancels_the_task_on_the_emulator() {
     assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
     let (_, status, proxy) = proxy.close().await;
     assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
-    let answered = proxy.stdout_seen.iter().any(|line| {
-        let message: Value = serde_json::from_str(line).unwrap();
-        message["id"] == CALL_ID && message.get("method").is_none()
-    });
-    assert!(
-        !answered,
-        "no answer to the cancelled call: {:?}",
-        proxy.stdout_seen
-    );
+    never_answered(&proxy);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -638,15 +630,7 @@ async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never
     let (rest, status, proxy) = proxy.close().await;
     assert_eq!(rest, Vec::<Value>::new(), "nothing after stdin closed");
     assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
-    let answered = proxy.stdout_seen.iter().any(|line| {
-        let message: Value = serde_json::from_str(line).unwrap();
-        message["id"] == CALL_ID && message.get("method").is_none()
-    });
-    assert!(
-        !answered,
-        "no answer to the cancelled call: {:?}",
-        proxy.stdout_seen
-    );
+    never_answered(&proxy);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -759,5 +743,18 @@ async fn over_stdio_a_client_that_declares_tasks_gets_the_servers_task_and_polls
         !proxy.stderr().contains("the call became a task"),
         "{}",
         proxy.stderr()
+    );
+}
+
+/// No line the proxy wrote answers the client's call (it cancelled it).
+fn never_answered(proxy: &Proxy) {
+    let answered = proxy.stdout_seen.iter().any(|line| {
+        let message: Value = serde_json::from_str(line).unwrap();
+        message["id"] == CALL_ID && message.get("method").is_none()
+    });
+    assert!(
+        !answered,
+        "no answer to the cancelled call: {:?}",
+        proxy.stdout_seen
     );
 }
