@@ -783,6 +783,14 @@ struct ModernClient {
 }
 
 impl ModernClient {
+    /// A client over `bridge` and the emulator's stack, nothing recorded below.
+    fn over(bridge: &ProtocolBridgeLayer, emulator: &Emulator) -> ModernClient {
+        let signer = emulator.signer().build().unwrap();
+        ModernClient {
+            stack: stack_below(bridge, &signer, &Below::default()),
+        }
+    }
+
     fn post_request(message: &Value) -> Request<Full<Bytes>> {
         let mut request = mcp_post(RUNTIME_URL, None, message.to_string());
         request.headers_mut().insert(
@@ -1152,6 +1160,16 @@ async fn with_bridge_modern_clients_nothing_changes_at_a_server_of_both_eras() {
     );
 }
 
+/// An answer's `Content-Length`, when it has one, is its length.
+fn assert_exact_length(answer: &ModernAnswer, sse: bool) {
+    assert!(
+        answer.content_length.is_none_or(|n| n == answer.length),
+        "sse {sse}: Content-Length {:?}, {} bytes",
+        answer.content_length,
+        answer.length
+    );
+}
+
 /// A JSON answer and an event stream the bridge gives `resultType` grow by its bytes: the
 /// answer must not keep the server's `Content-Length`, which a server relaying it (hyper's,
 /// the proxy's `--listen`) would send, cutting the body short.
@@ -1160,39 +1178,19 @@ async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
     for sse in [false, true] {
         let emulator = start(legacy_only().sse(sse)).await;
         let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
-        let client = ModernClient {
-            stack: stack_below(
-                &bridge,
-                &emulator.signer().build().unwrap(),
-                &Below::default(),
-            ),
-        };
+        let client = ModernClient::over(&bridge, &emulator);
         let discovered = client
             .post(&modern_request(1, "server/discover", json!({})))
             .await;
-        assert!(
-            discovered
-                .content_length
-                .is_none_or(|n| n == discovered.length)
-        );
+        assert_exact_length(&discovered, sse);
         let listed = client
             .post(&modern_request(2, "tools/list", json!({})))
             .await;
         assert_eq!(listed.json["result"]["resultType"], "complete");
-        assert!(
-            listed.content_length.is_none_or(|n| n == listed.length),
-            "sse {sse}: Content-Length {:?}, {} bytes",
-            listed.content_length,
-            listed.length
-        );
+        assert_exact_length(&listed, sse);
         let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
         assert_eq!(added.json, tool_result(3, "5", true));
-        assert!(
-            added.content_length.is_none_or(|n| n == added.length),
-            "sse {sse}: Content-Length {:?}, {} bytes",
-            added.content_length,
-            added.length
-        );
+        assert_exact_length(&added, sse);
     }
 }
 
@@ -1206,13 +1204,7 @@ async fn a_bridged_cacheable_result_carries_its_caching_hints() {
     for sse in [false, true] {
         let emulator = start(legacy_only().sse(sse)).await;
         let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
-        let client = ModernClient {
-            stack: stack_below(
-                &bridge,
-                &emulator.signer().build().unwrap(),
-                &Below::default(),
-            ),
-        };
+        let client = ModernClient::over(&bridge, &emulator);
         let discovered = client
             .post(&modern_request(1, "server/discover", json!({})))
             .await;

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentcore_tower::tasks::TaskPollingLayer;
+use agentcore_tower::tasks::{TaskBody, TaskPolling, TaskPollingLayer};
 use agentcore_tower::{AttemptRecord, ThrottleRetryLayer};
 use bytes::Bytes;
 use http::{Request, Response};
@@ -555,18 +555,7 @@ async fn a_2026_client_is_asked_for_input_in_a_round_trip_and_the_job_goes_on_wi
 #[tokio::test(start_paused = true)]
 async fn a_2025_client_is_asked_on_the_answers_stream_and_its_response_goes_with_tasks_update() {
     let server = TaskServer::new([needs_approval(), needs_approval(), completed("approved")]);
-    let mut client = ServiceBuilder::new()
-        .layer(TaskPollingLayer::new())
-        .service(server.clone());
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(legacy_call("application/json, text/event-stream"))
-        .await
-        .unwrap();
-    let mut body = answer.into_body();
-    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let (mut client, body, frame) = first_frame_of_a_legacy_call(&server).await;
     let asked = &events(std::str::from_utf8(&frame).unwrap())[0];
     assert_eq!(asked["id"], "agentcore-tower/tasks/input/t-1/approve");
     assert_eq!(asked["method"], "elicitation/create");
@@ -622,18 +611,7 @@ async fn a_2025_client_that_reads_no_event_stream_cannot_be_asked_and_is_told_so
 #[tokio::test(start_paused = true)]
 async fn a_2025_clients_cancellation_cancels_its_task_and_ends_the_answer_unanswered() {
     let server = TaskServer::new([json!({"status": "working"})]);
-    let mut client = ServiceBuilder::new()
-        .layer(TaskPollingLayer::new())
-        .service(server.clone());
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(legacy_call("application/json, text/event-stream"))
-        .await
-        .unwrap();
-    let mut body = answer.into_body();
-    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let (mut client, body, frame) = first_frame_of_a_legacy_call(&server).await;
     assert_eq!(&frame[..], b": task t-1 working\n\n");
     let cancel =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
@@ -759,4 +737,24 @@ async fn two_legacy_calls(layer: &TaskPollingLayer, server: &TaskServer) -> Vec<
         answers.push(body_of(answer).await);
     }
     answers
+}
+
+/// A 2025 client's call through the layer over `server`, its answer read as an event stream:
+/// the layer's service (for the client's next POSTs), the answer's body, and its first frame.
+async fn first_frame_of_a_legacy_call(
+    server: &TaskServer,
+) -> (TaskPolling<TaskServer>, TaskBody<TestBody>, Bytes) {
+    let mut client = ServiceBuilder::new()
+        .layer(TaskPollingLayer::new())
+        .service(server.clone());
+    let answer = client
+        .ready()
+        .await
+        .unwrap()
+        .call(legacy_call("application/json, text/event-stream"))
+        .await
+        .unwrap();
+    let mut body = answer.into_body();
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    (client, body, frame)
 }

@@ -198,6 +198,16 @@ async fn over_stdio_a_40_minute_job_completes_in_a_2025_session_that_never_decla
     over_stdio(Era::Legacy).await;
 }
 
+/// The emulator (its jobs clock running), the proxy over `--listen` with `--timeout 2s`, and a
+/// client of it in `era`.
+async fn over_listen_with_jobs(era: Era) -> (Arc<Emulator>, JobsClock, Listening, HttpClient) {
+    let emulator = emulator().await;
+    let clock = JobsClock::start(&emulator);
+    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
+    let client = listen_client(&listening, era).await;
+    (emulator, clock, listening, client)
+}
+
 /// A client of `--listen` in `era`: a 2025 session opened, or the 2026-07-28 version named.
 async fn listen_client(listening: &Listening, era: Era) -> HttpClient {
     let mut client = HttpClient::new(&listening.url, None);
@@ -235,10 +245,7 @@ fn as_strs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
 }
 
 async fn over_listen(era: Era) {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
-    let client = listen_client(&listening, era).await;
+    let (emulator, _clock, listening, client) = over_listen_with_jobs(era).await;
     let call = long_job(era, "job-2");
     let headers = standard_headers(era, &call);
     let started = Instant::now();
@@ -513,10 +520,7 @@ fn asked_once_answered_once(audit: &Audit) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_2026_client_answers_the_jobs_question_in_a_round_trip() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
-    let client = listen_client(&listening, Era::Modern).await;
+    let (emulator, _clock, listening, client) = over_listen_with_jobs(Era::Modern).await;
     let call = long_job_with(Era::Modern, "job-5", json!({"ask": true}));
     let headers = standard_headers(Era::Modern, &call);
     let mut first = EventStream::post(&client, &call, &as_strs(&headers))
@@ -554,10 +558,7 @@ async fn over_listen_a_2026_client_answers_the_jobs_question_in_a_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_2025_session_is_asked_on_the_calls_stream_and_answers_with_a_post() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
-    let client = listen_client(&listening, Era::Legacy).await;
+    let (emulator, _clock, listening, client) = over_listen_with_jobs(Era::Legacy).await;
     let call = long_job_with(Era::Legacy, "job-6", json!({"ask": true}));
     let mut stream = EventStream::post(&client, &call, &[]).await;
     // Progress while the job works, then the server's request, under an id of the proxy's.
@@ -635,10 +636,7 @@ async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never_answered() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
-    let client = listen_client(&listening, Era::Legacy).await;
+    let (emulator, _clock, listening, client) = over_listen_with_jobs(Era::Legacy).await;
     let mut stream = EventStream::post(&client, &long_job(Era::Legacy, "job-9"), &[]).await;
     let first = stream.next().await.expect("an event");
     assert_eq!(first["method"], "notifications/progress", "{first}");
@@ -654,10 +652,7 @@ async fn over_listen_a_2025_clients_cancel_cancels_the_task_and_the_call_is_neve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_listen_a_2026_client_that_drops_the_stream_has_the_task_cancelled() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let listening = Listening::start(&emulator, &["--timeout", TIMEOUT]).await;
-    let client = listen_client(&listening, Era::Modern).await;
+    let (emulator, _clock, listening, client) = over_listen_with_jobs(Era::Modern).await;
     let call = long_job(Era::Modern, "job-8");
     let headers = standard_headers(Era::Modern, &call);
     let mut stream = EventStream::post(&client, &call, &as_strs(&headers)).await;
