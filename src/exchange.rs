@@ -99,7 +99,7 @@ pub(crate) fn answer_in(body: &[u8], id: &Value, others: &mut Vec<Value>) -> Opt
 }
 
 /// The `data` of each event of an event stream (its `data:` lines joined with `\n`).
-fn events(text: &str) -> Vec<String> {
+pub(crate) fn events(text: &str) -> Vec<String> {
     let mut events = Vec::new();
     let mut data: Option<String> = None;
     for line in text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {

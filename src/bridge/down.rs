@@ -7,22 +7,20 @@
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
 use tower::{Service, ServiceExt};
 
+use super::events::EventReader;
+use super::legacy::{LegacySession, legacy_post, open};
 use super::local::local;
-use super::{BridgeBody, LegacySession, ProtocolBridgeLayer};
+use super::round_trip::{self, Call};
+use super::{BridgeBody, ProtocolBridgeLayer};
 use crate::body::PeekedBody;
-use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::BoxError;
-use crate::exchange::{Peeked, exchange};
+use crate::exchange::Peeked;
 use crate::protocol;
-use crate::replay::ReplayOverride;
-
-/// The id of the bridge's own `initialize`.
-const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
 
 /// The `_meta` keys of 2026-07-28 a server of the `initialize` era does not know.
 const MODERN_META: [&str; 3] = [
@@ -43,10 +41,12 @@ pub(super) async fn request<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + From<Bytes>,
-    ResB: Body<Data = Bytes> + Unpin,
+    S::Future: Send,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let discovery = message["method"] == "server/discover";
@@ -84,10 +84,12 @@ async fn bridged<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + From<Bytes>,
-    ResB: Body<Data = Bytes> + Unpin,
+    S::Future: Send,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(session) = open(&mut inner, &parts, &message, layer).await else {
@@ -99,7 +101,10 @@ where
     if message["method"] == "server/discover" {
         return Ok(discovered(&id, &session));
     }
-    carry(inner, parts, message, &session).await
+    if round_trip::resumes(&message) {
+        return round_trip::resume(inner, parts, message, layer).await;
+    }
+    carry(inner, parts, message, session, layer).await
 }
 
 /// The refusal of a 2026-07-28 client's request by a server of the `initialize` era, where
@@ -174,63 +179,6 @@ fn legacy_refusal(head: &Response<()>, answer: Option<&Value>, discovery: bool) 
     !modern && (!status.is_success() || error.is_some() || answer.is_none())
 }
 
-/// The session the bridge holds with the target, opened now if it has none: `None` when the
-/// server does not take an `initialize` either.
-async fn open<S, ReqB, ResB>(
-    inner: &mut S,
-    client: &Parts,
-    message: &Value,
-    layer: &ProtocolBridgeLayer,
-) -> Option<LegacySession>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
-    let mut held = layer.legacy.lock().await;
-    if let Some(session) = held.as_ref() {
-        return Some(session.clone());
-    }
-    let meta = message
-        .pointer("/params/_meta")
-        .cloned()
-        .unwrap_or(json!({}));
-    let initialize = json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
-    "params": {
-        "protocolVersion": protocol::LATEST_WITH_INITIALIZE,
-        "capabilities": meta.get("io.modelcontextprotocol/clientCapabilities").cloned().unwrap_or(json!({})),
-        "clientInfo": meta.get("io.modelcontextprotocol/clientInfo").cloned()
-            .unwrap_or(json!({"name": "agentcore-tower", "version": env!("CARGO_PKG_VERSION")})),
-    }});
-    let request = legacy_post(client, &initialize, None);
-    let (head, body) = exchange(inner, request, layer.discover_timeout)
-        .await
-        .ok()?;
-    let answer = crate::exchange::answer_in(&body, &json!(INITIALIZE_ID), &mut Vec::new())?;
-    let result = answer.get("result")?.clone();
-    let version = result
-        .get("protocolVersion")
-        .and_then(Value::as_str)?
-        .to_owned();
-    let session = LegacySession {
-        id: head.headers.get(MCP_SESSION_ID).cloned(),
-        version: HeaderValue::from_str(&version).ok()?,
-        result,
-    };
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let request = legacy_post(client, &initialized, Some(&session));
-    let (head, _) = exchange(inner, request, layer.discover_timeout)
-        .await
-        .ok()?;
-    if !head.status.is_success() {
-        return None;
-    }
-    layer.learn_legacy_only(&version);
-    *held = Some(session.clone());
-    Some(session)
-}
-
 /// The answer to the client's `server/discover`, from the session's `initialize` result.
 fn discovered<B: Body>(id: &Value, session: &LegacySession) -> Response<BridgeBody<B>> {
     let result = &session.result;
@@ -252,31 +200,69 @@ fn discovered<B: Body>(id: &Value, session: &LegacySession) -> Response<BridgeBo
     )
 }
 
-/// A 2026-07-28 request sent in the bridge's `session`, its answer's results typed.
+/// A 2026-07-28 request sent in the bridge's `session` (opened again, once, when the server
+/// no longer knows it: HTTP 404, nothing ran), its answer's results typed; an event stream
+/// read by the bridge, for the server's requests on it.
 async fn carry<S, ReqB, ResB>(
     mut inner: S,
     parts: Parts,
-    mut message: Value,
-    session: &LegacySession,
+    message: Value,
+    mut session: LegacySession,
+    layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + From<Bytes>,
-    ResB: Body<Data = Bytes> + Unpin,
+    S::Future: Send,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
-    without_modern_meta(&mut message);
+    let mut legacy_message = message.clone();
+    without_modern_meta(&mut legacy_message);
+    let mut answer = send(&mut inner, &parts, &legacy_message, &session).await?;
+    if answer.status() == StatusCode::NOT_FOUND && session.id.is_some() {
+        layer.legacy.forget(&session).await;
+        let Some(opened) = open(&mut inner, &parts, &message, layer).await else {
+            return Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))));
+        };
+        session = opened;
+        answer = send(&mut inner, &parts, &legacy_message, &session).await?;
+    }
     let cacheable = message["method"]
         .as_str()
         .is_some_and(super::typed::is_cacheable);
-    let mut legacy = legacy_post(&parts, &message, Some(session));
-    *legacy.extensions_mut() = parts.extensions;
-    inner.ready().await?;
-    let mut answer = inner.call(legacy).await?;
     let stream = crate::jsonrpc::media_type_is(answer.headers(), "text/event-stream");
+    if let (true, Some(id)) = (stream, message.get("id")) {
+        let call = Call {
+            client_id: id.clone(),
+            server_id: id.clone(),
+            cacheable,
+            session,
+        };
+        let reader = EventReader::new(answer.into_body());
+        return Ok(round_trip::relay(inner, parts, reader, call, layer.clone()));
+    }
     // The typed body is longer than the server's.
     answer.headers_mut().remove(CONTENT_LENGTH);
     Ok(answer.map(|body| BridgeBody::typed(PeekedBody::new(body), stream, cacheable)))
+}
+
+/// Sends `message` in `session`, with the client's head and extensions.
+async fn send<S, ReqB, ResB>(
+    inner: &mut S,
+    parts: &Parts,
+    message: &Value,
+    session: &LegacySession,
+) -> Result<Response<ResB>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ReqB: From<Bytes>,
+{
+    let mut legacy = legacy_post(parts, message, Some(session));
+    *legacy.extensions_mut() = parts.extensions.clone();
+    inner.ready().await?;
+    inner.call(legacy).await
 }
 
 /// Takes the revision's own `_meta` keys out of a request (and `_meta` itself, when nothing
@@ -294,27 +280,6 @@ fn without_modern_meta(message: &mut Value) {
     if meta.is_empty() {
         params.remove("_meta");
     }
-}
-
-/// A POST of `message` in the bridge's `session` (none: the `initialize` that opens it), with
-/// the client's head less what names the revision's headers and a body.
-fn legacy_post<ReqB: From<Bytes>>(
-    client: &Parts,
-    message: &Value,
-    session: Option<&LegacySession>,
-) -> Request<ReqB> {
-    let mut request = crate::exchange::plain_post(client, message);
-    let headers = request.headers_mut();
-    if let Some(session) = session {
-        headers.insert(MCP_PROTOCOL_VERSION, session.version.clone());
-        if let Some(id) = &session.id {
-            headers.insert(MCP_SESSION_ID, id.clone());
-        }
-    }
-    if message.get("id").is_some() && message["method"] == "initialize" {
-        request.extensions_mut().insert(ReplayOverride::Replayable);
-    }
-    request
 }
 
 #[cfg(test)]

@@ -31,10 +31,14 @@
 //!   on the call's stream under an id of the bridge's, the client's response (POSTed in its
 //!   session, as MCP says) taken by the bridge, and the call sent again with the
 //!   `inputResponses` and the server's `requestState` until the server answers it;
+//! * the client's GET of the server's own stream, which the revision does not have, is carried
+//!   on a `subscriptions/listen` the bridge opens in the client's name (the lists' changes):
+//!   each notification passed on as it comes, the stream ended when the server ends the
+//!   listen (HTTP 405, "not offered", from a server that takes none);
 //! * what the revision has nothing to send to is answered by the layer: `ping` (an empty
-//!   result), a notification or a response of the client's (HTTP 202), a GET for the server's
-//!   stream (HTTP 405: not offered); the DELETE that ends the session goes on naming its
-//!   runtime session (HTTP 200 from the bridge when what is below does not end it).
+//!   result), a notification or a response of the client's (HTTP 202); the DELETE that ends
+//!   the session goes on naming its runtime session (HTTP 200 from the bridge when what is
+//!   below does not end it).
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -108,21 +112,31 @@
 //!
 //! The other direction — a client pinned to 2026-07-28 at a server of the `initialize` era —
 //! is bridged when asked for ([`bridge_modern_clients`](ProtocolBridgeLayer::bridge_modern_clients)):
-//! its `server/discover` answered from an `initialize` the bridge makes itself, its requests
-//! sent in that session, their results given the `resultType` the revision reads.
+//! its `server/discover` answered from an `initialize` the bridge makes itself (one MCP session
+//! per client, as each says what it is in `_meta`; opened again when the server no longer
+//! knows it), its requests sent in that session, their results given the `resultType` the
+//! revision reads, and the server's own requests on a call's stream (an elicitation, a
+//! sampling) put to the client as the revision asks: an `InputRequiredResult`, the server's
+//! stream kept waiting until the client sends the call again with its answer (see
+//! [`calls_awaiting_input`](ProtocolBridgeLayer::calls_awaiting_input)).
 //!
 //! # Known limits
 //! A server's `InputRequiredResult` reaches a 2025 client that reads no event stream as it
-//! came, and the server's own stream (`subscriptions/listen`) is not offered to a bridged 2025
-//! client; a 2025 server's own requests (an elicitation on a call's stream) reach a 2026-07-28
-//! client as they came.
+//! came. A bridged 2025 client's `resources/subscribe` has no counterpart in the listen the
+//! bridge opens (its lists' changes only). A 2025 server's notifications outside a call (its
+//! own GET stream) do not reach a client of 2026-07-28.
 
 mod ask;
 mod body;
 mod carry;
 mod down;
+mod events;
+mod legacy;
+mod listen;
 mod local;
 mod open;
+mod paused;
+mod round_trip;
 mod service;
 mod sessions;
 mod typed;
@@ -154,25 +168,15 @@ pub struct ProtocolBridgeLayer {
     params: Arc<Mutex<ParamHeaders>>,
     /// The target refused a `server/discover` as a server of the `initialize` era does.
     legacy_only: Arc<AtomicBool>,
-    /// The one MCP session the bridge holds with such a target, for the clients of
-    /// 2026-07-28.
-    legacy: Arc<tokio::sync::Mutex<Option<LegacySession>>>,
+    /// The MCP sessions the bridge holds with such a target, one per client of 2026-07-28.
+    legacy: Arc<legacy::LegacySessions>,
+    /// The calls of clients of 2026-07-28 that such a target paused to ask them something.
+    paused: Arc<paused::PausedCalls>,
     /// Whether a client of 2026-07-28 is bridged to a server of the `initialize` era.
     down: bool,
     /// The responses of bridged clients to the server's requests put to them.
     awaited: Arc<crate::exchange::Awaited>,
     discover_timeout: Duration,
-}
-
-/// The MCP session the bridge opened with a target of the `initialize` era.
-#[derive(Clone, Debug)]
-struct LegacySession {
-    /// Its `Mcp-Session-Id` (none from a server that keeps no sessions).
-    id: Option<http::HeaderValue>,
-    /// The version its `initialize` agreed.
-    version: http::HeaderValue,
-    /// What its `initialize` answered.
-    result: Value,
 }
 
 impl ProtocolBridgeLayer {
@@ -183,17 +187,21 @@ impl ProtocolBridgeLayer {
             modern_only: Arc::default(),
             params: Arc::default(),
             legacy_only: Arc::default(),
-            legacy: Arc::default(),
+            legacy: Arc::new(legacy::LegacySessions::new(MAX_SESSIONS)),
+            paused: Arc::default(),
             down: false,
             awaited: Arc::default(),
             discover_timeout: Duration::from_secs(60),
         }
     }
 
-    /// Sets how many sessions the bridge keeps (at least 1): past that, the one opened longest
-    /// ago is forgotten. Starts an empty table.
+    /// Sets how many sessions the bridge keeps (at least 1) of each kind — those it answers
+    /// clients of the `initialize` era with, and those it opens with a server of that era for
+    /// clients of 2026-07-28: past that, the one opened longest ago is forgotten. Starts empty
+    /// tables.
     pub fn max_sessions(mut self, sessions: usize) -> Self {
         self.sessions = Arc::new(sessions::Sessions::new(sessions));
+        self.legacy = Arc::new(legacy::LegacySessions::new(sessions));
         self
     }
 
@@ -232,6 +240,12 @@ impl ProtocolBridgeLayer {
     /// How many sessions the bridge has open.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// How many calls of clients of 2026-07-28 wait for their clients' responses to what a
+    /// server of the `initialize` era asked them (each for an hour at most).
+    pub fn calls_awaiting_input(&self) -> usize {
+        self.paused.len()
     }
 
     fn knows_legacy_only(&self) -> bool {
@@ -291,6 +305,7 @@ impl fmt::Debug for ProtocolBridgeLayer {
         f.debug_struct("ProtocolBridgeLayer")
             .field("bridges", &self.bridges())
             .field("sessions", &self.sessions())
+            .field("calls_awaiting_input", &self.calls_awaiting_input())
             .field("bridge_modern_clients", &self.down)
             .field("discover_timeout", &self.discover_timeout)
             .finish_non_exhaustive()

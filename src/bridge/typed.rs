@@ -106,12 +106,34 @@ where
 }
 
 /// The next complete event held (up to and with its blank line), taken out of `held`.
-fn next_event(held: &mut BytesMut) -> Option<Bytes> {
-    let end = [&b"\r\n\r\n"[..], b"\n\n", b"\r\r"]
-        .iter()
-        .filter_map(|end| memchr::memmem::find(held, end).map(|at| at + end.len()))
-        .min()?;
+pub(super) fn next_event(held: &mut BytesMut) -> Option<Bytes> {
+    let end = event_end(held)?;
     Some(held.split_to(end).freeze())
+}
+
+/// Where the first event of `bytes` ends: past the first empty line, its lines ended by `\n`,
+/// `\r\n` or `\r` as the event stream format allows, mixed as they come. `None` until one is
+/// complete (a `\r` last may yet be followed by its `\n`).
+fn event_end(bytes: &[u8]) -> Option<usize> {
+    let mut line_start = 0;
+    let mut at = 0;
+    while let Some(found) = memchr::memchr2(b'\n', b'\r', &bytes[at..]) {
+        let terminator = at + found;
+        let mut end = terminator + 1;
+        if bytes[terminator] == b'\r' {
+            match bytes.get(end) {
+                Some(b'\n') => end += 1,
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        if terminator == line_start {
+            return Some(end);
+        }
+        line_start = end;
+        at = end;
+    }
+    None
 }
 
 /// An event whose JSON-RPC result lacks `resultType`, given it: its `data:` lines become one
@@ -151,12 +173,20 @@ fn typed_json(answer: Bytes, cacheable: bool) -> Bytes {
         .map_or(answer, Bytes::from)
 }
 
-/// `json`, a JSON-RPC response whose result is an object, with `resultType: "complete"` and,
-/// when `cacheable`, `ttlMs: 0` and `cacheScope: "private"`, where it lacks them; `None` when
-/// nothing was lacking, or for anything else.
+/// `json`, a JSON-RPC response whose result is an object, given what [`type_result`] gives
+/// it; `None` when nothing was lacking, or for anything else.
 fn typed(json: &str, cacheable: bool) -> Option<String> {
     let mut message: Value = serde_json::from_str(json).ok()?;
-    let result = message.get_mut("result")?.as_object_mut()?;
+    type_result(&mut message, cacheable).then(|| message.to_string())
+}
+
+/// Gives a JSON-RPC response whose result is an object `resultType: "complete"` and, when
+/// `cacheable`, `ttlMs: 0` and `cacheScope: "private"`, where it lacks them: whether it lacked
+/// any.
+pub(super) fn type_result(message: &mut Value, cacheable: bool) -> bool {
+    let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
+        return false;
+    };
     let mut given = [("resultType", Value::from("complete"))].to_vec();
     if cacheable {
         given.extend([
@@ -171,7 +201,7 @@ fn typed(json: &str, cacheable: bool) -> Option<String> {
             changed = true;
         }
     }
-    changed.then(|| message.to_string())
+    changed
 }
 
 /// Whether a method's result is one 2026-07-28 gives caching hints.

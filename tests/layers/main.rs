@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bridge;
 mod budget;
 #[cfg(feature = "emulator")]
 mod call;
