@@ -90,7 +90,7 @@ fn asks_2xx(head: &Response<()>, answer: &Value) -> bool {
 /// Puts the 2026-07-28 `_meta` keys in `message`: the revision, the client's information and
 /// capabilities as its `initialize` gave them — what the request says of its own capabilities
 /// (an extension a layer above declared) wins.
-fn with_client_meta(message: &mut Value, client: &Client) {
+pub(super) fn with_client_meta(message: &mut Value, client: &Client) {
     let Some(object) = message.as_object_mut() else {
         return;
     };

@@ -63,7 +63,7 @@ where
     S::Future: Send + 'static,
     ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + Sync + 'static,
     ResB: Body<Data = Bytes> + Unpin + Send + 'static,
-    ResB::Error: Send,
+    ResB::Error: Into<BoxError> + Send,
 {
     type Response = Response<BridgeBody<ResB>>;
     type Error = S::Error;
@@ -95,6 +95,7 @@ where
     S::Future: Send,
     ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + 'static,
     ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     let session = request
         .headers()
@@ -112,7 +113,8 @@ where
                 layer.sessions.close(&session);
                 end_runtime_session(inner, request, &client).await
             }
-            // The bridge offers no stream of the server's own (MCP: 405, "not offered").
+            // The server's own stream: a `subscriptions/listen` of 2026-07-28.
+            Method::GET => super::listen::open(inner, request, &client, &layer).await,
             _ => Ok(local(StatusCode::METHOD_NOT_ALLOWED, None)),
         };
     }

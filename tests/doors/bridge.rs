@@ -2,14 +2,14 @@
 //! its requests written by hand) over the bridge, `McpSessionRecoveryLayer` and the recommended
 //! stack, against the emulator of each era. At a server that speaks only 2026-07-28 the client
 //! is bridged: its `initialize` refused, answered from the bridge's one `server/discover`, its
-//! requests sent as 2026-07-28 writes them, `ping`, notifications, GET and DELETE answered by
-//! the bridge. Where the eras match nothing changes. A refusal of AgentCore's own is never taken
-//! for another era. And the task layer above the bridge, and rmcp's client of the `initialize`
-//! era over it.
+//! requests sent as 2026-07-28 writes them, `ping`, notifications and DELETE answered by the
+//! bridge, its GET of the server's stream carried on a `subscriptions/listen`. Where the eras
+//! match nothing changes. A refusal of AgentCore's own is never taken for another era. And the
+//! task layer above the bridge, and rmcp's client of the `initialize` era over it.
 //!
 //! The other direction: a client pinned to 2026-07-28 (written by hand) over the bridge with
 //! `bridge_modern_clients()`, against a server of the `initialize` era answering JSON or event
-//! streams: its refused `server/discover` answered from the one MCP session the bridge opens
+//! streams: its refused `server/discover` answered from the MCP session the bridge opens
 //! (what the bridge hands down is recorded below it), its requests sent in that session with
 //! the negotiated version and none of the revision's `_meta`, their results given
 //! `resultType`; a second client in the same session; off by default; nothing changes at a
@@ -310,10 +310,6 @@ async fn a_2025_client_at_a_modern_only_runtime_is_bridged_end_to_end() {
     let pong = client.post(&request(3, "ping", json!({}))).await;
     assert_eq!(pong.status, StatusCode::OK);
     assert_eq!(pong.json, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
-    // No stream of the server's own is offered.
-    let stream = client.send(Method::GET, None).await;
-    assert_eq!(stream.status, StatusCode::METHOD_NOT_ALLOWED, "{stream:?}");
-    assert_eq!(stream.json, Value::Null);
 
     let audit = emulator.audit();
     let mut expected = refused_then_discovered();
@@ -653,7 +649,15 @@ async fn rmcps_initialize_lifecycle_connects_through_the_bridge()
         modern("tools/list", None),
         modern("tools/call", Some("add")),
     ]);
-    assert_eq!(received(&audit), expected, "{:?}", audit.received);
+    // rmcp opens the server's stream once its session is open, beside its requests: the bridge
+    // carries it on one `subscriptions/listen`.
+    let listen = modern("subscriptions/listen", None);
+    let mut seen = received(&audit);
+    let listens = seen.iter().filter(|row| **row == listen).count();
+    assert_eq!(listens, 1, "{:?}", audit.received);
+    seen.retain(|row| *row != listen);
+    assert_eq!(seen, expected, "{:?}", audit.received);
+    assert_eq!(audit.listens, 1);
     assert_eq!(audit.executions_of("add"), 1);
     assert_eq!(audit.executions.values().sum::<u64>(), 1);
     assert_eq!(audit.header_mismatches, 0);
@@ -1288,4 +1292,57 @@ async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_inp
             .iter()
             .all(|r| r.id.as_deref() != Some(&format!("{id:?}")))
     );
+}
+
+/// A bridged client that opens the server's stream (a GET in its session) hears what the
+/// server tells unasked: the bridge opens a `subscriptions/listen` in the client's name, in the
+/// runtime session of its `initialize`, and passes each notification on, less the listen's
+/// acknowledgement; the stream ends when the server ends the listen.
+#[tokio::test(start_paused = true)]
+async fn a_bridged_client_that_opens_the_servers_stream_hears_its_notifications() {
+    let emulator = start(modern_only()).await;
+    let bridge = ProtocolBridgeLayer::new();
+    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
+    client.open().await;
+    let raw = ServiceBuilder::new()
+        .layer(bridge.clone())
+        .layer(McpSessionRecoveryLayer::new())
+        .layer(recommended_layers(
+            ReplayGuardLayer::new(),
+            emulator.signer().build().unwrap(),
+        ))
+        .service(http_client());
+    let mut get = client.request(Method::GET, None);
+    get.headers_mut()
+        .insert("accept", HeaderValue::from_static("text/event-stream"));
+    let answer = raw.oneshot(get).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()["content-type"], "text/event-stream");
+    let mut body = answer.into_body();
+
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    assert_eq!(emulator.notify_listeners(changed), 1, "one listen open");
+    let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let heard = stream_messages(std::str::from_utf8(&frame).unwrap());
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0]["method"], "notifications/tools/list_changed");
+    assert_eq!(emulator.end_listens(), 1);
+    let (rest, _) = crate::common::read_all(body).await;
+    assert!(rest.is_empty(), "nothing after the listen ends: {rest:?}");
+
+    let audit = emulator.audit();
+    assert_eq!(audit.listens, 1);
+    let mut expected = refused_then_discovered();
+    expected.push(modern("subscriptions/listen", None));
+    assert_eq!(received(&audit), expected, "{:?}", audit.received);
+    assert!(
+        audit.received[2]
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("\"agentcore-tower/bridge/listen/")),
+        "{:?}",
+        audit.received
+    );
+    one_runtime_session(&audit, 1);
+    assert!(audit.executions.is_empty());
 }

@@ -27,6 +27,10 @@ const TOOLS_2026: [&str; 7] = [
     "add", "echo", "counter", "confirm", "weather", "slow_job", "long_job",
 ];
 
+/// The bridged client's GET: a `subscriptions/listen`'s stream.
+#[cfg(unix)]
+const BRIDGED_STREAM: (u16, Option<&str>) = (200, Some("text/event-stream"));
+
 fn modern_only() -> EmulatorConfig {
     EmulatorConfig::default().oldest_protocol_version("2026-07-28")
 }
@@ -103,9 +107,22 @@ fn rows(rows: &[(&str, bool, Option<&str>)]) -> Vec<(String, bool, Option<String
 
 /// What a modern-only runtime saw of a bridged client: the refused `initialize`, one
 /// discovery, then 2026-07-28 requests in no MCP session; `add` ran once; one runtime session.
+///
+/// The server's stream the client opened (the stdio proxy opens it for its client) is carried
+/// on one `subscriptions/listen`, sent beside the client's requests.
 fn assert_bridged(audit: &Audit) {
+    let listen = rows(&[("subscriptions/listen", false, Some("subscriptions/listen"))]);
+    let mut seen = invocations(audit);
     assert_eq!(
-        invocations(audit),
+        seen.iter().filter(|row| **row == listen[0]).count(),
+        1,
+        "{:?}",
+        audit.received
+    );
+    seen.retain(|row| *row != listen[0]);
+    assert_eq!(audit.listens, 1, "{audit:?}");
+    assert_eq!(
+        seen,
         rows(&[
             ("initialize", false, None),
             ("server/discover", false, Some("server/discover")),
@@ -115,7 +132,11 @@ fn assert_bridged(audit: &Audit) {
         "{:?}",
         audit.received
     );
-    assert_eq!(audit.received[3].mcp_name.as_deref(), Some("add"));
+    let call = audit
+        .received
+        .iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"));
+    assert_eq!(call.and_then(|r| r.mcp_name.as_deref()), Some("add"));
     assert_eq!(audit.mcp_sessions_started, 0, "{audit:?}");
     assert_eq!(audit.header_mismatches, 0, "{audit:?}");
     assert_eq!(audit.signature_failures, 0, "{audit:?}");
@@ -165,18 +186,39 @@ async fn over_stdio(emulator: &Emulator, tools: &[&str]) {
     assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
 }
 
-/// A session over `--listen` against `emulator`, listing `tools`, ended with DELETE.
+/// The client's GET of the server's stream: its status and `Content-Type` (the body dropped
+/// unread, which closes the stream).
 #[cfg(unix)]
-async fn over_listen(emulator: &Emulator, tools: &[&str]) {
+async fn open_stream(client: &HttpClient) -> (u16, Option<String>) {
+    let mut request = http::Request::get(&client.url);
+    for (name, value) in client.headers(&[("accept", "text/event-stream")]) {
+        request = request.header(name, value);
+    }
+    let request = request
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let answer = tokio::time::timeout(client.timeout, client.client.request(request))
+        .await
+        .expect("an answer in time")
+        .expect("the endpoint answers");
+    let kind = answer
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (answer.status().as_u16(), kind)
+}
+
+/// A session over `--listen` against `emulator`, listing `tools`, opening the server's stream
+/// (`stream`: its status and `Content-Type`), ended with DELETE.
+#[cfg(unix)]
+async fn over_listen(emulator: &Emulator, tools: &[&str], stream: (u16, Option<&str>)) {
     let listening = Listening::start(emulator, &[]).await;
     let mut client = HttpClient::new(&listening.url, None);
     let opened = client.open().await;
     assert_initialized(&opened);
     list_add_ping(&mut client, tools).await;
-    let stream = client
-        .send("GET", None, &[("accept", "text/event-stream")])
-        .await;
-    assert_eq!(stream.status, 405, "{stream:?}");
+    let (status, kind) = open_stream(&client).await;
+    assert_eq!((status, kind.as_deref()), stream);
     let ended = client.send("DELETE", None, &[]).await;
     assert!(matches!(ended.status, 200 | 204), "{ended:?}");
     listening.terminated_cleanly().await;
@@ -195,7 +237,7 @@ async fn a_2025_client_over_stdio_is_bridged_at_a_modern_only_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_client_over_listen_is_bridged_at_a_modern_only_runtime() {
     let emulator = start_emulator(modern_only()).await;
-    over_listen(&emulator, &TOOLS_2026).await;
+    over_listen(&emulator, &TOOLS_2026, BRIDGED_STREAM).await;
     let audit = emulator.audit();
     assert_bridged(&audit);
     // The bridged requests (no MCP session on the wire) share one runtime session.
@@ -213,7 +255,7 @@ async fn a_2025_client_over_listen_is_bridged_at_a_modern_only_runtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_client_over_listen_has_one_runtime_session_stopped_at_its_delete() {
     let emulator = start_emulator(modern_only()).await;
-    over_listen(&emulator, &TOOLS_2026).await;
+    over_listen(&emulator, &TOOLS_2026, BRIDGED_STREAM).await;
     let audit = emulator.audit();
     assert_bridged(&audit);
     assert_one_runtime_session(&audit);
@@ -230,7 +272,7 @@ async fn a_2025_client_at_a_runtime_of_both_eras_is_not_bridged() {
     assert_one_runtime_session(&audit);
 
     let emulator = start_emulator(EmulatorConfig::default()).await;
-    over_listen(&emulator, &TOOLS_2025).await;
+    over_listen(&emulator, &TOOLS_2025, (405, None)).await;
     let audit = emulator.audit();
     assert_as_it_is(&audit);
     assert_one_runtime_session(&audit);

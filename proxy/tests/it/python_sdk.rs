@@ -741,8 +741,15 @@ async fn bridged_run(client: &mut Proxy) {
 /// writes them (no MCP session, none of its notifications); `add` ran once, for the client's
 /// request `call_id`; one runtime session.
 fn assert_bridged_run(audit: &Audit, call_id: u64) {
+    // The server's stream the stdio proxy opens for its client, carried on one
+    // `subscriptions/listen` sent beside the client's requests.
+    let listen = ("subscriptions/listen".to_owned(), None);
+    let mut seen = invocations(audit);
+    let listens = seen.iter().filter(|row| **row == listen).count();
+    assert_eq!(listens, 1, "{audit:?}");
+    seen.retain(|row| *row != listen);
     assert_eq!(
-        invocations(audit),
+        seen,
         rows(&[
             ("initialize", None),
             ("server/discover", None),
