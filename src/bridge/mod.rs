@@ -20,7 +20,9 @@
 //!   the `initialize` went to named on every request of the session (a signer binding runtime
 //!   sessions per MCP session keeps it on that microVM, and the session's DELETE stops it). The
 //!   target's era is logged once. A server that answers no discovery either gets its refusal
-//!   delivered as it came;
+//!   delivered as it came — or, when it named only versions of 2026-07-28 (-32022), an error
+//!   that names both ("the client speaks MCP 2025-11-25, and the server only 2026-07-28"),
+//!   the server's own in its `data`;
 //! * every later request of that session is sent as 2026-07-28 writes it: the revision, the
 //!   client's information and capabilities in `_meta` (what the request declares itself wins),
 //!   `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method`, `Mcp-Name` and the `Mcp-Param-*` headers

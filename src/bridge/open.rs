@@ -44,7 +44,8 @@ where
     let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
     let (head, peeked) = Peeked::of(answer).await;
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    if refused(&head, peeked.answer(&id).as_ref()) {
+    let refusal = peeked.answer(&id);
+    if refused(&head, refusal.as_ref()) {
         // The direct path failed: a server that speaks only 2026-07-28 says so in its
         // `server/discover`, and then the client is answered from it; else the refusal is
         // delivered as it came.
@@ -56,8 +57,43 @@ where
         if let Some(answer) = bridged(&mut inner, &parts, &message, layer, runtime_session).await {
             return Ok(answer);
         }
+        if let Some(error) = both_versions(&message, refusal.as_ref()) {
+            return Ok(local(head.status(), Some(&error)));
+        }
     }
     Ok(head.map(|()| BridgeBody::server(peeked.into_body())))
+}
+
+/// The refusal of an `initialize` by a server that names only versions of 2026-07-28 or later
+/// (-32022, `data.supported`), where the bridge could not reach its `server/discover`: the
+/// server's error, its message saying both versions, the server's own error in `data.server`.
+/// `None` for any other refusal, delivered as it came.
+fn both_versions(message: &Value, refusal: Option<&Value>) -> Option<Value> {
+    let error = refusal?.get("error")?;
+    let supported: Vec<&str> = error
+        .pointer("/data/supported")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if error.get("code")? != -32022
+        || supported.is_empty()
+        || !supported.iter().copied().all(protocol::is_stateless)
+    {
+        return None;
+    }
+    let client = message["params"]["protocolVersion"]
+        .as_str()
+        .unwrap_or("of the initialize era");
+    let text = format!(
+        "the client speaks MCP {client}, and the server only {}; the bridge between them could \
+         not reach the server's server/discover",
+        supported.join(", ")
+    );
+    Some(
+        json!({"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32022,
+        "message": text, "data": {"client": client, "supported": supported, "server": error}}}),
+    )
 }
 
 /// Whether an answer to `initialize` refused it, in a way a server of another era refuses:
@@ -192,5 +228,37 @@ mod tests {
         ] {
             assert_eq!(client_version(&odd), "2025-11-25", "{odd}");
         }
+    }
+
+    #[test]
+    fn an_unbridgeable_refusal_names_both_versions_and_keeps_the_servers() {
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18"}});
+        let refusal = |supported: Value| {
+            json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32022,
+            "message": "Unsupported protocol version", "data": {"supported": supported}}})
+        };
+        let modern = refusal(json!(["2026-07-28"]));
+        let error = both_versions(&initialize, Some(&modern)).unwrap();
+        assert_eq!(error["id"], 0);
+        assert_eq!(error["error"]["code"], -32022);
+        assert_eq!(
+            error["error"]["message"],
+            "the client speaks MCP 2025-06-18, and the server only 2026-07-28; the bridge \
+             between them could not reach the server's server/discover"
+        );
+        assert_eq!(error["error"]["data"]["server"], modern["error"]);
+        // Any other refusal is the server's, as it came.
+        assert_eq!(
+            both_versions(
+                &initialize,
+                Some(&refusal(json!(["2025-11-25", "2026-07-28"])))
+            ),
+            None
+        );
+        assert_eq!(both_versions(&initialize, Some(&refusal(json!([])))), None);
+        let other = json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32600, "message": "m"}});
+        assert_eq!(both_versions(&initialize, Some(&other)), None);
+        assert_eq!(both_versions(&initialize, None), None);
     }
 }
