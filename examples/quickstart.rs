@@ -11,7 +11,7 @@
 //! with it).
 //!
 //! ```text
-//! cargo run --example quickstart --features emulator
+//! cargo run --example quickstart
 //! ```
 //!
 //! Pointed at AWS, it talks over HTTPS to one of:
@@ -34,11 +34,11 @@
 use std::time::Duration;
 
 use agentcore_tower::auth::BearerToken;
-use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, BoxError, ReplayGuardLayer, record::Verdict};
 use agentcore_tower::{RecommendedLayers, recommended_layers};
+use agentcore_tower_emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use http::{Request, Response};

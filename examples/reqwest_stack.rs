@@ -12,13 +12,13 @@
 //! `InvalidSignatureException` when anything signed changed on the way: every 200 below shows
 //! that reqwest sent the signed request unaltered.
 //!
-//! Run: `cargo run --example reqwest_stack --features emulator,reqwest`
+//! Run: `cargo run --example reqwest_stack --features reqwest`
 
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::reqwest::ReqwestService;
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, recommended_layers};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use tower::{Service, ServiceExt};

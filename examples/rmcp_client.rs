@@ -14,14 +14,14 @@
 //!   `agentcore_tower::rmcp::RecordTap`, between rmcp's transport and the stack, prints them;
 //! * what the emulator saw (its audit), and that `counter` ran exactly once.
 //!
-//! Run: `cargo run --example rmcp_client --features emulator,rmcp`
+//! Run: `cargo run --example rmcp_client --features rmcp`
 
 use std::time::Duration;
 
 use agentcore_tower::ReplayGuardLayer;
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::rmcp::{RecordTap, TowerClient};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use bytes::Bytes;
 use http_body_util::Full;
 use rmcp::ServiceExt;

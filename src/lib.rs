@@ -163,8 +163,6 @@ pub mod bridge;
 pub mod budget;
 mod context;
 pub mod contract;
-#[cfg(feature = "emulator")]
-pub mod emulator;
 pub mod endpoint;
 pub mod error;
 mod exchange;

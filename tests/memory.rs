@@ -8,8 +8,8 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::{ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use bytes::Bytes;
 use common::*;
 use http::Request;

@@ -6,7 +6,7 @@
 //! request's body and answers the 300-byte JSON-RPC answer with `content-type` and
 //! `content-length`), so that its cost is small and the same for both clients. It does not
 //! verify signatures; instead, before measuring, both clients send one request to
-//! `agentcore_tower::emulator::Emulator`, which verifies SigV4, and must be answered 200 with
+//! `agentcore_tower_emulator::Emulator`, which verifies SigV4, and must be answered 200 with
 //! a JSON-RPC result.
 //!
 //! One criterion group, `loopback`, throughput in requests (`Throughput::Elements`):
@@ -34,7 +34,7 @@
 //! After each benchmark, the connections the server accepted are printed (0 for one in flight:
 //! the one keep-alive connection opened by the check before; 64 for 64 in flight).
 //!
-//! Run: `cargo bench --features emulator --bench loopback`.
+//! Run: `cargo bench --bench loopback`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use aws_credential_types::Credentials;
 use aws_smithy_runtime_api::client::identity::Identity;

@@ -178,9 +178,6 @@ pub use request::{RUNTIME_CUSTOM_MAX_VALUE, RUNTIME_CUSTOM_PREFIX};
 pub use session::{MAX_RUNTIME_SESSION_TIME, RuntimeSessions};
 pub(crate) use session::{RenewedFrom, mcp_session_of};
 pub(crate) use target::check_region;
-/// Percent-encodes a path label as the SDK does (the emulator builds its URLs with it).
-#[cfg(feature = "emulator")]
-pub(crate) use target::encode as encode_label;
 pub use target::{InvokeTarget, ResolvedTarget};
 
 use crate::auth::{Auth, AuthSource, Clock, ProvideToken};

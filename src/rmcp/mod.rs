@@ -7,10 +7,9 @@
 //! lets the middleware sit between rmcp and the wire:
 //!
 //! ```
-//! # #[cfg(feature = "emulator")]
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), agentcore_tower::BoxError> {
-//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//! use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 //! use agentcore_tower::rmcp::{RecordTapLayer, TowerClient};
 //! use agentcore_tower::{ReplayGuardLayer, recommended_layers};
 //! use rmcp::ServiceExt as _;
@@ -47,8 +46,6 @@
 //! client.cancel().await?;
 //! # Ok(())
 //! # }
-//! # #[cfg(not(feature = "emulator"))]
-//! # fn main() {}
 //! ```
 //!
 //! ```text

@@ -1,7 +1,7 @@
 //! What the emulator's audit shows of a client's runtime sessions, for the test crates that
 //! build the emulator (each includes this file by its path).
 
-use agentcore_tower::emulator::Audit;
+use agentcore_tower_emulator::Audit;
 
 /// Every request the emulator received was signed and went to one runtime session, which
 /// started `microvms` microVMs (one per cold start): that session's id.

@@ -24,10 +24,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentcore_tower::bridge::ProtocolBridgeLayer;
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, Fault};
 use agentcore_tower::invoke::SigV4InvokeLayer;
 use agentcore_tower::tasks::TaskPollingLayer;
 use agentcore_tower::{McpSessionRecoveryLayer, ReplayGuardLayer, recommended_layers};
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig, Fault};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{HeaderValue, Method, Request, StatusCode};

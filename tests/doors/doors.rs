@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use agentcore_tower::auth::{BearerChallenge, BearerToken, ProvideToken, TokenFn};
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use agentcore_tower::endpoint::McpEndpointLayer;
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::{Outcome, Verdict};
 use agentcore_tower::{
     AttemptRecord, ErrorKind, RecommendedLayers, ReplayGuardLayer, recommended_layers,
 };
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use common::*;

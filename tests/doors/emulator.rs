@@ -5,7 +5,6 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::{
@@ -13,6 +12,7 @@ use agentcore_tower::{
     record::{Outcome, Verdict},
     rule::{Assumption, By, FailureKind},
 };
+use agentcore_tower_emulator::{BusyForm, Emulator, EmulatorConfig, Fault, RetryAfter};
 use aws_credential_types::Credentials;
 use bytes::Bytes;
 use common::*;

@@ -8,8 +8,8 @@ use crate::emulator::start;
 
 use std::time::SystemTime;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, Received};
 use agentcore_tower::protocol::{self, ParamHeaders};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, Received};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;

@@ -7,7 +7,7 @@
 use crate::common::{Raw, http_client, mcp_post};
 use crate::emulator::start;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 use tower::{ServiceBuilder, ServiceExt};
 

@@ -18,14 +18,14 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agentcore_tower::contract::PlatformError;
-use agentcore_tower::emulator::{
-    Audit, BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, Routed,
-};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Permission};
 use agentcore_tower::{
     McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer,
+};
+use agentcore_tower_emulator::{
+    Audit, BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, Routed,
 };
 use common::stack::{Answered, Stack, read_whole, resends, send_through};
 use common::{Raw, http_client, mcp_post};

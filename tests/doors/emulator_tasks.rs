@@ -11,8 +11,8 @@ use crate::common::{Raw, http_client, mcp_post};
 
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 use tokio::time::advance;

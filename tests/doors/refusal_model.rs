@@ -19,14 +19,14 @@ use crate::common;
 use std::time::Duration;
 
 use agentcore_tower::contract::PlatformError;
-use agentcore_tower::emulator::{
-    BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, RetryAfter,
-};
 use agentcore_tower::invoke::SigV4InvokeLayer;
 use agentcore_tower::record::Verdict;
 use agentcore_tower::{
     AttemptRecord, BoxError, CallBudget, McpSessionRecoveryLayer, ReplayGuardLayer,
     SessionBusyRetryLayer, ThrottleRetryLayer,
+};
+use agentcore_tower_emulator::{
+    BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, RetryAfter,
 };
 use bytes::Bytes;
 use http::{Request, Response};

@@ -7,7 +7,6 @@ use crate::common;
 use std::error::Error as StdError;
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::recommended_layers;
 use agentcore_tower::reqwest::ReqwestService;
@@ -16,6 +15,7 @@ use agentcore_tower::{
     record::{Outcome, Verdict},
     rule::FailureKind,
 };
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use bytes::Bytes;
 use common::mcp_post;
 use http::{HeaderMap, Request, Response, StatusCode};
@@ -481,7 +481,7 @@ async fn reqwest_sends_the_signed_request_unaltered() {
     let mut wire = raw_server(listener);
 
     let signer = SigV4InvokeLayer::builder(
-        InvokeTarget::arn(agentcore_tower::emulator::DEFAULT_RUNTIME_ARN).endpoint(&endpoint),
+        InvokeTarget::arn(agentcore_tower_emulator::DEFAULT_RUNTIME_ARN).endpoint(&endpoint),
         aws_credential_types::Credentials::new("AKIDEXAMPLE", "secret", None, None, "test"),
     )
     .build()

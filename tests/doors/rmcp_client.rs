@@ -8,12 +8,12 @@ use std::time::Duration;
 use crate::audit::one_runtime_session;
 use crate::common::{Answerer, BoxError, answer_or_forward, http_client};
 use crate::records::{Records, add, exchanges, serve_client, tap_into, text_of};
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::rmcp::{Exchange, RecordTap, TowerClient, TowerClientError};
 use agentcore_tower::{
     AttemptRecord, RecommendedLayers, ReplayGuardLayer, recommended_layers,
     record::{Outcome, Verdict},
 };
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig, Fault, RetryAfter};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};

@@ -13,13 +13,13 @@ use crate::common::{BoxError, HttpClient, http_client, read_all};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, TaskRequest};
 use agentcore_tower::invoke::SigV4InvokeLayer;
 use agentcore_tower::mcp_session::McpSessionRecovery;
 use agentcore_tower::tasks::TaskPollingLayer;
 use agentcore_tower::{
     McpSessionRecoveryLayer, RecommendedLayers, ReplayGuardLayer, protocol, recommended_layers,
 };
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig, TaskRequest};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};

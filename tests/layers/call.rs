@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, FaultRates};
 use agentcore_tower::invoke::{RuntimeSessions, SigV4InvokeLayer};
 use agentcore_tower::{
     AttemptRecord, CallBudget, Error, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
@@ -18,6 +17,7 @@ use agentcore_tower::{
     record::{Outcome, Verdict},
     rule::By,
 };
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, FaultRates};
 use bytes::Bytes;
 use common::*;
 use http::{Request, Response};

@@ -7,10 +7,10 @@ use crate::common;
 use std::time::Duration;
 
 use agentcore_tower::contract::{Form, PlatformError};
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
 use agentcore_tower::{
     AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer, record::Verdict,
 };
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, PlatformForm};
 use bytes::Bytes;
 use common::*;
 use http::{Request, Response, StatusCode};

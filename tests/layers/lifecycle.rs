@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentcore_tower::contract::PlatformError;
-use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm};
 use agentcore_tower::record::Verdict;
 use agentcore_tower::rule::{Assumption, By, Permission};
 use agentcore_tower::{McpSessionRecoveryLayer, ReplayGuardLayer, recommended_layers};
+use agentcore_tower_emulator::{BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm};
 use bytes::Bytes;
 use common::stack::{Answered, Stack, read_whole, resends, send_through};
 use common::{http_client, mcp_post};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, FaultRates};
 use agentcore_tower::{AttemptRecord, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, FaultRates};
 use bytes::Bytes;
 use common::*;
 use futures_util::StreamExt;

@@ -12,24 +12,18 @@ mod common;
 
 mod bridge;
 mod budget;
-#[cfg(feature = "emulator")]
 mod call;
-#[cfg(feature = "emulator")]
 mod contract;
 mod deadline;
-#[cfg(feature = "emulator")]
 mod lifecycle;
-#[cfg(feature = "emulator")]
 mod load;
 mod mcp_session;
 mod module_graph;
 mod replay;
 mod secrets;
 mod session_busy;
-#[cfg(feature = "emulator")]
 mod sigv4;
 mod tasks;
 mod telemetry;
-#[cfg(feature = "emulator")]
 mod telemetry_emulator;
 mod throttle;

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use agentcore_tower::emulator::SignatureVerifier;
 use agentcore_tower::error::ConfigError;
 use agentcore_tower::invoke::{ClosableGate, InvokeTarget, SigV4InvokeLayer};
 use agentcore_tower::{AttemptRecord, ErrorKind, ThrottleRetryLayer, record::Outcome};
+use agentcore_tower_emulator::SignatureVerifier;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::{ProvideCredentials, future};
@@ -623,8 +623,8 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
     // The Debug of every public type that holds or meets credentials or requests.
     let builder = SigV4InvokeLayer::builder(InvokeTarget::arn(ARN), creds("AKIDONE"))
         .runtime_user_id("user-1");
-    let emulator = agentcore_tower::emulator::Emulator::start(
-        agentcore_tower::emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
+    let emulator = agentcore_tower_emulator::Emulator::start(
+        agentcore_tower_emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
     )
     .await
     .unwrap();
@@ -638,7 +638,7 @@ async fn no_secret_reaches_logs_errors_debug_or_the_body_of_a_hostile_echo() {
         agentcore_tower::ReplayGuardLayer::new().idempotent_tools(["a"]),
         agentcore_tower::ThrottleRetryLayer::new(),
         agentcore_tower::SessionBusyRetryLayer::new(),
-        agentcore_tower::emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
+        agentcore_tower_emulator::EmulatorConfig::default().credentials([creds("AKIDONE")]),
         agentcore_tower::AttemptRecord::new(),
         agentcore_tower::retry::Backoff::default(),
         gate.shared(),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use agentcore_tower::RecommendedLayers;
 use agentcore_tower::SessionBusyRetryLayer;
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault};
 use agentcore_tower::telemetry::{TraceContext, TraceHeaders};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault};
 use common::*;
 use http_body_util::BodyExt;
 use serde_json::json;
@@ -26,7 +26,7 @@ const X_RAY_ROOT: &str = "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736";
 /// twice, then running the tool.
 async fn busy_twice_then_answered(
     request: http::Request<http_body_util::Full<bytes::Bytes>>,
-) -> (Emulator, Vec<agentcore_tower::emulator::Received>) {
+) -> (Emulator, Vec<agentcore_tower_emulator::Received>) {
     let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
     busy_twice_then_answered_with(request, trace).await
 }
@@ -34,7 +34,7 @@ async fn busy_twice_then_answered(
 async fn busy_twice_then_answered_with(
     request: http::Request<http_body_util::Full<bytes::Bytes>>,
     trace: TraceContext,
-) -> (Emulator, Vec<agentcore_tower::emulator::Received>) {
+) -> (Emulator, Vec<agentcore_tower_emulator::Received>) {
     let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
     emulator.push_fault(Fault::Busy);
     emulator.push_fault(Fault::Busy);

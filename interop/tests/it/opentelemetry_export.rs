@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use agentcore_tower::emulator::{BusyForm, Emulator, EmulatorConfig, Fault, Received, RetryAfter};
 use agentcore_tower::telemetry::{Metrics, TraceContext};
 use agentcore_tower::{
     RecommendedLayers, ReplayGuardLayer, SessionBusyRetryLayer, ThrottleRetryLayer,
 };
+use agentcore_tower_emulator::{BusyForm, Emulator, EmulatorConfig, Fault, Received, RetryAfter};
 use bytes::Bytes;
 use common::*;
 use futures_util::future::BoxFuture;

@@ -7,8 +7,8 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use agentcore_tower::{AttemptRecord, RecommendedLayers};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, RetryAfter};
 use common::*;
 use http_body_util::BodyExt;
 use serde_json::json;

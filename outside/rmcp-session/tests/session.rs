@@ -1,6 +1,6 @@
 //! An rmcp session against the emulator through agentcore-tower: initialize, list tools, call one.
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::rmcp::{RecordTapLayer, TowerClient};
 use agentcore_tower::{RecommendedLayers, ReplayGuardLayer};
 use hyper_util::client::legacy::Client;

@@ -11,7 +11,7 @@ use crate::common;
 
 use std::collections::HashSet;
 
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{

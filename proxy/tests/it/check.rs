@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 
 use crate::common::{
     ARN, ExpiredSso, NOBODY, command, credentials_env, http_refusal, pairs, run, runtime_args,
@@ -176,7 +176,7 @@ fn check_does_not_listen() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_fails_with_the_kind_for_expired_credentials_a_denial_and_throttling() {
     use agentcore_tower::contract::PlatformError;
-    use agentcore_tower::emulator::{Fault, RetryAfter};
+    use agentcore_tower_emulator::{Fault, RetryAfter};
     let cases: [(&[Fault], &str, &str); 3] = [
         // Re-signed once with credentials resolved again (the same here), then delivered.
         (

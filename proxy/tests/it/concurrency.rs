@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig, Fault, RetryAfter};
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig, Fault, RetryAfter};
 use serde_json::{Value, json};
 
 use crate::common;

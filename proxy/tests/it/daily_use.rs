@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault, SignatureVerifier};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -1063,7 +1063,7 @@ fn assert_kind(error: &Value, kind: &str, advice: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_refusal_a_user_acts_on_has_its_own_kind_and_advice() {
     use agentcore_tower::contract::PlatformError;
-    use agentcore_tower::emulator::RetryAfter;
+    use agentcore_tower_emulator::RetryAfter;
     let emulator = start_emulator(EmulatorConfig::default()).await;
 
     // Expired credentials: re-signed once with fresh ones (the same here), then delivered.

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{EmulatorConfig, Fault, PlatformForm};
+use agentcore_tower_emulator::{EmulatorConfig, Fault, PlatformForm};
 use serde_json::{Value, json};
 
 use crate::common;

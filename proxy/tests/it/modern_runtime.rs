@@ -9,8 +9,8 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{HttpClient, Proxy, modern, start_emulator};

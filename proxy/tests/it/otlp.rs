@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use agentcore_tower::emulator::EmulatorConfig;
+use agentcore_tower_emulator::EmulatorConfig;
 use bytes::Bytes;
 use serde_json::{Value, json};
 

@@ -28,7 +28,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use agentcore_tower::emulator::{Audit, Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{Proxy, start_emulator};

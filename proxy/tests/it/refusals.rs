@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use agentcore_tower::contract::{PlatformError, SESSION_BUSY_MESSAGE, THROTTLED_MESSAGE};
-use agentcore_tower::emulator::{
+use agentcore_tower_emulator::{
     Audit, BusyForm, Emulator, EmulatorConfig, Fault, PlatformForm, RetryAfter,
 };
 use http::StatusCode;

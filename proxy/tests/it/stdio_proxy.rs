@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Audit, BusyForm, Emulator, EmulatorConfig, Fault};
+use agentcore_tower_emulator::{Audit, BusyForm, Emulator, EmulatorConfig, Fault};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -498,7 +498,7 @@ async fn sse_over_http_each_mcp_session_its_runtime_session_and_all_stopped_at_e
     // Each MCP session in its own microVM, each request of it in the same one.
     let audit = emulator.audit();
     // The runtime sessions of the requests of one MCP session (None: outside any).
-    let of = |audit: &agentcore_tower::emulator::Audit, session: &Option<String>| {
+    let of = |audit: &agentcore_tower_emulator::Audit, session: &Option<String>| {
         audit
             .received
             .iter()
@@ -761,7 +761,7 @@ enum ServerAuth {
     Bearer(String),
     /// A SigV4 signature the verifier accepts, its credential scope ending with the text
     /// given (`/us-west-2/execute-api/aws4_request`).
-    SigV4(agentcore_tower::emulator::SignatureVerifier, &'static str),
+    SigV4(agentcore_tower_emulator::SignatureVerifier, &'static str),
 }
 
 /// One request the in-test server got, and its answer's status.

@@ -16,8 +16,8 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentcore_tower::emulator::{Audit, CreatedTask, Emulator, EmulatorConfig};
 use agentcore_tower::protocol;
+use agentcore_tower_emulator::{Audit, CreatedTask, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{

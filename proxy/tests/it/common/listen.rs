@@ -5,7 +5,7 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use agentcore_tower::emulator::Emulator;
+use agentcore_tower_emulator::Emulator;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;

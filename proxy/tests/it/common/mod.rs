@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentcore_tower::contract::PlatformError;
-use agentcore_tower::emulator::{
+use agentcore_tower_emulator::{
     Audit, Emulator, EmulatorConfig, Fault, PlatformForm, SignatureVerifier,
 };
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::emulator::State;
+use crate::State;
 
 pub(super) fn respond(
     status: StatusCode,
@@ -84,7 +84,7 @@ pub(super) fn json_answer(state: &State, answer: &Value) -> Response<AnswerBody>
                 ("content-type", "text/event-stream"),
                 ("cache-control", "no-cache"),
             ],
-            crate::emulator::mcp::sse_event(answer),
+            crate::mcp::sse_event(answer),
         )
     } else {
         plain_json(StatusCode::OK, answer.to_string())

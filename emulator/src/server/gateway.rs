@@ -10,8 +10,8 @@ use super::answer::{AnswerBody, aws_error, mcp_session_refusal, respond, with_se
 use super::auth::{Auth, GATEWAY_METADATA_PATH, authenticate, gateway_challenge, gateway_metadata};
 use super::faults::serve_mcp;
 use super::{Answer, record_metadata_request, record_received};
-use crate::emulator::mcp;
-use crate::emulator::{McpSession, Principal, State};
+use crate::mcp;
+use crate::{McpSession, Principal, State};
 
 /// The gateway door: MCP Streamable HTTP at `/mcp`, behind SigV4 or bearer tokens, with
 /// gateway MCP sessions.

@@ -11,7 +11,7 @@
 //!   `src/task_manager.rs`): a task only for a request that declares the extension ("A server
 //!   MUST NOT return `CreateTaskResult` to a client that did not include the extension
 //!   capability on its request"), otherwise run within the call. Done after
-//!   [`slow_job_duration`](crate::emulator::EmulatorConfig::slow_job_duration); `ttlMs` null,
+//!   [`slow_job_duration`](crate::EmulatorConfig::slow_job_duration); `ttlMs` null,
 //!   `pollIntervalMs` 100.
 //! * **`long_job`** (`{"seconds": N, "ask": bool, "fail": bool}`, each optional), ONLY as a
 //!   task: "If a server is unable to service a request to a client that does not declare this
@@ -20,10 +20,10 @@
 //!   {"io.modelcontextprotocol/tasks": {}}}}`; nothing runs. Declared, it answers a
 //!   `CreateTaskResult` (`resultType: "task"`, `taskId` a v4 UUID, `status: "working"`,
 //!   `createdAt`, `lastUpdatedAt`, `ttlMs` =
-//!   [`task_ttl`](crate::emulator::EmulatorConfig::task_ttl), `pollIntervalMs` =
-//!   [`task_poll_interval`](crate::emulator::EmulatorConfig::task_poll_interval)) and counts
+//!   [`task_ttl`](crate::EmulatorConfig::task_ttl), `pollIntervalMs` =
+//!   [`task_poll_interval`](crate::EmulatorConfig::task_poll_interval)) and counts
 //!   one execution. It works for `seconds` (default
-//!   [`long_job_duration`](crate::emulator::EmulatorConfig::long_job_duration), 40 minutes),
+//!   [`long_job_duration`](crate::EmulatorConfig::long_job_duration), 40 minutes),
 //!   then is `completed` with the `CallToolResult` "long_job done after N s" — or, with
 //!   `fail`, `failed` with `error: {"code": -32603, "message": "long_job failed"}` and a
 //!   `statusMessage` ("`failed`: The request failed due to a JSON-RPC error during
@@ -64,7 +64,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{CLIENT_CAPABILITIES, Outcome, tools};
-use crate::emulator::{CreatedTask, State, TaskRequest};
+use crate::{CreatedTask, State, TaskRequest};
 pub(crate) use store::{Holder, Tasks};
 use store::{Job, Missing};
 

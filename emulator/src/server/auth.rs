@@ -7,7 +7,7 @@ use http::{HeaderValue, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::answer::{AnswerBody, aws_error, plain_json, respond, with_session};
-use crate::emulator::{Principal, SignatureError, SignatureVerifier, State};
+use crate::{Principal, SignatureError, SignatureVerifier, State};
 
 /// How a request presented itself, and the emulator's verdict on it.
 pub(super) enum Auth {
@@ -90,7 +90,7 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// fingerprint of itself.
 fn token_principal(token: &[u8]) -> Principal {
     let subject = std::str::from_utf8(token).ok().and_then(|token| {
-        match crate::auth::BearerToken::new(token)
+        match agentcore_tower::auth::BearerToken::new(token)
             .jwt_claims()?
             .remove("sub")?
         {
@@ -172,7 +172,7 @@ fn runtime_invocations(state: &State) -> String {
     format!(
         "{}/runtimes/{}/invocations",
         state.endpoint,
-        crate::invoke::encode_label(&state.config.runtime_arn)
+        crate::label::encode_label(&state.config.runtime_arn)
     )
 }
 

@@ -12,9 +12,9 @@ use super::answer::{
 use super::auth::{RUNTIME_METADATA_OPERATION, authenticate, refuse_runtime, runtime_metadata};
 use super::faults::{refuse_busy, serve_mcp};
 use super::{Answer, RUNTIME_SESSION_ID, record_metadata_request, record_received};
-use crate::emulator::lifecycle::McpCheck;
-use crate::emulator::mcp;
-use crate::emulator::{PlatformForm, Routed, State};
+use crate::lifecycle::McpCheck;
+use crate::mcp;
+use crate::{PlatformForm, Routed, State};
 
 /// The runtime door: `InvokeAgentRuntime` and `StopRuntimeSession`, behind SigV4 or bearer
 /// tokens.
@@ -239,7 +239,7 @@ async fn invoke(
 /// Where the runtime routes an invocation that names no runtime session: by its
 /// `Mcp-Session-Id` to the runtime session whose microVM issued it, else to a new one — as
 /// AgentCore routes (developer guide, MCP protocol contract: the platform uses `Mcp-Session-Id`
-/// for stickiness). Recorded in [`Audit::routed`](crate::emulator::Audit::routed).
+/// for stickiness). Recorded in [`Audit::routed`](crate::Audit::routed).
 /// The runtime session, and whether it is a new one made up for the request.
 fn route_by_mcp_session(mcp_session: Option<&str>, state: &State) -> (String, bool) {
     let issuer = mcp_session.and_then(|id| state.runtime().issuer_of(id));
@@ -265,7 +265,7 @@ fn initialization_timed_out(
 ) -> Response<AnswerBody> {
     let limit = state.config.initialization_limit;
     let seconds = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
-    let message = crate::contract::initialization_time_exceeded_message(seconds);
+    let message = agentcore_tower::contract::initialization_time_exceeded_message(seconds);
     match form {
         PlatformForm::Http => aws_error(
             StatusCode::FAILED_DEPENDENCY,

@@ -68,7 +68,7 @@ impl std::error::Error for SignatureError {}
 /// Checks SigV4 signatures for a set of known credentials, a region and a service.
 ///
 /// ```
-/// use agentcore_tower::emulator::SignatureVerifier;
+/// use agentcore_tower_emulator::SignatureVerifier;
 /// use aws_credential_types::Credentials;
 ///
 /// let verifier = SignatureVerifier::new("us-east-1", "bedrock-agentcore")

@@ -1,19 +1,19 @@
 //! The local AgentCore Runtime emulator as a process of its own, for a program that is not Rust
 //! code — `agentcore-mcp-proxy`, an MCP client, a shell script — to talk to.
 //!
-//! It starts `agentcore_tower::emulator::Emulator` with its defaults on 127.0.0.1 (an ephemeral
+//! It starts `agentcore_tower_emulator::Emulator` with its defaults on 127.0.0.1 (an ephemeral
 //! port), prints what a client needs as `NAME=value` lines on stdout — the runtime ARN, the
 //! endpoint in the variable the AWS SDKs and the proxy read, the region and the emulator's test
 //! credentials (not secrets: the emulator accepts only these) — then serves until it is stopped
 //! (Ctrl-C, or a signal).
 //!
 //! ```text
-//! cargo run --example emulator --features emulator > emulator.env &
+//! cargo run -p agentcore-tower-emulator --example emulator > emulator.env &
 //! set -a; . ./emulator.env; set +a
 //! agentcore-mcp-proxy check --runtime-arn "$AGENTCORE_RUNTIME_ARN"
 //! ```
 
-use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::io::Result<()> {

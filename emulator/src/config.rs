@@ -86,12 +86,12 @@ pub enum Fault {
         /// In which form.
         form: PlatformForm,
     },
-    /// An error of the runtime's table ([`contract`](crate::contract)), in the form given, with
+    /// An error of the runtime's table ([`contract`](agentcore_tower::contract)), in the form given, with
     /// the contract's code, status, exception and exact message. Nothing runs — except for
     /// `RuntimeClientError`, where the tool runs and then its code fails.
     Platform {
         /// Which row of the table.
-        error: crate::contract::PlatformError,
+        error: agentcore_tower::contract::PlatformError,
         /// In which form.
         form: PlatformForm,
     },
@@ -218,8 +218,8 @@ impl Default for EmulatorConfig {
             stateful: false,
             gateway_session_timeout: DEFAULT_GATEWAY_SESSION_TIMEOUT,
             header_allowlist: None,
-            newest_protocol_version: crate::protocol::LATEST.to_owned(),
-            oldest_protocol_version: crate::protocol::KNOWN_VERSIONS[0].to_owned(),
+            newest_protocol_version: agentcore_tower::protocol::LATEST.to_owned(),
+            oldest_protocol_version: agentcore_tower::protocol::KNOWN_VERSIONS[0].to_owned(),
             slow_job_duration: DEFAULT_SLOW_JOB_DURATION,
             long_job_duration: DEFAULT_LONG_JOB_DURATION,
             task_ttl: DEFAULT_TASK_TTL,
@@ -300,7 +300,7 @@ impl EmulatorConfig {
     /// How long a new microVM provisions, answering every request of its runtime session with
     /// the session-busy refusal (default: none). Each cold start provisions this long: a new
     /// runtime session's first microVM, and each one after the last ended (see [the session
-    /// lifecycle](crate::emulator#the-session-lifecycle)).
+    /// lifecycle](crate#the-session-lifecycle)).
     pub fn provisioning(mut self, time: Duration) -> Self {
         self.provisioning = time;
         self
@@ -417,8 +417,8 @@ impl EmulatorConfig {
     }
 
     /// The newest MCP protocol version the emulator's MCP server speaks (default
-    /// [`protocol::LATEST`](crate::protocol::LATEST), 2026-07-28): it speaks every
-    /// [known version](crate::protocol::KNOWN_VERSIONS) from
+    /// [`protocol::LATEST`](agentcore_tower::protocol::LATEST), 2026-07-28): it speaks every
+    /// [known version](agentcore_tower::protocol::KNOWN_VERSIONS) from
     /// [`oldest_protocol_version`](Self::oldest_protocol_version) up to this one. Versions
     /// compare as the dates they are.
     ///
@@ -426,20 +426,20 @@ impl EmulatorConfig {
     /// are: it reads no request as MCP 2026-07-28, and a request whose `MCP-Protocol-Version`
     /// names a version it does not speak gets the HTTP 400 (-32000) of the MCP TypeScript
     /// SDK's 2025 transport. What each client meets there: [servers of one
-    /// era](crate::emulator#servers-of-one-era).
+    /// era](crate#servers-of-one-era).
     pub fn newest_protocol_version(mut self, version: impl Into<String>) -> Self {
         self.newest_protocol_version = version.into();
         self
     }
 
     /// The oldest MCP protocol version the emulator's MCP server speaks (default 2024-11-05,
-    /// the first [known version](crate::protocol::KNOWN_VERSIONS)): older ones are not spoken.
+    /// the first [known version](agentcore_tower::protocol::KNOWN_VERSIONS)): older ones are not spoken.
     ///
     /// `"2026-07-28"` plays a modern-only server, as rmcp 3.11's is: no MCP session is ever
     /// issued, `initialize` is refused with an HTTP 400 (-32022 naming the versions spoken),
     /// and so is any other request without a version in `_meta`, before anything runs;
     /// `server/discover` lists 2026-07-28 alone. What each client meets there: [servers of
-    /// one era](crate::emulator#servers-of-one-era). A version between the eras (say
+    /// one era](crate#servers-of-one-era). A version between the eras (say
     /// `"2025-06-18"`) keeps `initialize`, and a header naming an older version gets the 400
     /// of a 2025 server.
     pub fn oldest_protocol_version(mut self, version: impl Into<String>) -> Self {

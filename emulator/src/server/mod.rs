@@ -15,14 +15,14 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{Received, State};
-use crate::body::ReadToBytes;
 use answer::{AnswerBody, aws_error};
 use auth::{Auth, METADATA_OPERATION, scheme};
 use gateway::gateway;
+use http_body_util::{BodyExt, Limited};
 use runtime::runtime;
 
 const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
-use crate::invoke::RUNTIME_CUSTOM_PREFIX;
+use agentcore_tower::invoke::RUNTIME_CUSTOM_PREFIX;
 
 /// Accepts connections until the task is aborted; aborting it ends every connection too.
 pub(crate) async fn accept_loop(listener: tokio::net::TcpListener, state: Arc<State>) {
@@ -61,7 +61,8 @@ type Answer = Result<Response<AnswerBody>, DropConnection>;
 async fn handle(request: Request<Incoming>, state: Arc<State>) -> Answer {
     state.record(|a| a.requests += 1);
     let (parts, body) = request.into_parts();
-    let Ok(body) = ReadToBytes::new(body, crate::invoke::MAX_PAYLOAD_BYTES).await else {
+    let limited = Limited::new(body, agentcore_tower::invoke::MAX_PAYLOAD_BYTES);
+    let Ok(body) = limited.collect().await.map(|whole| whole.to_bytes()) else {
         return Ok(aws_error(
             StatusCode::BAD_REQUEST,
             "ValidationException",

@@ -1,5 +1,6 @@
-//! A local AgentCore Runtime (or Gateway) emulator, for tests and demos (cargo feature
-//! `emulator`).
+//! A local AgentCore Runtime (or Gateway) emulator, for tests and demos of
+//! [`agentcore-tower`](agentcore_tower) stacks and of any other MCP client: a crate of its own,
+//! which speaks to the library only through its public contract.
 //!
 //! One call starts it on 127.0.0.1 (an ephemeral port); it stops when dropped. By default it
 //! behaves like the AgentCore Runtime data plane in front of an MCP server:
@@ -124,12 +125,12 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use agentcore_tower::emulator::{Emulator, EmulatorConfig, Fault};
+//! use agentcore_tower_emulator::{Emulator, EmulatorConfig, Fault};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
 //! let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_millis(200))).await?;
-//! emulator.push_fault(Fault::Throttle { retry_after: Some(agentcore_tower::emulator::RetryAfter::Seconds(1)) });
+//! emulator.push_fault(Fault::Throttle { retry_after: Some(agentcore_tower_emulator::RetryAfter::Seconds(1)) });
 //! println!("runtime {} at {}", emulator.runtime_arn(), emulator.endpoint());
 //! assert_eq!(emulator.audit().requests, 0);
 //! # Ok(())
@@ -139,7 +140,7 @@
 //! A gateway behind bearer tokens:
 //!
 //! ```
-//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//! use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
@@ -155,7 +156,7 @@
 //!
 //! A request is of MCP 2026-07-28 when its `MCP-Protocol-Version` header or its
 //! `params._meta["io.modelcontextprotocol/protocolVersion"]` names a stateless version
-//! ([`protocol::is_stateless`](crate::protocol::is_stateless)), and it is not `initialize`
+//! ([`protocol::is_stateless`](agentcore_tower::protocol::is_stateless)), and it is not `initialize`
 //! (which negotiates down, whatever it names). Such a request is in no MCP session, at either
 //! door: no `Mcp-Session-Id` is issued, none is required (not even by a
 //! [`stateful`](EmulatorConfig::stateful) runtime or a gateway), one it carries is ignored.
@@ -167,7 +168,7 @@
 //!   *(rmcp; Python: the same code)*; a standard header that disagrees with the body or is
 //!   missing — `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and for `tools/call` the
 //!   `Mcp-Param-*` the tool's `x-mcp-header` annotations ask for
-//!   ([`protocol::check_request_headers`](crate::protocol::check_request_headers)) → HTTP 400,
+//!   ([`protocol::check_request_headers`](agentcore_tower::protocol::check_request_headers)) → HTTP 400,
 //!   -32020 `HeaderMismatch` naming what disagrees ([`Audit::header_mismatches`]); a version not
 //!   spoken → HTTP 400, -32022 "Unsupported protocol version" with `data: {"requested": …,
 //!   "supported": […]}` *(rmcp)*; no `clientCapabilities` in `_meta` → HTTP 400, -32602
@@ -248,7 +249,7 @@
 //! A test pushes a notification on every open listen stream:
 //!
 //! ```
-//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//! use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 //! use serde_json::json;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -303,7 +304,7 @@
 //!   2026-07-28's (202, or a 400 -32600). A 2025 client has no fall-forward: it fails here.
 //!
 //! ```
-//! use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+//! use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
@@ -414,7 +415,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use agentcore_tower::emulator::{
+//! use agentcore_tower_emulator::{
 //!     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, Emulator, EmulatorConfig,
 //! };
 //!
@@ -436,8 +437,12 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 mod audit;
 mod config;
+mod label;
 mod lifecycle;
 mod mcp;
 mod server;
@@ -516,7 +521,7 @@ impl Emulator {
         Ok(Emulator { addr, state, task })
     }
 
-    /// The endpoint to give [`InvokeTarget::endpoint`](crate::invoke::InvokeTarget::endpoint):
+    /// The endpoint to give [`InvokeTarget::endpoint`](agentcore_tower::invoke::InvokeTarget::endpoint):
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -537,22 +542,23 @@ impl Emulator {
         &self.state.config.region
     }
 
-    /// A [`SigV4InvokeLayer`](crate::invoke::SigV4InvokeLayer) builder aimed at this emulator:
+    /// A [`SigV4InvokeLayer`](agentcore_tower::invoke::SigV4InvokeLayer) builder aimed at this emulator:
     /// its runtime ARN, its endpoint, its first test credentials. Add settings, then `build()`.
-    pub fn signer(&self) -> crate::invoke::SigV4InvokeLayerBuilder {
-        crate::invoke::SigV4InvokeLayer::builder(
-            crate::invoke::InvokeTarget::arn(self.runtime_arn()).endpoint(self.endpoint()),
+    pub fn signer(&self) -> agentcore_tower::invoke::SigV4InvokeLayerBuilder {
+        agentcore_tower::invoke::SigV4InvokeLayer::builder(
+            agentcore_tower::invoke::InvokeTarget::arn(self.runtime_arn())
+                .endpoint(self.endpoint()),
             self.credentials(),
         )
     }
 
-    /// An [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer) builder aimed at this emulator
+    /// An [`McpEndpointLayer`](agentcore_tower::endpoint::McpEndpointLayer) builder aimed at this emulator
     /// in Gateway mode: SigV4 with its first test credentials, for its region and signing name,
     /// sending to this emulator's origin only. Requests name [`gateway_url`](Self::gateway_url).
     /// Add settings, then `build()`.
     ///
     /// ```
-    /// use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+    /// use agentcore_tower_emulator::{Emulator, EmulatorConfig};
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let emulator = Emulator::start(EmulatorConfig::default().gateway(true).signing_name("execute-api")).await?;
@@ -561,8 +567,8 @@ impl Emulator {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn endpoint_signer(&self) -> crate::endpoint::McpEndpointLayerBuilder {
-        crate::endpoint::McpEndpointLayer::sigv4(self.credentials())
+    pub fn endpoint_signer(&self) -> agentcore_tower::endpoint::McpEndpointLayerBuilder {
+        agentcore_tower::endpoint::McpEndpointLayer::sigv4(self.credentials())
             .region(self.region())
             .signing_name(self.state.config.signing_name.clone())
             .origin(self.gateway_url())
@@ -616,12 +622,12 @@ impl Emulator {
     /// The runtime's `InvokeAgentRuntime` URL, qualifier `DEFAULT`:
     /// `http://127.0.0.1:PORT/runtimes/{escaped ARN}/invocations?qualifier=DEFAULT`. The URL a
     /// plain MCP client is given for a runtime (`McpEndpointLayer`, the proxy's `--url`), as
-    /// [`InvokeTarget`](crate::invoke::InvokeTarget) builds it (the ARN escaped the same way).
+    /// [`InvokeTarget`](agentcore_tower::invoke::InvokeTarget) builds it (the ARN escaped the same way).
     pub fn invocations_url(&self) -> String {
         format!(
             "{}/runtimes/{}/invocations?qualifier=DEFAULT",
             self.endpoint(),
-            crate::invoke::target::encode(self.runtime_arn())
+            crate::label::encode_label(self.runtime_arn())
         )
     }
 
@@ -695,7 +701,7 @@ impl Emulator {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use agentcore_tower::emulator::{Emulator, EmulatorConfig};
+    /// use agentcore_tower_emulator::{Emulator, EmulatorConfig};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> std::io::Result<()> {
@@ -728,7 +734,7 @@ impl Drop for Emulator {
 #[cfg(test)]
 mod tests {
     use super::{Emulator, EmulatorConfig};
-    use crate::invoke::InvokeTarget;
+    use agentcore_tower::invoke::InvokeTarget;
 
     #[tokio::test]
     async fn the_invocations_url_is_the_one_the_signer_sends_to() {

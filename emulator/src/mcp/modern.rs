@@ -24,7 +24,7 @@
 //! A modern-only server ([`oldest_protocol_version`] 2026-07-28) refuses a request of the
 //! `initialize` era before these checks: [`refuse`].
 //!
-//! [`oldest_protocol_version`]: crate::emulator::EmulatorConfig::oldest_protocol_version
+//! [`oldest_protocol_version`]: crate::EmulatorConfig::oldest_protocol_version
 
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -33,8 +33,8 @@ use super::{
     CLIENT_CAPABILITIES, Call, Outcome, Refusal, Reply, error, response, server_info,
     supported_versions, tasks, tools,
 };
-use crate::emulator::State;
-use crate::protocol;
+use crate::State;
+use agentcore_tower::protocol;
 
 /// The key of `confirm`'s one input request.
 const CONFIRM_INPUT: &str = "confirm";
@@ -282,8 +282,8 @@ fn confirm(id: &Value, params: &Value, state: &State) -> Outcome {
 
 /// `subscriptions/listen`: a stream that acknowledges the notifications it will carry (of the
 /// emulator's, `toolsListChanged` alone), then carries what
-/// [`Emulator::notify_listeners`](crate::emulator::Emulator::notify_listeners) pushes until
-/// [`Emulator::end_listens`](crate::emulator::Emulator::end_listens) or the client goes.
+/// [`Emulator::notify_listeners`](crate::Emulator::notify_listeners) pushes until
+/// [`Emulator::end_listens`](crate::Emulator::end_listens) or the client goes.
 fn listen(id: Value, params: &Value, state: &State) -> Reply {
     let asked = params.pointer("/notifications/toolsListChanged") == Some(&Value::Bool(true));
     let accepted = if asked {

@@ -12,7 +12,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use super::State;
-use crate::protocol;
+use agentcore_tower::protocol;
 
 pub(crate) use tasks::Holder;
 

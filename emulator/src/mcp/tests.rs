@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 
 use super::{Era, Refusal, Reply, era, inspect, modern, supported_versions};
-use crate::emulator::{Emulator, EmulatorConfig};
+use crate::{Emulator, EmulatorConfig};
 
 /// The three servers: both eras, the `initialize` era only, 2026-07-28 only.
 async fn servers() -> [Emulator; 3] {

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use crate::emulator::State;
+use crate::State;
 
 /// The tools every client is shown, in their order.
 fn of_every_era() -> Value {

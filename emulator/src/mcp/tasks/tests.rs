@@ -8,7 +8,7 @@ use tokio::time::advance;
 
 use super::store::timestamp;
 use super::*;
-use crate::emulator::{Emulator, EmulatorConfig};
+use crate::{Emulator, EmulatorConfig};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

@@ -115,7 +115,7 @@ impl State {
             match fault? {
                 Fault::InitializationTimedOut { form } => Some(*form),
                 Fault::Platform {
-                    error: crate::contract::PlatformError::InitializationTimedOut,
+                    error: agentcore_tower::contract::PlatformError::InitializationTimedOut,
                     form,
                 } => Some(*form),
                 _ => None,

@@ -12,9 +12,9 @@ use super::answer::{
     listen_stream, mcp_session_refusal, plain_json, respond, with_session,
 };
 use super::{Answer, DropConnection};
-use crate::emulator::mcp;
-use crate::emulator::{BusyForm, Fault, PlatformForm, RetryAfter, State};
-use crate::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
+use crate::mcp;
+use crate::{BusyForm, Fault, PlatformForm, RetryAfter, State};
+use agentcore_tower::session_busy::{SESSION_BUSY_CODE, SESSION_BUSY_MESSAGE};
 
 fn busy_reply(id: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": SESSION_BUSY_CODE, "message": SESSION_BUSY_MESSAGE}}).to_string()
@@ -129,7 +129,7 @@ fn answer_before_run(
             json_answer(state, &reply)
         }
         Fault::Platform { error, form }
-            if error != crate::contract::PlatformError::RuntimeClientError =>
+            if error != agentcore_tower::contract::PlatformError::RuntimeClientError =>
         {
             platform_error(state, error, form, id)
         }
@@ -144,7 +144,7 @@ fn answer_before_run(
         // At a gateway (the runtime takes it before): no microVM to wait for.
         Fault::InitializationTimedOut { form } => platform_error(
             state,
-            crate::contract::PlatformError::InitializationTimedOut,
+            agentcore_tower::contract::PlatformError::InitializationTimedOut,
             form,
             id,
         ),
@@ -198,18 +198,18 @@ fn internal_error(state: &State) -> Response<AnswerBody> {
 /// reference give it.
 fn platform_error(
     state: &State,
-    error: crate::contract::PlatformError,
+    error: agentcore_tower::contract::PlatformError,
     form: PlatformForm,
     id: &Value,
 ) -> Response<AnswerBody> {
-    use crate::contract::PlatformError as E;
+    use agentcore_tower::contract::PlatformError as E;
     let message = match error {
         E::Unauthorized => "Authentication error - Invalid credentials",
         E::AccessDenied => "Authorization error - Insufficient permissions",
-        E::Throttling | E::ServiceQuotaExceeded => crate::contract::THROTTLED_MESSAGE,
+        E::Throttling | E::ServiceQuotaExceeded => agentcore_tower::contract::THROTTLED_MESSAGE,
         E::ResourceNotFound => "Resource not found - Requested resource does not exist",
-        E::Conflict => crate::contract::CONFLICT_MESSAGE,
-        E::RetryableConflict => crate::contract::SESSION_BUSY_MESSAGE,
+        E::Conflict => agentcore_tower::contract::CONFLICT_MESSAGE,
+        E::RetryableConflict => agentcore_tower::contract::SESSION_BUSY_MESSAGE,
         E::Validation => "Validation error - Invalid request data",
         E::RuntimeClientError => {
             "Tool execution error - Please check your CloudWatch logs for more information"
