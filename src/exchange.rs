@@ -180,6 +180,17 @@ impl<B: Body<Data = Bytes>> Peeked<B> {
             .flatten()
     }
 
+    /// The JSON-RPC error of a JSON answer read whole, whatever id it names: a server may refuse
+    /// a request it did not read under an id of its own (the Python SDK's `"server-error"`).
+    pub(crate) fn error(&self) -> Option<Value> {
+        if self.stream || !self.body.is_complete() {
+            return None;
+        }
+        serde_json::from_slice::<Value>(&self.body.held_bytes())
+            .ok()
+            .filter(|answer| answer.get("error").is_some())
+    }
+
     /// The body, as it came.
     pub(crate) fn into_body(self) -> PeekedBody<B> {
         self.body

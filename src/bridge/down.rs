@@ -59,8 +59,11 @@ where
         return Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))));
     }
     let (head, peeked) = Peeked::of(answer).await;
-    // A server's error may name no id (refused before it read the request).
-    let refusal = peeked.answer(&id).or_else(|| peeked.answer(&Value::Null));
+    // A server's error may name no id, or one of its own (refused before it read the request).
+    let refusal = peeked
+        .answer(&id)
+        .or_else(|| peeked.answer(&Value::Null))
+        .or_else(|| peeked.error());
     if !legacy_refusal(&head, refusal.as_ref(), discovery) {
         return Ok(head.map(|()| BridgeBody::server(peeked.into_body())));
     }

@@ -74,11 +74,13 @@ impl LegacyServer {
         if method == Some("initialize") {
             return self.initialize(&message);
         }
+        // Refused as the Python SDK 1.x's server refuses a request outside a session: under an
+        // id of its own.
         let Some(session) = session else {
             return json_answer(
                 400,
-                &json!({"jsonrpc": "2.0", "id": null, "error": {
-                "code": -32000, "message": "Bad Request: Unsupported protocol version: 2026-07-28"}}),
+                &json!({"jsonrpc": "2.0", "id": "server-error", "error": {
+                "code": -32600, "message": "Bad Request: Missing session ID"}}),
             );
         };
         let Some(capabilities) = self.state().sessions.get(&session).cloned() else {
@@ -505,6 +507,37 @@ async fn a_session_the_server_forgot_is_opened_again() {
                 "notifications/initialized".to_owned()
             ),
             (Some("s-2".to_owned()), "tools/list".to_owned()),
+        ]
+    );
+}
+
+/// A client pinned to 2026-07-28 sends no discovery: its first request, refused outside a
+/// session as the Python SDK 1.x's server refuses it (HTTP 400 -32600 "Missing session ID",
+/// under the server's own id `"server-error"`), ran nothing and tells the bridge the server's
+/// era; the bridge opens a session and sends the request again in it.
+#[tokio::test]
+async fn a_first_request_refused_under_the_servers_own_id_is_sent_again_in_a_session() {
+    let server = LegacyServer::default();
+    let mut service = ProtocolBridgeLayer::new()
+        .bridge_modern_clients()
+        .layer(server.clone());
+    let client = asked_client();
+    let listed = client
+        .send(&mut service, &client.message(1, "tools/list", json!({})))
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{listed:?}");
+    assert_eq!(listed.messages[0]["id"], 1, "{listed:?}");
+    assert_eq!(listed.messages[0]["result"]["tools"][0]["name"], "confirm");
+    assert_eq!(
+        server.received(),
+        [
+            (None, "tools/list".to_owned()),
+            (None, "initialize".to_owned()),
+            (
+                Some("s-1".to_owned()),
+                "notifications/initialized".to_owned()
+            ),
+            (Some("s-1".to_owned()), "tools/list".to_owned()),
         ]
     );
 }
