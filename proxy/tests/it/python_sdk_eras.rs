@@ -315,13 +315,13 @@ async fn pinned_at_the_sdk_1_x_server(over: Over) {
     );
 }
 
-#[ignore = "needs the bridge to take the SDK 1.x server's refusal (its id \"server-error\") for a legacy server's, and its round trips of a 2025 server's requests"]
+#[ignore = "needs the bridge to take the SDK 1.x server's refusal (HTTP 400, its id \"server-error\") for a legacy server's"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_to_2026_07_28_over_stdio_answers_the_sdk_1_x_servers_elicitation() {
     pinned_at_the_sdk_1_x_server(Over::Stdio).await;
 }
 
-#[ignore = "needs the bridge to take the SDK 1.x server's refusal (its id \"server-error\") for a legacy server's, and its round trips of a 2025 server's requests"]
+#[ignore = "needs the bridge to take the SDK 1.x server's refusal (HTTP 400, its id \"server-error\") for a legacy server's"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_to_2026_07_28_over_listen_answers_the_sdk_1_x_servers_elicitation() {
     pinned_at_the_sdk_1_x_server(Over::Listen).await;
