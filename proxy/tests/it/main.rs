@@ -14,6 +14,7 @@ mod modern;
 mod modern_runtime;
 mod otlp;
 mod python_sdk;
+mod python_sdk_eras;
 mod refusals;
 mod stdio_proxy;
 mod tasks;

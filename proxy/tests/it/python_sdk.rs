@@ -9,7 +9,9 @@
 //! The clients are `proxy/tests/python_sdk/client.py` (2.x) and `client_v1.py` (1.x): each runs
 //! the steps it is given and prints one JSON line per step (the negotiated version, the tools,
 //! each result), which the tests compare whole. The server is `proxy/tests/python_sdk/server.py`,
-//! which prints a line for each request it got.
+//! which prints a line for each request it got. Every pairing of the eras through an elicitation
+//! round trip, over stdio and `--listen` (with the SDK 1.x's server, `server_v1.py`), is in
+//! `python_sdk_eras`, which shares what is here.
 //!
 //! Each SDK's Python is a variable when set (`AGENTCORE_PYTHON`: an interpreter with
 //! `mcp==2.3.0` installed; `AGENTCORE_PYTHON_SDK_1`: one with `mcp==1.30.0`), else a venv made
@@ -37,10 +39,10 @@ use common::{Proxy, start_emulator};
 const MCP_VERSION: &str = "2.3.0";
 /// The newest release of the SDK 1.x, which speaks the `initialize` era only.
 const MCP_1_VERSION: &str = "1.30.0";
-const MODERN: &str = "2026-07-28";
-const EMULATOR: &str = "agentcore-tower-emulator";
+pub(crate) const MODERN: &str = "2026-07-28";
+pub(crate) const EMULATOR: &str = "agentcore-tower-emulator";
 /// The bearer token: of `--url` (the Python server takes any) and of `--listen`.
-const TOKEN: &str = "python-sdk-test-token";
+pub(crate) const TOKEN: &str = "python-sdk-test-token";
 
 // ---------------------------------------------------------------------------------------------
 // The Python, its venv, the client and the server.
@@ -196,14 +198,24 @@ impl Sdk {
 }
 
 /// The SDK 2.x's Python running `script` of `proxy/tests/python_sdk/`.
-fn python_command(script: &str) -> Command {
+pub(crate) fn python_command(script: &str) -> Command {
     SDK.command(script)
+}
+
+/// The SDK 1.x's Python running `script` of `proxy/tests/python_sdk/`.
+pub(crate) fn sdk_1_command(script: &str) -> Command {
+    SDK_1.command(script)
 }
 
 /// The Python client over stdio, running the proxy with `proxy_args` and `env` as the other
 /// tests run it (no AWS configuration of the machine's): `common::Proxy` is any child process
 /// with its stdout read line by line, here the client's.
-fn over_stdio(mode: &str, steps: &[&str], proxy_args: &[&str], env: &[(&str, &str)]) -> Proxy {
+pub(crate) fn over_stdio(
+    mode: &str,
+    steps: &[&str],
+    proxy_args: &[&str],
+    env: &[(&str, &str)],
+) -> Proxy {
     let mut command = python_command("client.py");
     command.args(["--mode", mode]).args(steps);
     through_proxy(command, proxy_args, env)
@@ -211,7 +223,11 @@ fn over_stdio(mode: &str, steps: &[&str], proxy_args: &[&str], env: &[(&str, &st
 
 /// `command`, a client of `proxy/tests/python_sdk/` given its steps, over stdio to the proxy
 /// run with `proxy_args` and `env`.
-fn through_proxy(mut command: Command, proxy_args: &[&str], env: &[(&str, &str)]) -> Proxy {
+pub(crate) fn through_proxy(
+    mut command: Command,
+    proxy_args: &[&str],
+    env: &[(&str, &str)],
+) -> Proxy {
     let proxy = common::command(proxy_args, env);
     command.arg("--");
     command.arg(proxy.get_program()).args(proxy.get_args());
@@ -226,7 +242,7 @@ fn through_proxy(mut command: Command, proxy_args: &[&str], env: &[(&str, &str)]
 }
 
 /// The Python client over Streamable HTTP to `url`, with a bearer token.
-fn over_http(mode: &str, steps: &[&str], url: &str, token: &str) -> Proxy {
+pub(crate) fn over_http(mode: &str, steps: &[&str], url: &str, token: &str) -> Proxy {
     let mut command = python_command("client.py");
     command
         .args(["--mode", mode, "--url", url, "--token", token])
@@ -235,39 +251,39 @@ fn over_http(mode: &str, steps: &[&str], url: &str, token: &str) -> Proxy {
 }
 
 /// The Python client over stdio through the proxy to the emulator's runtime.
-fn to_runtime(emulator: &Emulator, mode: &str, steps: &[&str]) -> Proxy {
+pub(crate) fn to_runtime(emulator: &Emulator, mode: &str, steps: &[&str]) -> Proxy {
     let args = common::runtime_args(emulator, &[]);
     let env = common::credentials_env(emulator);
     over_stdio(mode, steps, &common::strs(&args), &common::pairs(&env))
 }
 
 /// The client's next line, which must be `expected`.
-async fn expect(client: &mut Proxy, expected: Value) {
+pub(crate) async fn expect(client: &mut Proxy, expected: Value) {
     let line = client.next().await;
     assert_eq!(line, expected, "stderr:\n{}", client.stderr());
 }
 
 /// The client's last line was written: it exits 0 with nothing more.
-async fn finished(client: Proxy) {
+pub(crate) async fn finished(client: Proxy) {
     let (rest, status, client) = client.close().await;
     assert_eq!(rest, Vec::<Value>::new(), "stderr:\n{}", client.stderr());
     assert_eq!(status.code(), Some(0), "stderr:\n{}", client.stderr());
 }
 
-fn connected(version: &str, handshake: &str, server: Option<&str>) -> Value {
+pub(crate) fn connected(version: &str, handshake: &str, server: Option<&str>) -> Value {
     json!({"step": "connect", "protocolVersion": version, "handshake": handshake, "serverName": server})
 }
 
-fn listed(tools: &[&str]) -> Value {
+pub(crate) fn listed(tools: &[&str]) -> Value {
     json!({"step": "list", "tools": tools})
 }
 
-fn called(tool: &str, text: &str) -> Value {
+pub(crate) fn called(tool: &str, text: &str) -> Value {
     json!({"step": "call", "tool": tool, "isError": false, "text": [text]})
 }
 
 /// `confirm` answered after one elicitation, accepted.
-fn confirmed(action: &str) -> Value {
+pub(crate) fn confirmed(action: &str) -> Value {
     json!({"step": "mrtr", "tool": "confirm", "isError": false,
            "text": [format!("confirmed: {action}")],
            "elicitations": [{"mode": "form", "message": format!("Confirm {action}?")}]})
@@ -286,7 +302,7 @@ fn list_changed() -> Value {
 }
 
 /// Every tool the emulator lists to a 2026-07-28 client.
-const ALL_TOOLS: [&str; 7] = [
+pub(crate) const ALL_TOOLS: [&str; 7] = [
     "add", "echo", "counter", "confirm", "weather", "slow_job", "long_job",
 ];
 const STEPS: [&str; 4] = [
@@ -300,7 +316,7 @@ const STEPS: [&str; 4] = [
 // What the emulator saw.
 
 /// The runtime's invocations: each JSON-RPC method, with the tool a call named.
-fn invocations(audit: &Audit) -> Vec<(String, Option<String>)> {
+pub(crate) fn invocations(audit: &Audit) -> Vec<(String, Option<String>)> {
     audit
         .received
         .iter()
@@ -309,14 +325,14 @@ fn invocations(audit: &Audit) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-fn rows(rows: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+pub(crate) fn rows(rows: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
     rows.iter()
         .map(|(m, n)| ((*m).to_owned(), n.map(str::to_owned)))
         .collect()
 }
 
 /// The runtime sessions the requests arrived on.
-fn runtime_sessions(audit: &Audit) -> HashSet<String> {
+pub(crate) fn runtime_sessions(audit: &Audit) -> HashSet<String> {
     audit
         .received
         .iter()
@@ -505,7 +521,12 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_hears_the_servers_reason()
 
 /// `proxy/tests/python_sdk/server.py` running, and the URL it printed.
 async fn python_server() -> (Proxy, String) {
-    let mut server = Proxy::spawn(python_command("server.py"));
+    server_at(python_command("server.py")).await
+}
+
+/// `command`, a server of `proxy/tests/python_sdk/`, running, and the URL it printed first.
+pub(crate) async fn server_at(command: Command) -> (Proxy, String) {
+    let mut server = Proxy::spawn(command);
     let line = server.next().await;
     let url = line["url"]
         .as_str()
@@ -707,7 +728,7 @@ async fn a_task_only_job_of_40_minutes_completes_for_the_sdk_in_a_2025_session()
 // Clients of the `initialize` era at a runtime that speaks only 2026-07-28: the proxy's bridge.
 
 /// A runtime whose MCP server speaks only 2026-07-28.
-fn modern_only() -> EmulatorConfig {
+pub(crate) fn modern_only() -> EmulatorConfig {
     EmulatorConfig::default().oldest_protocol_version(MODERN)
 }
 
@@ -719,7 +740,7 @@ const LIST_AND_ADD: [&str; 2] = ["list", r#"call:add:{"a":2,"b":3}"#];
 fn sdk_1_to_runtime(emulator: &Emulator, steps: &[&str]) -> Proxy {
     let args = common::runtime_args(emulator, &[]);
     let env = common::credentials_env(emulator);
-    let mut command = SDK_1.command("client_v1.py");
+    let mut command = sdk_1_command("client_v1.py");
     command.args(steps);
     through_proxy(command, &common::strs(&args), &common::pairs(&env))
 }
