@@ -24,7 +24,7 @@ use crate::python_sdk::{
 use std::process::Command;
 use std::time::Duration;
 
-use agentcore_tower::emulator::Emulator;
+use agentcore_tower_emulator::Emulator;
 use serde_json::{Value, json};
 
 use common::{Proxy, start_emulator};
@@ -315,13 +315,11 @@ async fn pinned_at_the_sdk_1_x_server(over: Over) {
     );
 }
 
-#[ignore = "needs the bridge to take the SDK 1.x server's refusal (HTTP 400, its id \"server-error\") for a legacy server's"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_to_2026_07_28_over_stdio_answers_the_sdk_1_x_servers_elicitation() {
     pinned_at_the_sdk_1_x_server(Over::Stdio).await;
 }
 
-#[ignore = "needs the bridge to take the SDK 1.x server's refusal (HTTP 400, its id \"server-error\") for a legacy server's"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_to_2026_07_28_over_listen_answers_the_sdk_1_x_servers_elicitation() {
     pinned_at_the_sdk_1_x_server(Over::Listen).await;

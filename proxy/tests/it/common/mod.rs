@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 /// How long any one stdout line may take.
-pub const LINE_TIMEOUT: Duration = Duration::from_secs(15);
+pub const LINE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the proxy may take to exit once stdin is closed.
 pub const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
 /// A well-formed runtime ARN, for arguments that are refused before anything is sent.
