@@ -42,20 +42,12 @@ type Stack = BoxCloneService<Request<Full<Bytes>>, Response<Body>, BoxError>;
 /// How many cases run: each is a fresh emulator and stack, about 10 ms of real time.
 const CASES: u64 = 160;
 
-/// splitmix64: a seeded, dependency-free generator, so a failing case can be run again.
-struct Rng(u64);
+/// fastrand's generator, seeded by the case, so a failing case can be run again.
+struct Rng(fastrand::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.0.u64(..n)
     }
 
     fn chance(&mut self, percent: u64) -> bool {
@@ -168,7 +160,7 @@ fn random_refusal(rng: &mut Rng, busy: bool) -> Refused {
 
 impl Case {
     fn new(seed: u64) -> Case {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(fastrand::Rng::with_seed(seed));
         let mut order = [0u8, 1, 2, 3];
         for i in (1..4).rev() {
             order.swap(i, rng.below(i as u64 + 1) as usize);
