@@ -230,35 +230,6 @@ struct RetryConfig {
     metrics: Option<telemetry::Metrics>,
 }
 
-/// The names a policy's module gives its layer: `$layer` (with the docs given),
-/// `$service` and `ResponseFuture`, all [`RetryLayer`]'s types over `$policy`, and
-/// `$layer`'s `Default` (its `new`, which the module writes).
-macro_rules! policy_names {
-    ($(#[$doc:meta])* $layer:ident, $service:ident over $policy:ty) => {
-        $(#[$doc])*
-        pub type $layer = $crate::retry::RetryLayer<$policy>;
-
-        #[doc = concat!("The service [`", stringify!($layer), "`] builds.")]
-        ///
-        /// `R`: where it holds the answer it reads ahead (see
-        /// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
-        pub type $service<S, R = $crate::body::OwnReadAhead> =
-            $crate::retry::Retry<S, $policy, R>;
-
-        #[doc = concat!("The response future of [`", stringify!($service), "`].")]
-        pub type ResponseFuture<S, ReqB, ResB, R = $crate::body::OwnReadAhead> =
-            $crate::retry::ResponseFuture<S, ReqB, ResB, $policy, R>;
-
-        impl Default for $layer {
-            fn default() -> Self {
-                Self::new()
-            }
-        }
-    };
-}
-
-pub(crate) use policy_names;
-
 /// Re-sends what its policy `P` says is worth sending again, within the call's budget and rule.
 /// Use it by its policy's name: [`ThrottleRetryLayer`](crate::ThrottleRetryLayer),
 /// [`SessionBusyRetryLayer`](crate::SessionBusyRetryLayer),
