@@ -57,6 +57,23 @@
 //! to name the call's span): a body that cannot be cloned cannot be retried, and that is a
 //! compile-time fact rather than a half-sent stream at run time. MCP requests are small JSON
 //! documents: send them as `http_body_util::Full<Bytes>` or `String`.
+//!
+//! # Why the policies are sealed
+//! A user cannot add a classifier of their own, as aws-smithy's `ClassifyRetry` allows:
+//! [`RetryPolicy`] is sealed, and the three layers are the crate's three policies. A classifier
+//! decides what the loop takes for a refusal (an answer given before anything ran), and the
+//! crate's first promise is never to re-run what may have run: one classifier that mistook a
+//! dropped connection or a 5xx for a refusal would re-run a tool, past every guard of the call.
+//! So what AgentCore's answers mean is decided in one place, [`contract`](crate::contract), from
+//! the platform's documented errors, and each policy maps it to one kind of failure with an
+//! allowance of its own. What an app may decide has a public place of its own: which failures
+//! may be sent again ([`ReplayRule`](crate::rule::ReplayRule); the guard's `idempotent_tools`,
+//! `strict_tools` and `replayable_if`), how often and for how long (each layer's settings,
+//! [`CallBudget`](crate::CallBudget), [`RetryBudget`](crate::RetryBudget)). To re-send on an
+//! answer the crate does not judge, an app can stack tower's `tower::retry::Retry` with a
+//! `Policy` of its own outside the crate's layers, and answers for what that policy re-runs.
+//! Sealed, the traits can also change (they take the call's context, which is internal) without
+//! a breaking release; unsealing them later would break no one, sealing them again would.
 
 pub(crate) mod backoff;
 mod config;

@@ -1,7 +1,8 @@
 //! What a policy is to the loop: [`RetryPolicy`], the bound a [`Retry`](super::Retry) service
 //! puts on its policy, and the sealed traits it stands for. A policy judges one attempt's result
 //! and nothing else; the loop (the [`ResponseFuture`](super::ResponseFuture)) does the sending,
-//! the waiting, the cloning and the recording.
+//! the waiting, the cloning and the recording. Why users cannot write one: see the
+//! [module docs](super#why-the-policies-are-sealed).
 
 use http_body::Body;
 
