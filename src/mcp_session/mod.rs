@@ -193,6 +193,7 @@ use tower::{Layer, Service};
 use crate::budget::RetryBudget;
 use crate::context::{CallContext, OnRecord};
 use crate::error::{BoxError, Error};
+use crate::record::AttemptRecord;
 use serve::serve;
 use table::Sessions;
 
@@ -286,10 +287,7 @@ impl McpSessionRecoveryLayer {
 
     /// Calls `hook` once with the finished attempt record of every call that passes this layer
     /// (see [`RetryLayer::on_record`](crate::retry::RetryLayer::on_record)).
-    pub fn on_record(
-        mut self,
-        hook: impl Fn(&crate::AttemptRecord) + Send + Sync + 'static,
-    ) -> Self {
+    pub fn on_record(mut self, hook: impl Fn(&AttemptRecord) + Send + Sync + 'static) -> Self {
         self.on_record = Some(OnRecord(Arc::new(hook)));
         self
     }

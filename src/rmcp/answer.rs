@@ -19,9 +19,9 @@ use http_body_util::BodyExt;
 
 use super::error::{HttpError, TowerClientError, client_error};
 use super::sse::sse_events;
-use crate::BoxError;
 use crate::contract::AWS_ERROR_TYPE;
 use crate::contract::MCP_SESSION_ID;
+use crate::error::BoxError;
 
 pub(super) const JSON: &str = "application/json";
 pub(super) const EVENT_STREAM: &str = "text/event-stream";

@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full};
 use serde::Deserialize as _;
 use tower::{Layer, Service};
 
-use crate::AttemptRecord;
+use crate::record::AttemptRecord;
 
 /// What one HTTP exchange rmcp made was for, read off its request: `POST tools/call add`.
 ///

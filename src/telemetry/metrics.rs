@@ -132,7 +132,7 @@ impl Metrics {
     /// ```
     pub fn observe_budget(
         &self,
-        budget: &crate::RetryBudget,
+        budget: &crate::budget::RetryBudget,
         attributes: &[opentelemetry::KeyValue],
     ) {
         use opentelemetry::KeyValue;
