@@ -177,6 +177,8 @@
 mod renew;
 mod serve;
 mod table;
+#[cfg(all(test, feature = "opentelemetry"))]
+mod tests;
 
 use std::fmt;
 use std::future::Future;
