@@ -335,7 +335,20 @@ pub struct McpSessionRecovery<S> {
 }
 
 impl<S> McpSessionRecovery<S> {
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 /// The response future of [`McpSessionRecovery`].

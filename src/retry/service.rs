@@ -57,7 +57,20 @@ impl<S, P, R> Retry<S, P, R> {
         }
     }
 
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S, P, R, ReqB, ResB> Service<Request<ReqB>> for Retry<S, P, R>
