@@ -33,7 +33,7 @@
 //!
 //! The three retry layers are one generic [`RetryLayer<P>`](retry::RetryLayer) over their policies
 //! ([`Throttled`](throttle::Throttled), [`SessionBusy`](session_busy::SessionBusy), [`ReplayDeclarations`](replay::ReplayDeclarations)), as tower's `RetryLayer<P>` is over its
-//! `Policy`. Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or
+//! `Policy`; the policies are sealed ([why](retry#why-the-policies-are-sealed)). Every layer is an independent tower [`Layer`](tower::Layer): use one alone, or
 //! stack them — in the recommended order, outer to inner, or in any other.
 //! [`RecommendedLayers`] (or [`recommended_layers`]) is the four from the guard down as one
 //! layer, each configurable, their retry layers sharing one [`RetryBudget`]:

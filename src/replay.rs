@@ -126,13 +126,13 @@ use pin_project_lite::pin_project;
 
 pub use crate::context::replay_permission;
 
-use crate::body::{ObservedBody, PeekedBody, ReadToBytes};
+use crate::body::{ObservedBody, OwnReadAhead, PeekedBody, ReadToBytes};
 use crate::context::CallContext;
 use crate::contract::{Classified, Form, PlatformError};
 use crate::error::{Error, ErrorKind};
 use crate::jsonrpc::{Body as JsonRpcBody, Message, MessageKind, ParsedBody};
 use crate::retry::sealed::{Decide, Judge, RetryAction, RetryReason};
-use crate::retry::{Backoff, RetryLayer};
+use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{
     Assumption, By, Failure, FailureKind, MayHaveRun, Permission, ReplayRule, SharedReplayRule,
 };
@@ -385,11 +385,25 @@ impl ReplayDeclarations {
     }
 }
 
-crate::retry::policy_names! {
-    /// Decides which failed attempt may be sent again, re-sends the replayable ones after a
-    /// failure that may have run, and puts the call's replay rule in force for every layer of
-    /// the call. See the [module docs](self).
-    ReplayGuardLayer, ReplayGuard over ReplayDeclarations
+/// Decides which failed attempt may be sent again, re-sends the replayable ones after a
+/// failure that may have run, and puts the call's replay rule in force for every layer of
+/// the call. See the [module docs](self).
+pub type ReplayGuardLayer = RetryLayer<ReplayDeclarations>;
+
+/// The service [`ReplayGuardLayer`] builds.
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type ReplayGuard<S, R = OwnReadAhead> = Retry<S, ReplayDeclarations, R>;
+
+/// The response future of [`ReplayGuard`].
+pub type ResponseFuture<S, ReqB, ResB, R = OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, ReplayDeclarations, R>;
+
+impl Default for ReplayGuardLayer {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 const LAYER: &str = "replay_guard";

@@ -158,14 +158,14 @@ use http::{HeaderMap, Response, StatusCode};
 use http_body::Body;
 use serde_json::Value;
 
-use crate::body::PeekedBody;
+use crate::body::{OwnReadAhead, PeekedBody};
 use crate::context::CallContext;
 use crate::contract::{
     Classified, Form, PlatformError, classify_head, classify_json, classify_json_rpc,
 };
 use crate::error::Error;
 use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
-use crate::retry::{Backoff, RetryLayer};
+use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
 /// The JSON-RPC error code AgentCore's MCP contract gives the session-busy refusal.
@@ -254,10 +254,24 @@ pub struct SessionBusy {
 /// configured: 2, the first and one re-send (see the [module docs](self)).
 pub const DEFAULT_INITIALIZATION_ATTEMPTS: u32 = 2;
 
-crate::retry::policy_names! {
-    /// Re-sends a request AgentCore Runtime refused as "session operation in progress", in
-    /// either of its two forms, after a short backoff. See the [module docs](self).
-    SessionBusyRetryLayer, SessionBusyRetry over SessionBusy
+/// Re-sends a request AgentCore Runtime refused as "session operation in progress", in
+/// either of its two forms, after a short backoff. See the [module docs](self).
+pub type SessionBusyRetryLayer = RetryLayer<SessionBusy>;
+
+/// The service [`SessionBusyRetryLayer`] builds.
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type SessionBusyRetry<S, R = OwnReadAhead> = Retry<S, SessionBusy, R>;
+
+/// The response future of [`SessionBusyRetry`].
+pub type ResponseFuture<S, ReqB, ResB, R = OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, SessionBusy, R>;
+
+impl Default for SessionBusyRetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl SessionBusyRetryLayer {

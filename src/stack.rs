@@ -137,15 +137,23 @@ impl<Signer> RecommendedLayers<Signer> {
     }
 }
 
+/// The three retry layers as [`RecommendedLayers`] stack them over `S`, the signer's service:
+/// the guard over throttling over session busy, the upper two keeping the answer the lowest
+/// read ahead ([`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)). Written once
+/// here for the two public names below and the [`Layer`] impl; rustdoc shows what it stands for.
+type Retried<S> = ReplayGuard<ThrottleRetry<SessionBusyRetry<S>, InnerReadAhead>, InnerReadAhead>;
+
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with a
-/// [`SigV4InvokeLayer`].
-pub type RecommendedStack<S> =
-    ReplayGuard<ThrottleRetry<SessionBusyRetry<SigV4Invoke<S>>, InnerReadAhead>, InnerReadAhead>;
+/// [`SigV4InvokeLayer`]: the guard over throttling over session busy over the signer. Keep the
+/// stack by this name (in a struct, say) rather than by the type it stands for: that type spells
+/// an internal choice of how the layers fit together (the upper two retry layers keep the answer
+/// the lowest read ahead: [`InnerReadAhead`]).
+pub type RecommendedStack<S> = Retried<SigV4Invoke<S>>;
 
 /// The service the [`RecommendedLayers`] build over an HTTP client `S`, with an
-/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer).
-pub type RecommendedEndpointStack<S> =
-    ReplayGuard<ThrottleRetry<SessionBusyRetry<McpEndpoint<S>>, InnerReadAhead>, InnerReadAhead>;
+/// [`McpEndpointLayer`](crate::endpoint::McpEndpointLayer): as [`RecommendedStack`], with the
+/// endpoint layer in place of the signer; keep it by this name for the same reason.
+pub type RecommendedEndpointStack<S> = Retried<McpEndpoint<S>>;
 
 /// The body of the responses of a [`RecommendedStack`] (or a [`RecommendedEndpointStack`]) over
 /// an HTTP client whose responses have bodies `B` (hyper's `Incoming`, reqwest's body…): one
@@ -153,10 +161,7 @@ pub type RecommendedEndpointStack<S> =
 pub type RecommendedBody<B> = ObservedBody<PeekedBody<InvokeBody<B>>>;
 
 impl<S, Signer: Layer<S>> Layer<S> for RecommendedLayers<Signer> {
-    type Service = ReplayGuard<
-        ThrottleRetry<SessionBusyRetry<Signer::Service>, InnerReadAhead>,
-        InnerReadAhead,
-    >;
+    type Service = Retried<Signer::Service>;
 
     fn layer(&self, inner: S) -> Self::Service {
         // The session-busy layer reads the answer ahead; the two above keep its wrapper.

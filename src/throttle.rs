@@ -106,13 +106,13 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 use http_body::Body;
 
-use crate::body::PeekedBody;
+use crate::body::{OwnReadAhead, PeekedBody};
 use crate::context::CallContext;
 use crate::contract::{Classified, Form, PlatformError};
 use crate::error::Error;
 use crate::retry::retry_after;
 use crate::retry::sealed::{Judge, JudgeAtOnce, RetryAction, RetryReason};
-use crate::retry::{Backoff, RetryLayer};
+use crate::retry::{Backoff, Retry, RetryLayer};
 use crate::rule::{Failure, Refusal};
 
 /// The policy of [`ThrottleRetryLayer`]: an HTTP 429 is a refusal worth sending again; anything
@@ -121,10 +121,24 @@ use crate::rule::{Failure, Refusal};
 #[non_exhaustive]
 pub struct Throttled;
 
-crate::retry::policy_names! {
-    /// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
-    /// total-wait ceiling. See the [module docs](self).
-    ThrottleRetryLayer, ThrottleRetry over Throttled
+/// Re-sends a request the service answered with HTTP 429, honouring `Retry-After` under a
+/// total-wait ceiling. See the [module docs](self).
+pub type ThrottleRetryLayer = RetryLayer<Throttled>;
+
+/// The service [`ThrottleRetryLayer`] builds.
+///
+/// `R`: where it holds the answer it reads ahead (see
+/// [`over_retry_layer`](crate::retry::RetryLayer::over_retry_layer)).
+pub type ThrottleRetry<S, R = OwnReadAhead> = Retry<S, Throttled, R>;
+
+/// The response future of [`ThrottleRetry`].
+pub type ResponseFuture<S, ReqB, ResB, R = OwnReadAhead> =
+    crate::retry::ResponseFuture<S, ReqB, ResB, Throttled, R>;
+
+impl Default for ThrottleRetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ThrottleRetryLayer {

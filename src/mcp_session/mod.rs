@@ -177,6 +177,8 @@
 mod renew;
 mod serve;
 mod table;
+#[cfg(all(test, feature = "opentelemetry"))]
+mod tests;
 
 use std::fmt;
 use std::future::Future;
@@ -193,6 +195,7 @@ use tower::{Layer, Service};
 use crate::budget::RetryBudget;
 use crate::context::{CallContext, OnRecord};
 use crate::error::{BoxError, Error};
+use crate::record::AttemptRecord;
 use serve::serve;
 use table::Sessions;
 
@@ -286,10 +289,7 @@ impl McpSessionRecoveryLayer {
 
     /// Calls `hook` once with the finished attempt record of every call that passes this layer
     /// (see [`RetryLayer::on_record`](crate::retry::RetryLayer::on_record)).
-    pub fn on_record(
-        mut self,
-        hook: impl Fn(&crate::AttemptRecord) + Send + Sync + 'static,
-    ) -> Self {
+    pub fn on_record(mut self, hook: impl Fn(&AttemptRecord) + Send + Sync + 'static) -> Self {
         self.on_record = Some(OnRecord(Arc::new(hook)));
         self
     }
@@ -335,7 +335,20 @@ pub struct McpSessionRecovery<S> {
 }
 
 impl<S> McpSessionRecovery<S> {
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 /// The response future of [`McpSessionRecovery`].

@@ -15,7 +15,7 @@ use super::table::{Kept, Session, Sessions, opened_id};
 use super::{EXPIRED, LAYER, READ_LIMIT};
 use crate::body::ReadToBytes;
 use crate::budget::CallBudget;
-use crate::context::CallContext;
+use crate::context::{CallContext, KeptExtensions};
 use crate::contract::{AWS_ERROR_TYPE, MCP_SESSION_ID};
 use crate::error::{BoxError, Error};
 use crate::jsonrpc::Body as JsonRpcBody;
@@ -36,10 +36,12 @@ enum Role {
     Other,
 }
 
+/// Sends `request` through `service`: an `initialize` remembered when it opens a session, a
+/// request of a known session with its id now (see [`in_session`]), anything else as it is.
 pub(super) async fn serve<S, ReqB, ResB>(
     mut service: S,
     sessions: Arc<Sessions>,
-    mut request: Request<ReqB>,
+    request: Request<ReqB>,
     context: &CallContext,
 ) -> Result<Response<ResB>, Error>
 where
@@ -65,26 +67,87 @@ where
         }
         _ => false,
     };
-    let session = match role {
-        Role::Of(session) => session,
-        Role::MayOpen if opening => {
-            // An `initialize`: sent once, remembered when it opened a session.
-            let initialize = Kept::of(&request, context);
-            let answer = send(&mut service, request, context).await?;
-            if let Some(id) = opened_id(&answer) {
-                #[allow(unused_mut)]
-                let mut session = Session::new(id, initialize);
-                #[cfg(feature = "opentelemetry")]
-                {
-                    session.server = context.server();
-                }
-                sessions.open(session);
-            }
-            return Ok(answer);
+    match role {
+        Role::Of(session) => {
+            in_session(service, &sessions, session, request, context, opening).await
         }
-        Role::MayOpen | Role::Other => return send(&mut service, request, context).await,
-    };
+        Role::MayOpen if opening => initialize(service, &sessions, request, context).await,
+        Role::MayOpen | Role::Other => send(&mut service, request, context).await,
+    }
+}
 
+/// An `initialize`: sent once, remembered when it opened a session.
+async fn initialize<S, ReqB, ResB>(
+    mut service: S,
+    sessions: &Sessions,
+    request: Request<ReqB>,
+    context: &CallContext,
+) -> Result<Response<ResB>, Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+    ResB::Error: Into<BoxError>,
+{
+    let initialize = Kept::of(&request, context);
+    let answer = send(&mut service, request, context).await?;
+    if let Some(id) = opened_id(&answer) {
+        #[allow(unused_mut)]
+        let mut session = Session::new(id, initialize);
+        #[cfg(feature = "opentelemetry")]
+        {
+            session.server = context.server();
+        }
+        sessions.open(session);
+    }
+    Ok(answer)
+}
+
+/// What a request of a session keeps, to be sent again in a new session.
+struct Resend {
+    /// A copy of the request; its head shared with the retry layers below, which keep the same.
+    kept: Kept,
+    /// Its extensions, as the call's context keeps them.
+    extensions: KeptExtensions,
+    /// The call's limits, for the requests that open the new session to keep within.
+    budget: Option<CallBudget>,
+    /// Its `Authorization`, for the requests that open the new session.
+    authorization: Option<HeaderValue>,
+}
+
+impl Resend {
+    /// What `request` keeps.
+    fn of<B: Clone + Send + Sync + 'static>(request: &Request<B>, context: &CallContext) -> Self {
+        Self {
+            kept: Kept::of(request, context),
+            extensions: context.keep_extensions(request.extensions()),
+            budget: request.extensions().get::<CallBudget>().copied(),
+            authorization: request.headers().get(AUTHORIZATION).cloned(),
+        }
+    }
+}
+
+/// A request of a session the layer saw opened (`initialized` when it is the session's
+/// `notifications/initialized`): sent with the session's id now, and, when the server no longer
+/// knows that id, sent once more in a new session.
+async fn in_session<S, ReqB, ResB>(
+    mut service: S,
+    sessions: &Sessions,
+    session: Arc<Session>,
+    mut request: Request<ReqB>,
+    context: &CallContext,
+    initialized: bool,
+) -> Result<Response<ResB>, Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+    ResB::Error: Into<BoxError>,
+{
     // The session's id now, which the request carries in place of the client's.
     let sent_with = session.current();
     if sent_with != session.client_id
@@ -92,16 +155,18 @@ where
     {
         request.headers_mut().insert(MCP_SESSION_ID, value);
     }
-    // A copy for a re-send; its head shared with the retry layers below, which keep the same.
-    let kept = Kept::of(&request, context);
-    let extensions = context.keep_extensions(request.extensions());
-    let budget = request.extensions().get::<CallBudget>().copied();
+    let resend = Resend::of(&request, context);
     let deleting = request.method() == Method::DELETE;
-    let authorization = request.headers().get(AUTHORIZATION).cloned();
     let answer = send(&mut service, request, context).await?;
     if !is_expired(&answer) {
         return Ok(noted(
-            answer, &sessions, &session, &sent_with, opening, deleting, &kept,
+            answer,
+            sessions,
+            &session,
+            &sent_with,
+            initialized,
+            deleting,
+            &resend.kept,
         ));
     }
     if deleting {
@@ -110,8 +175,57 @@ where
         sessions.ended(&session, None);
         return Ok(named_for_client(answer, &session, &sent_with));
     }
+    let Some(id) = reopen(
+        &mut service,
+        sessions,
+        &session,
+        &sent_with,
+        &resend,
+        context,
+    )
+    .await
+    else {
+        return Ok(named_for_client(answer, &session, &sent_with));
+    };
+    // The refused answer is released before the request is sent again.
+    drop(answer);
+    let Some(mut again) = resend.kept.request::<ReqB>(Some(&id), None) else {
+        unreachable!("kept as this type")
+    };
+    *again.extensions_mut() = context.restore_extensions(&resend.extensions);
+    service.ready().await.map_err(Error::from_service)?;
+    let answer = send(&mut service, again, context).await?;
+    Ok(noted(
+        answer,
+        sessions,
+        &session,
+        &id,
+        initialized,
+        deleting,
+        &resend.kept,
+    ))
+}
 
-    // The server no longer knows the session: it ran nothing.
+/// The server no longer knows the session `sent_with` named, so it ran nothing: when the call
+/// may send its request again, a new session is opened (or the one another request opened is
+/// taken), and its id is returned. The decision is recorded either way; a session that cannot
+/// be opened again has ended.
+async fn reopen<S, ReqB, ResB>(
+    service: &mut S,
+    sessions: &Sessions,
+    session: &Arc<Session>,
+    sent_with: &Arc<str>,
+    resend: &Resend,
+    context: &CallContext,
+) -> Option<Arc<str>>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+    ResB::Error: Into<BoxError>,
+{
     let record = context.record();
     let failure = Failure::Refused(Refusal::SessionExpired);
     let unlimited = (u32::MAX, Duration::MAX);
@@ -119,24 +233,24 @@ where
         Ok(permission) => permission,
         Err((verdict, permission)) => {
             record.decide(Decision::new(LAYER, verdict, permission));
-            sessions.ended(&session, Some(LOST));
-            return Ok(named_for_client(answer, &session, &sent_with));
+            sessions.ended(session, Some(LOST));
+            return None;
         }
     };
     // The requests that open the new session are calls of their own, within this call's
     // limits and budget.
     let mut carried = http::Extensions::new();
-    if let Some(budget) = budget {
+    if let Some(budget) = resend.budget {
         carried.insert(budget);
     }
     if let Some(budget) = context.retry_budget() {
         carried.insert(budget.clone());
     }
     let opening_with = Opening {
-        authorization: authorization.as_ref(),
+        authorization: resend.authorization.as_ref(),
         extensions: &carried,
     };
-    let id = match renew(&session, &sent_with, service.clone(), opening_with).await {
+    let id = match renew(session, sent_with, service.clone(), opening_with).await {
         Ok(id) => id,
         Err(reason) => {
             context.refund(&failure);
@@ -148,8 +262,8 @@ where
                 },
                 Some(permission),
             ));
-            sessions.ended(&session, Some(LOST));
-            return Ok(named_for_client(answer, &session, &sent_with));
+            sessions.ended(session, Some(LOST));
+            return None;
         }
     };
     record.decide(Decision::new(
@@ -162,17 +276,7 @@ where
         Some(permission),
     ));
     tracing::debug!(layer = LAYER, cause = EXPIRED, "sending again");
-    // The refused answer is released before the request is sent again.
-    drop(answer);
-    let Some(mut again) = kept.request::<ReqB>(Some(&id), None) else {
-        unreachable!("kept as this type")
-    };
-    *again.extensions_mut() = context.restore_extensions(&extensions);
-    service.ready().await.map_err(Error::from_service)?;
-    let answer = send(&mut service, again, context).await?;
-    Ok(noted(
-        answer, &sessions, &session, &id, opening, deleting, &kept,
-    ))
+    Some(id)
 }
 
 /// Notes what an answer of a session means for it — its `notifications/initialized` taken, a

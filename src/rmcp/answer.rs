@@ -19,16 +19,17 @@ use http_body_util::BodyExt;
 
 use super::error::{HttpError, TowerClientError, client_error};
 use super::sse::sse_events;
-use crate::BoxError;
 use crate::contract::AWS_ERROR_TYPE;
 use crate::contract::MCP_SESSION_ID;
+use crate::error::BoxError;
 
 pub(super) const JSON: &str = "application/json";
 pub(super) const EVENT_STREAM: &str = "text/event-stream";
 /// How many bytes of an unusable body an error message quotes.
 const PREVIEW_BYTES: usize = 256;
 
-/// Maps the answer to a POST.
+/// Maps the answer to a POST: a challenge, "accepted" or an expired session from its head
+/// alone; otherwise as a failure ([`failed`]) or a success ([`succeeded`]) says.
 pub(super) async fn post_answer<B>(
     response: Response<B>,
     message: &ClientJsonRpcMessage,
@@ -51,50 +52,122 @@ where
     {
         return Err(StreamableHttpError::SessionExpired);
     }
-    let is_json = content_type(headers).is_some_and(|ct| media_type_is(ct, JSON));
-    let is_sse = content_type(headers).is_some_and(|ct| media_type_is(ct, EVENT_STREAM));
-    let length = content_length(headers);
-    let session_id = headers
-        .get(MCP_SESSION_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-
+    let head = Head::of(status, headers);
     if !status.is_success() {
-        if let Some(id) = refused_probe(message, session_attached, status, headers) {
-            return Ok(legacy_server(id, status, body, length, &limits, session_id).await);
-        }
-        let throttled_or_failed =
-            status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
-        // Throttled, or a server failure that cannot be a JSON-RPC error: the status and
-        // Retry-After only, the body unread.
-        if throttled_or_failed && (status == StatusCode::TOO_MANY_REQUESTS || !is_json) {
-            return Err(http_status(status, headers).into());
-        }
-        // A 401/403 without a challenge keeps its status (rmcp's clients do the same): its body
-        // is a diagnostic, never taken as the server's JSON-RPC error.
-        let auth_failure = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
-        if !is_json || auth_failure {
-            let detail = diagnostic(body, limits.max_error_response_size).await;
-            return Err(unexpected(status, headers, &detail));
-        }
-        // A JSON error body may be a JSON-RPC error, which the caller should see as such.
-        return match read_limited(body, length, limits.max_json_response_size).await {
-            Ok(bytes) => match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
-                Ok(error @ JsonRpcMessage::Error(_)) => {
-                    Ok(StreamableHttpPostResponse::Json(error, session_id))
-                }
-                _ if throttled_or_failed => Err(http_status(status, headers).into()),
-                _ => Err(unexpected(
-                    status,
-                    headers,
-                    &preview(&bytes, limits.max_error_response_size),
-                )),
-            },
-            Err(_) if throttled_or_failed => Err(http_status(status, headers).into()),
-            Err(error) => Err(unexpected(status, headers, &format!("<{error}>"))),
-        };
+        return failed(head, body, message, session_attached, limits).await;
     }
+    succeeded(head, body, message, limits).await
+}
 
+/// What an answer's head says, read once.
+struct Head<'a> {
+    /// Its status.
+    status: StatusCode,
+    /// Its headers.
+    headers: &'a HeaderMap,
+    /// Its `content-type` is `application/json`.
+    is_json: bool,
+    /// Its `content-type` is `text/event-stream`.
+    is_sse: bool,
+    /// Its `content-length`, when valid.
+    length: Option<u64>,
+    /// Its `Mcp-Session-Id`, when it is text.
+    session_id: Option<String>,
+}
+
+impl<'a> Head<'a> {
+    /// Reads `status` and `headers`.
+    fn of(status: StatusCode, headers: &'a HeaderMap) -> Self {
+        Self {
+            status,
+            headers,
+            is_json: content_type(headers).is_some_and(|ct| media_type_is(ct, JSON)),
+            is_sse: content_type(headers).is_some_and(|ct| media_type_is(ct, EVENT_STREAM)),
+            length: content_length(headers),
+            session_id: headers
+                .get(MCP_SESSION_ID)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// Maps an answer whose status is not a success: a refused `server/discover` probe as an
+/// earlier protocol's server, the server's JSON-RPC error when its body is one, otherwise the
+/// error rmcp's own clients would report.
+async fn failed<B>(
+    head: Head<'_>,
+    body: B,
+    message: &ClientJsonRpcMessage,
+    session_attached: bool,
+    limits: StreamableHttpResponseLimits,
+) -> Result<StreamableHttpPostResponse, HttpError>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let Head {
+        status,
+        headers,
+        is_json,
+        length,
+        session_id,
+        ..
+    } = head;
+    if let Some(id) = refused_probe(message, session_attached, status, headers) {
+        return Ok(legacy_server(id, status, body, length, &limits, session_id).await);
+    }
+    let throttled_or_failed = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+    // Throttled, or a server failure that cannot be a JSON-RPC error: the status and
+    // Retry-After only, the body unread.
+    if throttled_or_failed && (status == StatusCode::TOO_MANY_REQUESTS || !is_json) {
+        return Err(http_status(status, headers).into());
+    }
+    // A 401/403 without a challenge keeps its status (rmcp's clients do the same): its body
+    // is a diagnostic, never taken as the server's JSON-RPC error.
+    let auth_failure = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    if !is_json || auth_failure {
+        let detail = diagnostic(body, limits.max_error_response_size).await;
+        return Err(unexpected(status, headers, &detail));
+    }
+    // A JSON error body may be a JSON-RPC error, which the caller should see as such.
+    match read_limited(body, length, limits.max_json_response_size).await {
+        Ok(bytes) => match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
+            Ok(error @ JsonRpcMessage::Error(_)) => {
+                Ok(StreamableHttpPostResponse::Json(error, session_id))
+            }
+            _ if throttled_or_failed => Err(http_status(status, headers).into()),
+            _ => Err(unexpected(
+                status,
+                headers,
+                &preview(&bytes, limits.max_error_response_size),
+            )),
+        },
+        Err(_) if throttled_or_failed => Err(http_status(status, headers).into()),
+        Err(error) => Err(unexpected(status, headers, &format!("<{error}>"))),
+    }
+}
+
+/// Maps a successful answer: a JSON-RPC message, an SSE stream, or "accepted" for a message
+/// that awaits no answer.
+async fn succeeded<B>(
+    head: Head<'_>,
+    body: B,
+    message: &ClientJsonRpcMessage,
+    limits: StreamableHttpResponseLimits,
+) -> Result<StreamableHttpPostResponse, HttpError>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let Head {
+        status,
+        headers,
+        is_json,
+        is_sse,
+        length,
+        session_id,
+    } = head;
     // A notification or a response to the server awaits no answer: whatever comes back
     // (202 was handled above; some servers send an empty 200) only says "received".
     let awaits_nothing = matches!(

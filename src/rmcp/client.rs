@@ -22,8 +22,8 @@ use super::answer::{EVENT_STREAM, JSON, content_type, media_type_is, post_answer
 use super::error::{HttpError, TowerClientError, client_error};
 use super::probe::FirstProbe;
 use super::sse::{SseEvents, sse_events};
-use crate::BoxError;
 use crate::contract::MCP_SESSION_ID;
+use crate::error::BoxError;
 
 /// `Last-Event-Id`.
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");

@@ -5,7 +5,7 @@ use std::fmt;
 
 use ::rmcp::transport::streamable_http_client::StreamableHttpError;
 
-use crate::BoxError;
+use crate::error::BoxError;
 
 /// What went wrong inside a [`TowerClient`] (rmcp wraps it in [`StreamableHttpError::Client`]).
 ///

@@ -8,7 +8,7 @@ use http_body_util::BodyExt;
 use sse_stream::{Sse, SseStream};
 
 use super::error::TowerClientError;
-use crate::BoxError;
+use crate::error::BoxError;
 
 pub(super) type SseEvents = BoxStream<'static, Result<Sse, SseError>>;
 

@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full};
 use serde::Deserialize as _;
 use tower::{Layer, Service};
 
-use crate::AttemptRecord;
+use crate::record::AttemptRecord;
 
 /// What one HTTP exchange rmcp made was for, read off its request: `POST tools/call add`.
 ///
@@ -152,7 +152,20 @@ impl<S> RecordTap<S> {
         }
     }
 
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S: fmt::Debug> fmt::Debug for RecordTap<S> {

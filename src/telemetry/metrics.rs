@@ -132,7 +132,7 @@ impl Metrics {
     /// ```
     pub fn observe_budget(
         &self,
-        budget: &crate::RetryBudget,
+        budget: &crate::budget::RetryBudget,
         attributes: &[opentelemetry::KeyValue],
     ) {
         use opentelemetry::KeyValue;
@@ -425,169 +425,18 @@ impl CallMetrics {
 #[cfg(all(test, feature = "opentelemetry"))]
 mod metrics_tests {
     use std::collections::BTreeMap;
-    use std::convert::Infallible;
-    use std::sync::{Arc, Mutex};
-
-    use bytes::Bytes;
-    use http::{Request, Response, StatusCode};
-    use http_body_util::Full;
 
     use opentelemetry::KeyValue;
-    use opentelemetry::metrics::{
-        AsyncInstrument, AsyncInstrumentBuilder, Histogram, HistogramBuilder, InstrumentProvider,
-        Meter, ObservableCounter, ObservableGauge, SyncInstrument,
-    };
-    use tower::{Layer, Service, ServiceExt};
 
     use super::Metrics;
-    use crate::McpSessionRecoveryLayer;
     use crate::rule::{Failure, Refusal};
-
-    /// A data point's key: the instrument, its unit, its attributes as sorted `key=value`.
-    type Key = (String, String, Vec<String>);
-
-    /// Each histogram measurement: its key and the histogram's bucket boundaries.
-    type Measurements = Arc<Mutex<Vec<(Key, Option<Vec<f64>>)>>>;
-    /// An observable instrument, asked for its data points as a reader asks.
-    type Observed = Box<dyn Fn() -> Vec<(Key, String)> + Send + Sync>;
-
-    fn key(name: &str, unit: Option<&str>, attributes: &[KeyValue]) -> Key {
-        let mut list: Vec<String> = attributes
-            .iter()
-            .map(|kv| format!("{}={}", kv.key, kv.value))
-            .collect();
-        list.sort();
-        (name.to_owned(), unit.unwrap_or_default().to_owned(), list)
-    }
-
-    /// A meter of the test's own, through OpenTelemetry's API alone (no SDK): it keeps each
-    /// histogram's measurements and each observable instrument's callback, and [`Self::read`]
-    /// gives what an exporter would be handed.
-    #[derive(Clone, Default)]
-    struct TestMeter {
-        histograms: Measurements,
-        observed: Arc<Mutex<Vec<Observed>>>,
-    }
-
-    struct Recorder {
-        key: (String, Option<String>, Option<Vec<f64>>),
-        histograms: Measurements,
-    }
-
-    impl SyncInstrument<f64> for Recorder {
-        fn measure(&self, _value: f64, attributes: &[KeyValue]) {
-            let (name, unit, bounds) = &self.key;
-            self.histograms
-                .lock()
-                .unwrap()
-                .push((key(name, unit.as_deref(), attributes), bounds.clone()));
-        }
-    }
-
-    /// What one observable instrument's callbacks observe, as text.
-    struct Observations<'a> {
-        name: &'a str,
-        unit: Option<&'a str>,
-        points: Mutex<Vec<(Key, String)>>,
-    }
-
-    impl<T: ToString> AsyncInstrument<T> for Observations<'_> {
-        fn observe(&self, value: T, attributes: &[KeyValue]) {
-            let point = (key(self.name, self.unit, attributes), value.to_string());
-            self.points.lock().unwrap().push(point);
-        }
-    }
-
-    impl TestMeter {
-        fn meter(&self) -> Meter {
-            Meter::new(Arc::new(self.clone()))
-        }
-
-        fn observe<I, T: ToString + 'static>(&self, builder: AsyncInstrumentBuilder<'_, I, T>) {
-            let (name, unit) = (
-                builder.name.to_string(),
-                builder.unit.map(|u| u.to_string()),
-            );
-            let callbacks = builder.callbacks;
-            self.observed.lock().unwrap().push(Box::new(move || {
-                let observations = Observations {
-                    name: &name,
-                    unit: unit.as_deref(),
-                    points: Mutex::new(Vec::new()),
-                };
-                for callback in &callbacks {
-                    callback(&observations);
-                }
-                observations.points.into_inner().unwrap()
-            }));
-        }
-
-        /// Each data point as an exporter would get it now: (instrument, unit, attributes) →
-        /// its value (an observable counter or gauge), or its count and bounds (a histogram).
-        fn read(&self) -> BTreeMap<Key, String> {
-            let mut points: BTreeMap<Key, String> = BTreeMap::new();
-            for observed in self.observed.lock().unwrap().iter() {
-                points.extend(observed());
-            }
-            let mut counts: BTreeMap<Key, (usize, Vec<f64>)> = BTreeMap::new();
-            for (key, bounds) in self.histograms.lock().unwrap().iter() {
-                let entry = counts
-                    .entry(key.clone())
-                    .or_insert((0, bounds.clone().unwrap_or_default()));
-                entry.0 += 1;
-            }
-            points.extend(
-                counts.into_iter().map(|(key, (count, bounds))| {
-                    (key, format!("count {count} bounds {bounds:?}"))
-                }),
-            );
-            points
-        }
-    }
-
-    /// The observable instruments the budget registers: each keeps its callbacks in the meter.
-    macro_rules! observed {
-        ($($method:ident: $instrument:ident<$t:ty>,)*) => {$(
-            fn $method(
-                &self,
-                builder: AsyncInstrumentBuilder<'_, $instrument<$t>, $t>,
-            ) -> $instrument<$t> {
-                self.observe(builder);
-                $instrument::new()
-            }
-        )*};
-    }
-
-    impl InstrumentProvider for TestMeter {
-        fn f64_histogram(&self, builder: HistogramBuilder<'_, Histogram<f64>>) -> Histogram<f64> {
-            Histogram::new(Arc::new(Recorder {
-                key: (
-                    builder.name.to_string(),
-                    builder.unit.map(|u| u.to_string()),
-                    builder.boundaries,
-                ),
-                histograms: self.histograms.clone(),
-            }))
-        }
-
-        observed! {
-            u64_observable_counter: ObservableCounter<u64>,
-            f64_observable_counter: ObservableCounter<f64>,
-            u64_observable_gauge: ObservableGauge<u64>,
-        }
-    }
-
-    fn point(name: &str, unit: &str, attributes: &[&str]) -> (String, String, Vec<String>) {
-        let mut list: Vec<String> = attributes.iter().map(|a| (*a).to_owned()).collect();
-        list.sort();
-        (name.to_owned(), unit.to_owned(), list)
-    }
+    use crate::telemetry::test_meter::{TestMeter, point};
 
     #[test]
     fn the_retry_budgets_counters_are_instruments() {
         let meter = TestMeter::default();
         let metrics = Metrics::new(&meter.meter());
-        let budget = crate::RetryBudget::new();
+        let budget = crate::budget::RetryBudget::new();
         metrics.observe_budget(&budget, &[KeyValue::new("runtime", "calc")]);
         budget
             .withdraw(&Failure::Refused(Refusal::Throttled))
@@ -669,136 +518,5 @@ mod metrics_tests {
         .map(|(k, v)| (k, v.to_owned()))
         .collect();
         assert_eq!(points, expected);
-    }
-
-    /// A stateful MCP server: `initialize` opens `session-N`; a request of a session it does
-    /// not know is answered 404; DELETE ends a session; once it knows `closed`, `initialize` is
-    /// answered 503.
-    fn server(
-        known: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    ) -> impl Service<
-        Request<Full<Bytes>>,
-        Response = Response<Full<Bytes>>,
-        Error = Infallible,
-        Future = impl Send,
-    > + Clone
-    + Send
-    + 'static {
-        tower::service_fn(move |request: Request<Full<Bytes>>| {
-            let known = known.clone();
-            async move {
-                let session = request
-                    .headers()
-                    .get("mcp-session-id")
-                    .map(|v| v.to_str().unwrap().to_owned());
-                let body = http_body_util::BodyExt::collect(request.into_body())
-                    .await
-                    .unwrap()
-                    .to_bytes();
-                let mut known = known.lock().unwrap();
-                let answer = Response::builder().header("content-type", "application/json");
-                let initialize = body.windows(12).any(|w| w == b"\"initialize\"");
-                let answer = if initialize && known.iter().any(|id| id == "closed") {
-                    // Opens no session any more.
-                    answer.status(StatusCode::SERVICE_UNAVAILABLE).body("")
-                } else if initialize {
-                    let id = format!("session-{}", known.len() + 1);
-                    known.push(id.clone());
-                    answer
-                        .header("mcp-session-id", id)
-                        .body(r#"{"jsonrpc":"2.0","id":0,"result":{}}"#)
-                } else if !session.is_some_and(|id| known.contains(&id)) {
-                    answer.status(StatusCode::NOT_FOUND).body("")
-                } else if body.is_empty() {
-                    // A DELETE.
-                    answer.status(StatusCode::OK).body("")
-                } else {
-                    answer.status(StatusCode::ACCEPTED).body("")
-                };
-                Ok::<_, Infallible>(
-                    answer
-                        .unwrap()
-                        .map(|b| Full::new(Bytes::from_static(b.as_bytes()))),
-                )
-            }
-        })
-    }
-
-    fn post(
-        method: http::Method,
-        session: Option<&str>,
-        body: &'static str,
-    ) -> Request<Full<Bytes>> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri("https://mcp.example:8443/mcp")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2025-06-18");
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session);
-        }
-        request
-            .body(Full::new(Bytes::from_static(body.as_bytes())))
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_sessions_duration_from_initialize_to_delete_or_loss() {
-        let meter = TestMeter::default();
-        let metrics = Metrics::new(&meter.meter());
-        let known = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let layer = McpSessionRecoveryLayer::new().metrics(metrics);
-        let client = layer.layer(server(known.clone()));
-        let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
-        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        let call = |request| client.clone().oneshot(request);
-        for session in ["session-1", "session-2"] {
-            let opened = call(post(http::Method::POST, None, initialize))
-                .await
-                .unwrap();
-            assert_eq!(opened.headers()["mcp-session-id"], session);
-            call(post(http::Method::POST, Some(session), initialized))
-                .await
-                .unwrap();
-        }
-        // The first ends with the client's DELETE.
-        let deleted = call(post(http::Method::DELETE, Some("session-1"), ""))
-            .await
-            .unwrap();
-        assert_eq!(deleted.status(), StatusCode::OK);
-        // The server forgets the second, and cannot open it again: `initialize` fails too.
-        *known.lock().unwrap() = vec!["closed".to_owned()];
-        let lost = call(post(http::Method::POST, Some("session-2"), initialized))
-            .await
-            .unwrap();
-        assert_eq!(lost.status(), StatusCode::NOT_FOUND);
-        let points: Vec<_> = meter
-            .read()
-            .into_iter()
-            .filter(|((name, ..), _)| name == "mcp.client.session.duration")
-            .collect();
-        let bounds =
-            "[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0]";
-        let common = [
-            "server.address=mcp.example",
-            "server.port=8443",
-            "mcp.protocol.version=2025-06-18",
-        ];
-        let mut lost_point = common.to_vec();
-        lost_point.push("error.type=session_lost");
-        assert_eq!(
-            points,
-            vec![
-                // (Sorted by attributes: `error.type` first.)
-                (
-                    point("mcp.client.session.duration", "s", &lost_point),
-                    format!("count 1 bounds {bounds}")
-                ),
-                (
-                    point("mcp.client.session.duration", "s", &common),
-                    format!("count 1 bounds {bounds}")
-                ),
-            ]
-        );
     }
 }

@@ -75,6 +75,8 @@
 mod metrics;
 mod names;
 mod spans;
+#[cfg(all(test, feature = "opentelemetry"))]
+pub(crate) mod test_meter;
 mod trace;
 
 pub(crate) use metrics::CallMetrics;
