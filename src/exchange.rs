@@ -64,7 +64,7 @@ where
     S::Error: Into<BoxError>,
     ResB: Body<Data = Bytes>,
 {
-    let failed = |e: S::Error| crate::Error::from_service(e).to_string();
+    let failed = |e: S::Error| crate::error::Error::from_service(e).to_string();
     service.ready().await.map_err(failed)?;
     let (head, body) = service.call(request).await.map_err(failed)?.into_parts();
     let body = ReadToBytes::new(body, ANSWER_LIMIT)

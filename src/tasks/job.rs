@@ -77,7 +77,7 @@ impl JobState {
         &mut self,
         service: &mut S,
         responses: Map<String, Value>,
-        record: Option<crate::AttemptRecord>,
+        record: Option<crate::record::AttemptRecord>,
         timeout: Duration,
     ) -> Result<(), String>
     where

@@ -154,6 +154,6 @@ fn request_state(message: &Value) -> Option<&str> {
 fn accepted<B: Body>() -> Response<TaskBody<B>> {
     let mut answer = Response::new(TaskBody::local(Bytes::new()));
     *answer.status_mut() = StatusCode::ACCEPTED;
-    answer.extensions_mut().insert(crate::AttemptRecord::new());
+    answer.extensions_mut().insert(crate::record::AttemptRecord::new());
     answer
 }
