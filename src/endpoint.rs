@@ -55,13 +55,21 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use aws_credential_types::provider::ProvideCredentials;
 
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use http_body_util::Full;
+use tower::{Layer, Service};
+
 use crate::auth::{AuthSource, Clock, ProvideToken};
-use crate::error::ConfigError;
-use crate::invoke::{Mapping, Origin, SIGNING_NAME, Shared, check_region};
+use crate::error::{BoxError, ConfigError, Error};
+use crate::invoke::{Mapping, Origin, ResponseFuture, SIGNING_NAME, Shared, check_region};
+use crate::redact::InvokeBody;
 
 /// The URL of an AgentCore Gateway's MCP endpoint:
 /// `https://{gateway_id}.gateway.bedrock-agentcore.{region}.amazonaws.com/mcp`.
@@ -258,7 +266,77 @@ impl McpEndpointLayer {
     }
 }
 
-crate::invoke::signing_door!(McpEndpointLayer => McpEndpoint);
+/// The service [`McpEndpointLayer`] builds: each MCP request sent as it is to the URL it names,
+/// authenticated afresh on every attempt.
+#[derive(Clone)]
+pub struct McpEndpoint<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> McpEndpoint<S> {
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S> Layer<S> for McpEndpointLayer {
+    type Service = McpEndpoint<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        McpEndpoint {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for McpEndpointLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.shared, f)
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for McpEndpoint<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("inner", &self.inner)
+            .field("shared", &self.shared)
+            .finish()
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for McpEndpoint<S>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes>,
+{
+    type Response = Response<InvokeBody<ResB>>;
+    type Error = Error;
+    type Future = ResponseFuture<S, ReqB, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::from_service)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        crate::invoke::call(&mut self.inner, &self.shared, request)
+    }
+}
 
 #[cfg(test)]
 mod tests {

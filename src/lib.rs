@@ -154,8 +154,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[macro_use]
-mod macros;
 mod allowance;
 pub mod auth;
 pub mod body;

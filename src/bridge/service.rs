@@ -28,7 +28,20 @@ pub struct ProtocolBridge<S> {
 }
 
 impl<S> ProtocolBridge<S> {
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 /// The steps of one request, boxed: one allocation per call.

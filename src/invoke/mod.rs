@@ -155,10 +155,10 @@
 //!
 //! [`CachedCredentials`]: crate::auth::CachedCredentials
 
-mod door;
 mod future;
 mod gate;
 mod request;
+mod service;
 mod session;
 pub(crate) mod target;
 
@@ -169,12 +169,12 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::provider::ProvideCredentials;
 use http::{Method, Request};
 
-pub(crate) use door::signing_door;
 pub use future::ResponseFuture;
 pub(crate) use future::call;
 pub use gate::{ClosableGate, SendGate, SharedSendGate};
 pub(crate) use request::{Origin, RUNTIME_SESSION_ID, SIGNING_NAME};
 pub use request::{RUNTIME_CUSTOM_MAX_VALUE, RUNTIME_CUSTOM_PREFIX};
+pub use service::SigV4Invoke;
 pub use session::{MAX_RUNTIME_SESSION_TIME, RuntimeSessions};
 pub(crate) use session::{RenewedFrom, mcp_session_of};
 pub(crate) use target::check_region;
@@ -571,17 +571,6 @@ impl SigV4InvokeLayer {
     /// The checked target.
     pub fn target(&self) -> &ResolvedTarget {
         &self.shared.invoke().target
-    }
-}
-
-signing_door!(SigV4InvokeLayer => SigV4Invoke);
-
-impl<S> SigV4Invoke<S> {
-    /// The layer's own runtime session id: the one requests that name none carry now with
-    /// [`RuntimeSessions::PerLayer`]. With [`RuntimeSessions::PerMcpSession`] no request uses
-    /// it: each MCP session has its own.
-    pub fn runtime_session_id(&self) -> String {
-        self.shared.invoke().sessions.default_id().to_string()
     }
 }
 

@@ -38,7 +38,20 @@ pub struct TaskPolling<S> {
 }
 
 impl<S> TaskPolling<S> {
-    inner_service_accessors!();
+    /// The service below.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The service below, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the service below.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for TaskPolling<S>
@@ -154,6 +167,8 @@ fn request_state(message: &Value) -> Option<&str> {
 fn accepted<B: Body>() -> Response<TaskBody<B>> {
     let mut answer = Response::new(TaskBody::local(Bytes::new()));
     *answer.status_mut() = StatusCode::ACCEPTED;
-    answer.extensions_mut().insert(crate::record::AttemptRecord::new());
+    answer
+        .extensions_mut()
+        .insert(crate::record::AttemptRecord::new());
     answer
 }
