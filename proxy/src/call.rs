@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentcore_tower::AttemptRecord;
 
-use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
+use crate::cli::shown_duration;
 
 /// The body of the stack's answers: the server's, the answer the stack writes to a call the
 /// server made a task, or the bridge's own.
@@ -32,8 +32,8 @@ pub fn set_limits(limits: Limits) {
 /// The limits in force.
 pub fn limits() -> Limits {
     LIMITS.get().copied().unwrap_or(Limits {
-        total: DEFAULT_TIMEOUT,
-        idle: DEFAULT_IDLE_TIMEOUT,
+        total: Duration::from_secs(15 * 60),
+        idle: Duration::from_secs(5 * 60),
     })
 }
 

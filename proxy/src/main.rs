@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         Ok(Parsed::Run(args)) => *args,
         Ok(Parsed::Check(args)) => return run_check(*args),
         Ok(Parsed::Help) => {
-            print!("{}", cli::HELP);
+            print!("{}", cli::help());
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Version) => {
@@ -143,7 +143,10 @@ fn run_check(args: Args) -> ExitCode {
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("{NAME}: {message}\n\n{}\nSee `{NAME} --help`.", cli::USAGE);
+    eprintln!(
+        "{NAME}: {message}\n\n{}\nSee `{NAME} --help`.",
+        cli::usage()
+    );
     ExitCode::from(2)
 }
 
