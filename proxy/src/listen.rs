@@ -40,10 +40,10 @@ use crate::answers::{
     error_response, is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
 };
 use crate::call::ResBody;
+use crate::shutdown::{STOP_TIMEOUT, Signals};
 use crate::sse::is_event_stream;
 use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, Signals};
 use sse_relay::SseRelay;
 
 /// The endpoint's path.
@@ -190,7 +190,7 @@ pub async fn run(
     }
     drop(listener);
     let _ = shutdown.send(true);
-    crate::drain(&mut connections, "connections").await;
+    crate::shutdown::drain(&mut connections, "connections").await;
     endpoint.stop_sessions().await;
     ExitCode::SUCCESS
 }

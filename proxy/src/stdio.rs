@@ -29,10 +29,10 @@ use crate::answers::{
     upstream,
 };
 use crate::call::ResBody;
+use crate::shutdown::{STOP_TIMEOUT, Signals};
 use crate::sse::{Event, SseParser, is_event_stream};
 use crate::stack::{Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, Signals};
 use in_flight::{Cancel, Cancellable, InFlight};
 pub use lines::{MessagesIn, take_stdin};
 use lines::{line_of, read_stdin, write_stdout};
@@ -246,7 +246,7 @@ pub async fn run(
         !request.held
     });
     // Requests given up on are answered by their trackers as they are dropped.
-    crate::drain(&mut tasks, "requests").await;
+    crate::shutdown::drain(&mut tasks, "requests").await;
     // The server's stream ends with the session.
     if let Some(stream) = stream.take() {
         stream.abort();
