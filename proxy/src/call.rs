@@ -15,26 +15,12 @@ pub type ResBody = agentcore_tower::tasks::TaskBody<agentcore_tower::bridge::Bri
 /// The body of the answers of the stack below the task layer.
 pub type InnerBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
 
-/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
+/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`),
+/// as the command line gives them.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub total: Duration,
     pub idle: Duration,
-}
-
-static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
-
-/// Sets the limits, once at start.
-pub fn set_limits(limits: Limits) {
-    let _ = LIMITS.set(limits);
-}
-
-/// The limits in force.
-pub fn limits() -> Limits {
-    LIMITS.get().copied().unwrap_or(Limits {
-        total: Duration::from_secs(15 * 60),
-        idle: Duration::from_secs(5 * 60),
-    })
 }
 
 /// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the

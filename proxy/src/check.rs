@@ -16,7 +16,7 @@ use tower::ServiceExt;
 
 use agentcore_tower::protocol;
 
-use crate::answers::{describe_failure, describe_status, read_small_answer};
+use crate::answers::{Upstream, read_small_answer};
 use crate::call::ResBody;
 use crate::cli::{Args, Door, TokenSource, shown};
 use crate::stack::{self, Mode, StartError};
@@ -26,7 +26,7 @@ use crate::tools::replay_status;
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Runs the check: what it prints, and whether all was well.
-pub async fn run(args: Args) -> ExitCode {
+pub async fn run(args: Args, telemetry: stack::Telemetry) -> ExitCode {
     match &args.door {
         Door::Runtime(arn) => println!("target:      runtime {arn}"),
         Door::Gateway(url) => println!("target:      gateway {}", shown(url)),
@@ -39,7 +39,7 @@ pub async fn run(args: Args) -> ExitCode {
         per_mcp_session: false,
         stop_session_on_delete: false,
     };
-    let built = match stack::build(&args, mode).await {
+    let built = match stack::build(&args, mode, &telemetry).await {
         Ok(built) => built,
         Err(StartError::Usage(message) | StartError::Failed(message)) => {
             println!("error:       {message}");
@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> ExitCode {
     let mut session = Session {
         stack: built.stack,
         uri: built.uri,
+        upstream: built.upstream,
         id: None,
         version: None,
     };
@@ -240,6 +241,8 @@ fn expiry_text(expiry: std::time::SystemTime) -> String {
 struct Session {
     stack: stack::Stack,
     uri: http::Uri,
+    /// The server, as the proxy's messages speak of it.
+    upstream: Upstream,
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
 }
@@ -305,7 +308,7 @@ impl Session {
             }
             None => {
                 println!("server/discover: HTTP {}", status.as_u16());
-                let (text, data) = describe_status(status, &headers, &body);
+                let (text, data) = self.upstream.describe_status(status, &headers, &body);
                 println!("error:       {text}");
                 if let Some(kind) = data["kind"].as_str() {
                     println!("kind:        {kind}");
@@ -326,7 +329,7 @@ impl Session {
             ),
             Err(error) => println!(
                 "warning:     notifications/initialized failed: {}",
-                describe_failure(error.as_ref()).0
+                self.upstream.describe_failure(error.as_ref()).0
             ),
         }
     }
@@ -337,7 +340,7 @@ impl Session {
         match self.stack.clone().oneshot(self.request(message)).await {
             Ok(response) => Some(response),
             Err(error) => {
-                let (text, data) = describe_failure(error.as_ref());
+                let (text, data) = self.upstream.describe_failure(error.as_ref());
                 println!("{method}: failed");
                 println!("error:       {text}");
                 print_record(data.get("attempts"));
@@ -365,7 +368,7 @@ impl Session {
         println!("{method}: HTTP {}", status.as_u16());
         print_record(record.as_ref().map(crate::answers::attempts).as_ref());
         if !status.is_success() {
-            let (text, data) = describe_status(status, &headers, &body);
+            let (text, data) = self.upstream.describe_status(status, &headers, &body);
             println!("error:       {text}");
             if let Some(kind) = data["kind"].as_str() {
                 println!("kind:        {kind}");

@@ -36,8 +36,8 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Broke, Call, CancelledRequests, OpenRequests, PROXY_ERROR, describe_failure, describe_status,
-    error_response, is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
+    Broke, Call, CancelledRequests, OpenRequests, PROXY_ERROR, Upstream, error_response, is_held,
+    is_jsonrpc, next_frame, preview,
 };
 use crate::call::ResBody;
 use crate::shutdown::{STOP_TIMEOUT, Signals};
@@ -81,6 +81,8 @@ struct Endpoint {
     kind: Kind,
     /// `--header`: what the stack sets on every request.
     headers: HeaderMap,
+    /// The server, as the proxy's own answers speak of it, and the limits of a call.
+    upstream: Upstream,
     /// The tools a client may see and call.
     tools: Arc<Tools>,
     /// `--listen-token-file`'s token.
@@ -132,6 +134,7 @@ pub async fn run(
         uri: built.uri,
         kind: built.kind,
         headers: built.headers,
+        upstream: built.upstream,
         tools: Arc::new(tools),
         token,
         sessions: stop_session_on_exit.then(Mutex::default),
@@ -331,18 +334,18 @@ impl Endpoint {
             Value::Array(batch) => batch.iter().any(is_initialized),
             one => is_initialized(one),
         };
-        let mut upstream = self.upstream(Method::POST, &parts.headers, body);
+        let mut outgoing = self.outgoing(Method::POST, &parts.headers, body);
         if self.kind == Kind::Runtime
             && !initialize
             && !parts.headers.contains_key("mcp-session-id")
         {
             // Outside any MCP session: the listener's runtime session.
-            upstream
+            outgoing
                 .headers_mut()
                 .insert(RUNTIME_SESSION, self.shared.clone());
             self.shared_used.store(true, Ordering::SeqCst);
         }
-        match self.stack.clone().oneshot(upstream).await {
+        match self.stack.clone().oneshot(outgoing).await {
             Ok(response) => {
                 if let (Some(session), true, Kind::Endpoint) = (session, initialized, self.kind)
                     && response.status().is_success()
@@ -352,7 +355,7 @@ impl Endpoint {
                 self.relay(response, open, batch, screen.lists, held).await
             }
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!("{message}");
                 failed(open, batch, &message, Some(&data))
             }
@@ -370,7 +373,7 @@ impl Endpoint {
     ) -> Response<HttpBody> {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
-        let call = Call::of_held(&parts.extensions, held);
+        let call = Call::of_held(&parts.extensions, held, &self.upstream);
         let sse = is_event_stream(&parts.headers);
         if status.is_success() {
             self.track(&parts.headers);
@@ -402,7 +405,7 @@ impl Endpoint {
         let text = whole.trim_ascii();
         if status.is_success() {
             if text.is_empty() && !open.is_empty() {
-                return failed(open, batch, &unanswered(status), None);
+                return failed(open, batch, &self.upstream.unanswered(status), None);
             }
             if !text.is_empty() && serde_json::from_slice::<Value>(text).is_err() {
                 return failed(
@@ -410,14 +413,14 @@ impl Endpoint {
                     batch,
                     &format!(
                         "{} answered HTTP {} with a body that is not JSON",
-                        upstream(),
+                        self.upstream.name,
                         status.as_u16()
                     ),
                     Some(&json!({"httpStatus": status.as_u16(), "body": preview(text)})),
                 );
             }
         } else if !is_jsonrpc(text) {
-            let (message, mut data) = describe_status(status, &parts.headers, text);
+            let (message, mut data) = self.upstream.describe_status(status, &parts.headers, text);
             call.add_attempts(&mut data);
             warn!("{message}");
             return failed(open, batch, &message, Some(&data));
@@ -430,7 +433,7 @@ impl Endpoint {
     /// a GET opens is relayed as it comes.
     async fn pass_on(&self, request: Request<Incoming>) -> Response<HttpBody> {
         let method = request.method().clone();
-        let upstream = self.upstream(method.clone(), request.headers(), Bytes::new());
+        let outgoing = self.outgoing(method.clone(), request.headers(), Bytes::new());
         let session = request.headers().get("mcp-session-id").cloned();
         // A stream on its way: the session's next requests wait for it (until it is answered,
         // or this is dropped).
@@ -438,10 +441,10 @@ impl Endpoint {
             .then(|| session.clone())
             .flatten()
             .map(|session| self.stream_opening(session));
-        let response = match self.stack.clone().oneshot(upstream).await {
+        let response = match self.stack.clone().oneshot(outgoing).await {
             Ok(response) => response,
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!("{method}: {message}");
                 return json_response(
                     StatusCode::BAD_GATEWAY,
@@ -460,7 +463,8 @@ impl Endpoint {
                 body.map_err(Into::into).boxed_unsync(),
             );
         }
-        let whole = match read_whole(&mut body, &Call::of(&parts.extensions)).await {
+        let whole = match read_whole(&mut body, &Call::of(&parts.extensions, &self.upstream)).await
+        {
             Ok(whole) => whole,
             Err(why) => {
                 warn!("{method}: {}", why.message);
@@ -507,7 +511,7 @@ impl Endpoint {
 
     /// The request the stack gets: the client's MCP headers, none of its others (its token
     /// among them).
-    fn upstream(&self, method: Method, from: &HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
+    fn outgoing(&self, method: Method, from: &HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
         *request.uri_mut() = self.uri.clone();
@@ -557,18 +561,21 @@ impl Endpoint {
         }
         let mut stops = tokio::task::JoinSet::new();
         for (name, value) in stop {
-            let mut request = self.upstream(Method::DELETE, &HeaderMap::new(), Bytes::new());
+            let mut request = self.outgoing(Method::DELETE, &HeaderMap::new(), Bytes::new());
             request
                 .headers_mut()
                 .insert(HeaderName::from_static(name), value);
             let stack = self.stack.clone();
+            let upstream = self.upstream.clone();
             stops.spawn(async move {
                 let ending = crate::answers::Ending {
                     done: "runtime session stopped",
                     doing: "stopping a runtime session",
                     expires_anyway: false,
                 };
-                crate::answers::log_ending(stack.oneshot(request).await, &ending).await;
+                upstream
+                    .log_ending(stack.oneshot(request).await, &ending)
+                    .await;
             });
         }
         let stopped = tokio::time::timeout(STOP_TIMEOUT, async {

@@ -70,7 +70,8 @@ fn main() -> ExitCode {
             Box::new(std::io::stdin())
         })),
     };
-    let code = runtime.block_on(run(args, token, input));
+    let telemetry = for_stack(export.as_ref());
+    let code = runtime.block_on(run(args, token, input, telemetry));
     // While the runtime still runs: the exporter's requests run on it.
     if let Some(export) = export {
         export.shutdown(otlp::SHUTDOWN_TIMEOUT);
@@ -99,9 +100,13 @@ fn start_logging(plan: otlp::Plan, runtime: &tokio::runtime::Runtime) -> Option<
     init_logging(export.as_ref().and_then(otlp::Export::tracer));
     if let Some(export) = &export {
         export.report();
-        stack::set_telemetry(export.for_stack());
     }
     export
+}
+
+/// What the stack records for the export, if there is one.
+fn for_stack(export: Option<&otlp::Export>) -> stack::Telemetry {
+    export.map(otlp::Export::for_stack).unwrap_or_default()
 }
 
 /// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
@@ -112,7 +117,7 @@ fn run_check(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     let export = start_logging(plan, &runtime);
-    let code = runtime.block_on(check::run(args));
+    let code = runtime.block_on(check::run(args, for_stack(export.as_ref())));
     if let Some(export) = export {
         export.shutdown(otlp::SHUTDOWN_TIMEOUT);
     }
@@ -190,14 +195,19 @@ fn init_logging(tracer: Option<opentelemetry_sdk::trace::SdkTracer>) {
     }
 }
 
-async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>) -> ExitCode {
+async fn run(
+    args: Args,
+    token: Option<String>,
+    input: Option<stdio::MessagesIn>,
+    telemetry: stack::Telemetry,
+) -> ExitCode {
     let mode = stack::Mode {
         // Many MCP sessions may share a listener: each gets its microVM, and ends it with
         // DELETE. On stdio, one client: one runtime session, stopped at exit when asked.
         per_mcp_session: args.listen.is_some(),
         stop_session_on_delete: args.listen.is_some() || args.stop_session_on_exit,
     };
-    let built = match stack::build(&args, mode).await {
+    let built = match stack::build(&args, mode, &telemetry).await {
         Ok(built) => built,
         Err(StartError::Usage(message)) => return usage_error(&message),
         Err(StartError::Failed(message)) => {
@@ -221,7 +231,7 @@ async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>
             let Some(input) = input else {
                 unreachable!("stdio mode takes stdin at start")
             };
-            stdio::run(input, built.stack, built.uri, built.kind, tools, at_exit).await
+            stdio::run(input, built, tools, at_exit).await
         }
     }
 }

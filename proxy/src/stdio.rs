@@ -24,14 +24,13 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Broke, Call, Ending, OpenRequests, describe_failure, describe_status, error_response, is_held,
-    is_jsonrpc, log_ending, next_frame, one_line, parse_server_message, preview, unanswered,
-    upstream,
+    Broke, Call, Ending, OpenRequests, Upstream, error_response, is_held, is_jsonrpc, next_frame,
+    one_line, preview,
 };
 use crate::call::ResBody;
 use crate::shutdown::{STOP_TIMEOUT, Signals};
 use crate::sse::{Event, SseParser, is_event_stream};
-use crate::stack::{Kind, Stack};
+use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
 use in_flight::{Cancel, Cancellable, InFlight};
 pub use lines::{MessagesIn, take_stdin};
@@ -90,14 +89,7 @@ pub enum AtExit {
 }
 
 /// Runs the proxy until stdin closes (or a signal), then drains and does what `at_exit` says.
-pub async fn run(
-    input: MessagesIn,
-    stack: Stack,
-    uri: Uri,
-    kind: Kind,
-    tools: Tools,
-    at_exit: AtExit,
-) -> ExitCode {
+pub async fn run(input: MessagesIn, built: Built, tools: Tools, at_exit: AtExit) -> ExitCode {
     let (out, lines_out) = mpsc::unbounded_channel();
     let writer = std::thread::Builder::new()
         .name("stdout".into())
@@ -119,9 +111,10 @@ pub async fn run(
     }
 
     let proxy = Arc::new(Proxy {
-        stack,
-        uri,
-        kind,
+        stack: built.stack,
+        uri: built.uri,
+        kind: built.kind,
+        upstream: built.upstream,
         tools,
         session: RwLock::new(Session::default()),
         in_flight: std::sync::Mutex::default(),
@@ -294,6 +287,8 @@ struct Proxy {
     /// A runtime (the signer writes the standard headers it carries) or an MCP URL (the proxy
     /// writes them, as the client's SDK would over HTTP).
     kind: Kind,
+    /// The server, as the proxy's own answers speak of it, and the limits of a call.
+    upstream: Upstream,
     /// The tools the client may see and call.
     tools: Tools,
     session: RwLock<Session>,
@@ -414,6 +409,7 @@ impl Proxy {
             lists: screen.lists,
             out: self.out.clone(),
             cancel,
+            server: self.upstream.name,
         };
         let held = is_held(&message);
         // Re-issues in a row of a held stream that ended before it carried anything.
@@ -446,13 +442,13 @@ impl Proxy {
                         let message = format!(
                             "{} ended the stream of `{label}` {STREAM_FAILURES} times in a row \
                              without sending anything; it is not issued again",
-                            upstream()
+                            self.upstream.name
                         );
                         warn!("{message}");
                         answers.fail_all(&message, None);
                         break Ok(false);
                     }
-                    debug!(method = %label, "{} ended a held stream: issued again", upstream());
+                    debug!(method = %label, "{} ended a held stream: issued again", self.upstream.name);
                     tokio::time::sleep(retry.unwrap_or(STREAM_RETRY)).await;
                 }
                 Relayed::HeaderMismatch => {
@@ -467,7 +463,7 @@ impl Proxy {
         match result {
             Ok(accepted) => accepted,
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!(method = %label, "{message}");
                 answers.fail_all(&message, Some(&data));
                 false
@@ -478,7 +474,7 @@ impl Proxy {
     /// Writes one server message of an answer as one line (its `tools/list` answers filtered);
     /// `None` (and nothing written) when it is not JSON.
     fn emit(&self, answers: &mut Answers, data: &[u8]) -> Option<Value> {
-        let mut message = parse_server_message(data)?;
+        let mut message = self.upstream.parse_server_message(data)?;
         answers.open.answered_by(&message);
         let mut line = if self.tools.filter(&answers.lists, &mut message) {
             message.to_string().into_bytes()
@@ -522,14 +518,18 @@ impl Proxy {
             .clone()
             .oneshot(request)
             .await
-            .map_err(|e| describe_failure(e.as_ref()).0)?;
+            .map_err(|e| self.upstream.describe_failure(e.as_ref()).0)?;
         let status = response.status();
         if status == http::StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
         }
         let sse = is_event_stream(response.headers());
         if !status.is_success() || !sse {
-            return Err(format!("{} answered HTTP {}", upstream(), status.as_u16()));
+            return Err(format!(
+                "{} answered HTTP {}",
+                self.upstream.name,
+                status.as_u16()
+            ));
         }
         Ok(Some(response.into_body()))
     }
@@ -548,7 +548,9 @@ impl Proxy {
                 }
                 true
             };
-            if let Err(why) = read_events(&mut body, &Call::stream(), &mut events, emit).await {
+            if let Err(why) =
+                read_events(&mut body, &Call::stream(&self.upstream), &mut events, emit).await
+            {
                 debug!("the server's stream ended: {}", why.message);
             }
             loop {
@@ -575,7 +577,7 @@ impl Proxy {
 
     /// Writes a message of the server's stream as one stdout line.
     fn emit_server_message(&self, data: &[u8]) {
-        if parse_server_message(data).is_some() {
+        if self.upstream.parse_server_message(data).is_some() {
             let mut line = one_line(data);
             line.push(b'\n');
             let _ = self.out.send(line);
@@ -594,7 +596,7 @@ impl Proxy {
     ) -> Relayed {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
-        let call = Call::of_held(&parts.extensions, held);
+        let call = Call::of_held(&parts.extensions, held, &self.upstream);
         let sse = is_event_stream(&parts.headers);
         if initialize && status.is_success() {
             let mut session = self.session.write().unwrap_or_else(|p| p.into_inner());
@@ -671,7 +673,7 @@ impl Proxy {
                         ended = Err(call.broken(format!(
                             "{} ended its answer's stream before the answer, and offers no \
                              stream to resume it (GET: 405)",
-                            upstream()
+                            self.upstream.name
                         )));
                         break;
                     }
@@ -692,7 +694,7 @@ impl Proxy {
                         format!("{}; the tool may have run", why.message),
                         Some(why.data),
                     ),
-                    Ok(()) => (unanswered(status), None),
+                    Ok(()) => (self.upstream.unanswered(status), None),
                 };
                 warn!("{message}");
                 answers.fail_all(&message, data.as_ref());
@@ -726,7 +728,7 @@ impl Proxy {
                 answers.fail_all(
                     &format!(
                         "{} answered HTTP {} with a body that is not JSON",
-                        upstream(),
+                        self.upstream.name,
                         status.as_u16()
                     ),
                     Some(
@@ -740,13 +742,13 @@ impl Proxy {
         {
             on_message(answers, error.to_string().as_bytes());
         } else if !(is_jsonrpc(text) && on_message(answers, text)) {
-            let (message, mut data) = describe_status(status, &parts.headers, text);
+            let (message, mut data) = self.upstream.describe_status(status, &parts.headers, text);
             call.add_attempts(&mut data);
             warn!("{message}");
             answers.fail_all(&message, Some(&data));
         }
         if !answers.open.is_empty() {
-            answers.fail_all(&unanswered(status), None);
+            answers.fail_all(&self.upstream.unanswered(status), None);
         }
         Relayed::Done
     }
@@ -760,7 +762,7 @@ impl Proxy {
     async fn end(&self, ending: &Ending) {
         let request = self.request(Method::DELETE, Bytes::new(), None);
         match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(result) => log_ending(result, ending).await,
+            Ok(result) => self.upstream.log_ending(result, ending).await,
             Err(_) => warn!("{} took longer than {STOP_TIMEOUT:?}", ending.doing),
         }
     }
@@ -806,6 +808,8 @@ struct Answers {
     out: mpsc::UnboundedSender<Vec<u8>>,
     /// Set when the client cancelled the request: it waits for no answer.
     cancel: Cancel,
+    /// The server, as messages name it.
+    server: &'static str,
 }
 
 impl Answers {
@@ -826,7 +830,7 @@ impl Drop for Answers {
         self.fail_all(
             &format!(
                 "the proxy stopped before {} answered (stdin closed, or an internal error)",
-                upstream()
+                self.server
             ),
             None,
         );
