@@ -76,51 +76,12 @@ pub async fn run(args: Args, telemetry: stack::Telemetry) -> ExitCode {
         Discovery::Legacy => false,
         Discovery::Failed => return ExitCode::FAILURE,
     };
-    if !modern {
-        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
-        }});
-        let Some(result) = session.call("initialize", &initialize).await else {
-            return ExitCode::FAILURE;
-        };
-        print_server(&result["serverInfo"]);
-        println!(
-            "protocol:    {} (initialize)",
-            result["protocolVersion"].as_str().unwrap_or("(none)")
-        );
-        println!(
-            "era:         initialize only (no server/discover): a client pinned to {} \
-             needs --bridge-modern-clients",
-            protocol::LATEST
-        );
-        session.version = result["protocolVersion"]
-            .as_str()
-            .and_then(|v| HeaderValue::from_str(v).ok());
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        session.notify(&initialized).await;
+    if !modern && !session.initialize().await {
+        return ExitCode::FAILURE;
     }
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    for page in 2..102 {
-        let mut params = json!({});
-        if let Some(cursor) = &cursor {
-            params["cursor"] = json!(cursor);
-        }
-        if modern {
-            params["_meta"] = client_meta();
-        }
-        let list = json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
-        let Some(result) = session.call("tools/list", &list).await else {
-            return ExitCode::FAILURE;
-        };
-        tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
-        cursor = result["nextCursor"].as_str().map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
+    let Some(tools) = session.tools(modern).await else {
+        return ExitCode::FAILURE;
+    };
     println!("tools:       {}", tools.len());
     for tool in &tools {
         println!(
@@ -271,6 +232,60 @@ impl Session {
             headers.extend(protocol::request_headers(message, None));
         }
         request
+    }
+
+    /// `initialize` (at [`PROTOCOL_VERSION`]) and `notifications/initialized`, what the server
+    /// said printed: whether it answered.
+    async fn initialize(&mut self) -> bool {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
+        }});
+        let Some(result) = self.call("initialize", &initialize).await else {
+            return false;
+        };
+        print_server(&result["serverInfo"]);
+        println!(
+            "protocol:    {} (initialize)",
+            result["protocolVersion"].as_str().unwrap_or("(none)")
+        );
+        println!(
+            "era:         initialize only (no server/discover): a client pinned to {} \
+             needs --bridge-modern-clients",
+            protocol::LATEST
+        );
+        self.version = result["protocolVersion"]
+            .as_str()
+            .and_then(|v| HeaderValue::from_str(v).ok());
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.notify(&initialized).await;
+        true
+    }
+
+    /// The server's tools, every page of `tools/list` (at most 100), each request with the
+    /// `_meta` of a 2026-07-28 client when `modern`: `None` when a page did not come.
+    async fn tools(&mut self, modern: bool) -> Option<Vec<Value>> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 2..102 {
+            let mut params = json!({});
+            if let Some(cursor) = &cursor {
+                params["cursor"] = json!(cursor);
+            }
+            if modern {
+                params["_meta"] = client_meta();
+            }
+            let list =
+                json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
+            let result = self.call("tools/list", &list).await?;
+            tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
+            cursor = result["nextCursor"].as_str().map(str::to_owned);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Some(tools)
     }
 
     /// Probes with `server/discover` at the current revision. Met as an older server meets it

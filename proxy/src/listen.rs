@@ -224,75 +224,14 @@ impl Endpoint {
 
     /// A JSON-RPC message or batch from the client, through the stack.
     async fn post(&self, request: Request<Incoming>) -> Response<HttpBody> {
-        let json = request
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
-            return refusal(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "a POST carries a JSON-RPC message: Content-Type: application/json",
-                &[],
-            );
-        }
-        let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(e) if e.is::<LengthLimitError>() => {
-                return refusal(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!(
-                        "the body is longer than {MAX_BODY} bytes, InvokeAgentRuntime's limit"
-                    ),
-                    &[],
-                );
-            }
-            Err(e) => {
-                return refusal(
-                    StatusCode::BAD_REQUEST,
-                    &format!("cannot read the body: {e}"),
-                    &[],
-                );
-            }
+        let (parts, body) = match read_post(request).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
         };
-        let message: Value = match serde_json::from_slice(&body) {
-            Ok(message @ (Value::Object(_) | Value::Array(_))) => message,
-            Ok(_) => {
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &error_response(
-                        &Value::Null,
-                        -32600,
-                        "Invalid Request: not a JSON-RPC message",
-                        None,
-                    ),
-                );
-            }
-            Err(e) => {
-                warn!("a POST body that is not JSON: {e}");
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &error_response(&Value::Null, -32700, &format!("Parse error: {e}"), None),
-                );
-            }
+        let message = match client_message(&body, &parts.headers) {
+            Ok(message) => message,
+            Err(refused) => return *refused,
         };
-        // What is not a message of the client's era is answered here, and nothing is sent.
-        let version = protocol::version_in_meta(&message).or_else(|| {
-            parts
-                .headers
-                .get("mcp-protocol-version")
-                .and_then(|v| v.to_str().ok())
-        });
-        if let Err(mut invalid) = protocol::check_client_message(&message, version) {
-            warn!("not sent: {}", invalid[0].reason());
-            let answer = match (message.is_array(), invalid.len()) {
-                (false, _) | (true, 1) => invalid.swap_remove(0).response(),
-                (true, _) => Value::Array(invalid.iter().map(|i| i.response()).collect()),
-            };
-            return json_response(StatusCode::BAD_REQUEST, &answer);
-        }
         let held = is_held(&message);
         let session = parts.headers.get("mcp-session-id").cloned();
         // An answer to the server's request goes at once; anything else waits for the
@@ -611,6 +550,81 @@ fn is_answer(message: &Value) -> bool {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A POST's head and body: JSON (`Content-Type: application/json`), at most [`MAX_BODY`]
+/// bytes; else the answer that refuses it.
+async fn read_post(
+    request: Request<Incoming>,
+) -> Result<(http::request::Parts, Bytes), Response<HttpBody>> {
+    let json = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a POST carries a JSON-RPC message: Content-Type: application/json",
+            &[],
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(body) => Ok((parts, body.to_bytes())),
+        Err(e) if e.is::<LengthLimitError>() => Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is longer than {MAX_BODY} bytes, InvokeAgentRuntime's limit"),
+            &[],
+        )),
+        Err(e) => Err(refusal(
+            StatusCode::BAD_REQUEST,
+            &format!("cannot read the body: {e}"),
+            &[],
+        )),
+    }
+}
+
+/// The JSON-RPC message or batch a POST's body carries, a message of the client's era (the
+/// version its `_meta` or `headers` name); else the answer that refuses it (boxed: it is large
+/// beside a message), and nothing is sent.
+fn client_message(body: &[u8], headers: &HeaderMap) -> Result<Value, Box<Response<HttpBody>>> {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(message @ (Value::Object(_) | Value::Array(_))) => message,
+        Ok(_) => {
+            return Err(Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(
+                    &Value::Null,
+                    -32600,
+                    "Invalid Request: not a JSON-RPC message",
+                    None,
+                ),
+            )));
+        }
+        Err(e) => {
+            warn!("a POST body that is not JSON: {e}");
+            return Err(Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(&Value::Null, -32700, &format!("Parse error: {e}"), None),
+            )));
+        }
+    };
+    let version = protocol::version_in_meta(&message).or_else(|| {
+        headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+    });
+    if let Err(mut invalid) = protocol::check_client_message(&message, version) {
+        warn!("not sent: {}", invalid[0].reason());
+        let answer = match (message.is_array(), invalid.len()) {
+            (false, _) | (true, 1) => invalid.swap_remove(0).response(),
+            (true, _) => Value::Array(invalid.iter().map(|i| i.response()).collect()),
+        };
+        return Err(Box::new(json_response(StatusCode::BAD_REQUEST, &answer)));
+    }
+    Ok(message)
 }
 
 /// Reads a whole answer, each frame within the idle limit, the whole before the call's

@@ -20,6 +20,7 @@ use agentcore_tower::{
     recommended_layers,
 };
 use aws_config::BehaviorVersion;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
 use http_body_util::Full;
@@ -166,49 +167,7 @@ async fn runtime(start: Start<'_>, arn: &str, mode: Mode) -> Result<Built, Start
         telemetry,
         upstream,
     } = start;
-    let mut target = InvokeTarget::arn(arn);
-    if let Some(qualifier) = &args.qualifier {
-        target = target.qualifier(qualifier);
-    }
-    // SigV4: the AWS configuration, for its credentials and region. A bearer token needs no
-    // credentials: only the region, and only when neither --region nor the ARN names it.
-    let (credentials, configured_region) = match &tokens {
-        None => {
-            let mut loader = aws_config_loader(args);
-            if let Some(region) = &args.region {
-                // Skips the region chain (which may ask the instance metadata service).
-                loader = loader.region(aws_config::Region::new(region.clone()));
-            }
-            let config = loader.load().await;
-            let Some(credentials) = config.credentials_provider() else {
-                return Err(StartError::Failed(
-                    "the AWS configuration has no credentials provider".into(),
-                ));
-            };
-            (Some(credentials), config.region().map(ToString::to_string))
-        }
-        Some(_) if args.region.is_some() || arn_region(arn).is_some() => (None, None),
-        Some(_) => (None, configured_region().await),
-    };
-    // The region: --region, else the ARN's (the runtime lives there: a profile's default region
-    // must not send the call elsewhere), else the configured one.
-    if args.region.is_none()
-        && let (Some(configured), Some(in_arn)) = (configured_region.as_deref(), arn_region(arn))
-        && configured != in_arn
-    {
-        warn!("the configured region {configured} is not the ARN's ({in_arn}); using the ARN's");
-    }
-    if let Some(region) = args
-        .region
-        .clone()
-        .or_else(|| arn_region(arn).map(str::to_owned))
-        .or(configured_region)
-    {
-        target = target.region(region);
-    }
-    if let Some(endpoint) = args.endpoint.clone().or_else(endpoint_from_env) {
-        target = target.endpoint(endpoint);
-    }
+    let (target, credentials) = runtime_target(args, arn, tokens.is_none()).await?;
     let sessions = if mode.per_mcp_session {
         RuntimeSessions::PerMcpSession
     } else {
@@ -259,6 +218,59 @@ async fn runtime(start: Start<'_>, arn: &str, mode: Mode) -> Result<Built, Start
         headers: args.headers.0.clone(),
         upstream,
     })
+}
+
+/// The runtime to invoke, its qualifier, region and endpoint as the command line and the AWS
+/// configuration give them; with `sigv4`, the AWS configuration's credentials too.
+async fn runtime_target(
+    args: &Args,
+    arn: &str,
+    sigv4: bool,
+) -> Result<(InvokeTarget, Option<SharedCredentialsProvider>), StartError> {
+    let mut target = InvokeTarget::arn(arn);
+    if let Some(qualifier) = &args.qualifier {
+        target = target.qualifier(qualifier);
+    }
+    // SigV4: the AWS configuration, for its credentials and region. A bearer token needs no
+    // credentials: only the region, and only when neither --region nor the ARN names it.
+    let (credentials, configured_region) = match sigv4 {
+        true => {
+            let mut loader = aws_config_loader(args);
+            if let Some(region) = &args.region {
+                // Skips the region chain (which may ask the instance metadata service).
+                loader = loader.region(aws_config::Region::new(region.clone()));
+            }
+            let config = loader.load().await;
+            let Some(credentials) = config.credentials_provider() else {
+                return Err(StartError::Failed(
+                    "the AWS configuration has no credentials provider".into(),
+                ));
+            };
+            (Some(credentials), config.region().map(ToString::to_string))
+        }
+        false if args.region.is_some() || arn_region(arn).is_some() => (None, None),
+        false => (None, configured_region().await),
+    };
+    // The region: --region, else the ARN's (the runtime lives there: a profile's default region
+    // must not send the call elsewhere), else the configured one.
+    if args.region.is_none()
+        && let (Some(configured), Some(in_arn)) = (configured_region.as_deref(), arn_region(arn))
+        && configured != in_arn
+    {
+        warn!("the configured region {configured} is not the ARN's ({in_arn}); using the ARN's");
+    }
+    if let Some(region) = args
+        .region
+        .clone()
+        .or_else(|| arn_region(arn).map(str::to_owned))
+        .or(configured_region)
+    {
+        target = target.region(region);
+    }
+    if let Some(endpoint) = args.endpoint.clone().or_else(endpoint_from_env) {
+        target = target.endpoint(endpoint);
+    }
+    Ok((target, credentials))
 }
 
 /// An MCP endpoint at `url`: an AgentCore Gateway (`signing_name` `None`: bedrock-agentcore,
