@@ -157,7 +157,7 @@ pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Str
     }
 }
 
-/// The program's name, as the manual and the messages say it.
+/// The program's name, as clap knows it.
 const NAME: &str = "agentcore-mcp-proxy";
 
 /// `--help`: the manual page.

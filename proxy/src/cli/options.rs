@@ -30,7 +30,7 @@ use super::values::{parse_duration, parse_duration_up_to, parse_listen, parse_pa
 /// The command line: `check` and its options, or the options alone.
 #[derive(clap::Parser, Debug)]
 #[command(
-    name = "agentcore-mcp-proxy",
+    name = super::NAME,
     version,
     about = manual::NAME,
     override_usage = manual::SYNOPSIS,
