@@ -1,6 +1,7 @@
 //! What both transports share: which requests of a message still wait for an answer, and the
 //! JSON-RPC errors that answer them when the stack could not.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentcore_tower::AttemptRecord;
@@ -10,53 +11,31 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::call::{CallDeadline, ResBody, TimedOut, limits};
+use crate::call::{CallDeadline, Limits, ResBody, TimedOut};
 use crate::cli::shown_duration;
 
 /// The JSON-RPC error code of a failure on the way to the server.
 pub const PROXY_ERROR: i64 = -32000;
 
-/// What messages call the server: set once at start.
-static UPSTREAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-
-/// Names the server in messages: `AgentCore` (the default: a runtime, a gateway) or `the MCP
-/// server` (any other URL).
-pub fn set_upstream(name: &'static str) {
-    let _ = UPSTREAM.set(name);
-}
-
-/// The server, as messages name it.
-pub fn upstream() -> &'static str {
-    UPSTREAM.get().copied().unwrap_or("AgentCore")
-}
-
-/// Whether requests carry a bearer token (else a SigV4 signature): set once at start.
-static BEARER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Says that requests carry a bearer token, so that a 401 is read as its refusal.
-pub fn set_bearer() {
-    BEARER.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-fn bearer() -> bool {
-    BEARER.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The IAM action a call needs, named when it is denied: set once at start, for AgentCore.
-static ACTION: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-
-/// Names the IAM action every call needs (`bedrock-agentcore:InvokeAgentRuntime`, …).
-pub fn set_action(action: &'static str) {
-    let _ = ACTION.set(action);
-}
-
-/// The AWS profile in use (`--profile`, else `AWS_PROFILE`), named in the advice for expired
-/// credentials: set once at start.
-static PROFILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Names the AWS profile in use.
-pub fn set_profile(profile: String) {
-    let _ = PROFILE.set(profile);
+/// The server the proxy answers for, as its own answers speak of it, and the bounds of a
+/// call they name: built once at start from the command line (`stack::build`), handed to the
+/// transports with the stack. Cheap to clone: each [`Call`] holds one.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// What messages call the server: `AgentCore` (a runtime, a gateway) or `the MCP server`
+    /// (any other URL).
+    pub name: &'static str,
+    /// Whether requests carry a bearer token (else a SigV4 signature): a 401 is then its
+    /// refusal.
+    pub bearer: bool,
+    /// The IAM action every call needs (`bedrock-agentcore:InvokeAgentRuntime`, …), named
+    /// when it is denied: AgentCore's only.
+    pub action: Option<&'static str>,
+    /// The AWS profile in use (`--profile`, else `AWS_PROFILE`), named in the advice for
+    /// expired credentials.
+    pub profile: Option<Arc<str>>,
+    /// `--timeout` and `--idle-timeout`.
+    pub limits: Limits,
 }
 
 /// What went wrong, for `error.data.kind`: each a user acts on differently.
@@ -151,29 +130,31 @@ impl Kind {
         }
     }
 
-    /// What the user can do about it, when the proxy knows.
-    pub fn advice(self) -> Option<String> {
+    /// What the user can do about it, when the proxy knows (of `upstream`).
+    pub fn advice(self, upstream: &Upstream) -> Option<String> {
         Some(match self {
             Kind::ExpiredCredentials => {
-                let profile = PROFILE.get().map_or("NAME", String::as_str);
+                let profile = upstream.profile.as_deref().unwrap_or("NAME");
                 format!(
                     "the AWS credentials have expired: refresh them (for an SSO profile: aws sso \
                      login --profile {profile})"
                 )
             }
-            Kind::AuthMethodMismatch if bearer() => "the runtime takes SigV4 (IAM), not a bearer \
+            Kind::AuthMethodMismatch if upstream.bearer => {
+                "the runtime takes SigV4 (IAM), not a bearer \
                                                      token: drop --bearer-token-env / \
                                                      --bearer-token-command"
-                .to_owned(),
+                    .to_owned()
+            }
             Kind::AuthMethodMismatch => "the runtime takes OAuth bearer tokens, not SigV4: give \
                                          --bearer-token-env VAR or --bearer-token-command CMD"
                 .to_owned(),
             Kind::AccessDenied => {
-                let action = ACTION.get()?;
+                let action = upstream.action?;
                 format!("the AWS identity in use is not allowed {action} on this resource")
             }
             Kind::NotFound => {
-                ACTION.get()?;
+                upstream.action?;
                 "check the ARN or URL, --qualifier and --region".to_owned()
             }
             Kind::Throttled => "still throttled after the proxy's waits: try again later, or ask \
@@ -201,8 +182,10 @@ pub fn attempts(record: &AttemptRecord) -> Value {
 }
 
 /// One call whose answer is being read: when its `--timeout` runs out, and its record.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Call {
+    /// The server and the limits, for what is said of the call.
+    upstream: Upstream,
     deadline: Option<Instant>,
     record: Option<AttemptRecord>,
     /// A stream the client holds open for as long as it wants (`subscriptions/listen`): no
@@ -223,8 +206,9 @@ pub fn is_held(message: &Value) -> bool {
 
 impl Call {
     /// The call an answer belongs to, as the stack marked it.
-    pub fn of(extensions: &http::Extensions) -> Call {
+    pub fn of(extensions: &http::Extensions, upstream: &Upstream) -> Call {
         Call {
+            upstream: upstream.clone(),
             deadline: extensions.get::<CallDeadline>().map(|d| d.0),
             record: AttemptRecord::of_extensions(extensions).cloned(),
             held: false,
@@ -233,13 +217,18 @@ impl Call {
 
     /// The server's own stream: no deadline, only the idle limit (it is opened again when it
     /// stalls).
-    pub fn stream() -> Call {
-        Call::default()
+    pub fn stream(upstream: &Upstream) -> Call {
+        Call {
+            upstream: upstream.clone(),
+            deadline: None,
+            record: None,
+            held: false,
+        }
     }
 
     /// The call an answer belongs to, held open by the client ([`is_held`]) when `held`.
-    pub fn of_held(extensions: &http::Extensions, held: bool) -> Call {
-        let call = Call::of(extensions);
+    pub fn of_held(extensions: &http::Extensions, held: bool, upstream: &Upstream) -> Call {
+        let call = Call::of(extensions, upstream);
         if held {
             Call {
                 deadline: None,
@@ -251,13 +240,18 @@ impl Call {
         }
     }
 
+    /// The server and the limits the call is said with.
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
     /// How long the next frame may take, and whether the deadline (not the idle limit) is what
     /// ends that wait.
     pub fn next_wait(&self) -> (Duration, bool) {
         if self.held {
             return (HELD, false);
         }
-        let idle = limits().idle;
+        let idle = self.upstream.limits.idle;
         match self.deadline {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -311,7 +305,7 @@ impl Call {
             "kind": kind.as_str(),
             "errorType": class.error().exception(),
         });
-        if let Some(advice) = kind.advice() {
+        if let Some(advice) = kind.advice(&self.upstream) {
             said["advice"] = json!(advice);
         }
         self.add_attempts(&mut said);
@@ -330,13 +324,13 @@ impl Call {
 
     /// The answer was cut by `--timeout`, or by `--idle-timeout` (`by_deadline` false).
     pub fn cut(&self, by_deadline: bool) -> Broke {
-        let limits = limits();
+        let limits = self.upstream.limits;
+        let upstream = self.upstream.name;
         let (message, limit, value) = if by_deadline {
             (
                 format!(
-                    "{} did not finish its answer within --timeout {} (the deadline of the whole \
-                     call); the request may have run",
-                    upstream(),
+                    "{upstream} did not finish its answer within --timeout {} (the deadline of \
+                     the whole call); the request may have run",
                     shown_duration(limits.total)
                 ),
                 "--timeout",
@@ -345,8 +339,8 @@ impl Call {
         } else {
             (
                 format!(
-                    "{} sent nothing of its answer for --idle-timeout {}; the request may have run",
-                    upstream(),
+                    "{upstream} sent nothing of its answer for --idle-timeout {}; the request may \
+                     have run",
                     shown_duration(limits.idle)
                 ),
                 "--idle-timeout",
@@ -370,7 +364,7 @@ impl Call {
     /// The answer broke off.
     pub fn broke(&self, error: &(dyn std::error::Error + 'static)) -> Broke {
         Broke {
-            message: broke(error),
+            message: self.upstream.broke(error),
             data: self.data(json!({"failure": "connection dropped"})),
         }
     }
@@ -390,11 +384,6 @@ fn limit_data(limit: &str, value: Duration) -> Value {
 pub struct Broke {
     pub message: String,
     pub data: Value,
-}
-
-/// Its possessive: `AgentCore's`, `the MCP server's`.
-fn upstream_s() -> String {
-    format!("{}'s", upstream())
 }
 
 /// The requests (messages with a method and an id) of one client message or batch that have no
@@ -530,25 +519,6 @@ pub fn error_response(id: &Value, code: i64, message: &str, data: Option<&Value>
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
-/// Parses one server message; `None` (with a warning) when it is not JSON.
-pub fn parse_server_message(data: &[u8]) -> Option<Value> {
-    let data = data.trim_ascii();
-    if data.is_empty() {
-        return None;
-    }
-    match serde_json::from_slice(data) {
-        Ok(message) => Some(message),
-        Err(e) => {
-            tracing::warn!(
-                "{} sent a message that is not JSON ({e}): {}",
-                upstream(),
-                preview(data)
-            );
-            None
-        }
-    }
-}
-
 /// JSON text on one line: JSON holds no raw line break inside a string, so the ones outside
 /// are whitespace.
 pub fn one_line(data: &[u8]) -> Vec<u8> {
@@ -587,66 +557,6 @@ pub async fn read_small_answer(
     (parts.status, parts.headers, body)
 }
 
-/// The message for an answer that broke off.
-pub fn broke(error: &(dyn std::error::Error + 'static)) -> String {
-    format!(
-        "the connection broke while {} was answering: {}",
-        upstream(),
-        chain(error)
-    )
-}
-
-/// The message for an answer that did not answer.
-pub fn unanswered(status: StatusCode) -> String {
-    format!(
-        "{} answer (HTTP {}) carried no JSON-RPC response to this request",
-        upstream_s(),
-        status.as_u16()
-    )
-}
-
-/// The message and `error.data` for a call the stack gave up on.
-pub fn describe_failure(error: &(dyn std::error::Error + 'static)) -> (String, Value) {
-    if let Some(timed_out) = error.downcast_ref::<TimedOut>() {
-        let mut data = limit_data("--timeout", timed_out.total);
-        data["attempts"] = attempts(&timed_out.record);
-        return (
-            format!(
-                "no answer from {} within --timeout {} (the deadline of the whole call); the \
-                 request may have run",
-                upstream(),
-                shown_duration(timed_out.total)
-            ),
-            data,
-        );
-    }
-    let mut data = json!({});
-    if let Some(ours) = error.downcast_ref::<agentcore_tower::Error>() {
-        data["failure"] = json!(ours.failure_kind().to_string());
-        if let Some(record) = ours.record() {
-            data["attempts"] = attempts(record);
-        }
-    }
-    let what = match upstream() {
-        "AgentCore" => "AgentCore request",
-        _ => "the request to the MCP server",
-    };
-    let text = chain(error);
-    let mut message = format!("{what} failed: {text}");
-    // Credentials that could not be resolved because the SSO session expired: aws-config's
-    // words ("the SSO token has expired and cannot be refreshed"). Nothing was sent.
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("sso") && lower.contains("expired") {
-        let kind = Kind::ExpiredCredentials;
-        data["kind"] = json!(kind.as_str());
-        if let Some(advice) = kind.advice() {
-            message.push_str(&format!(" — {advice}"));
-            data["advice"] = json!(advice);
-        }
-    }
-    (message, data)
-}
-
 /// What ending a session at exit is called in the log.
 pub struct Ending {
     /// When it worked ("runtime session stopped").
@@ -658,85 +568,172 @@ pub struct Ending {
     pub expires_anyway: bool,
 }
 
-/// Logs how ending a session at exit went: done, refused (with the answer's status and
-/// message), or failed.
-pub async fn log_ending(
-    result: Result<http::Response<ResBody>, agentcore_tower::BoxError>,
-    ending: &Ending,
-) {
-    let doing = ending.doing;
-    match result {
-        Ok(response) if response.status().is_success() => tracing::info!("{}", ending.done),
-        Ok(response)
-            if ending.expires_anyway
-                && matches!(
-                    response.status(),
-                    StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
-                ) =>
-        {
-            tracing::debug!(
-                status = response.status().as_u16(),
-                "the server did not end the MCP session (it expires by itself)"
-            );
+/// What the proxy's own answers and log lines say of the server.
+impl Upstream {
+    /// Parses one server message; `None` (with a warning) when it is not JSON.
+    pub fn parse_server_message(&self, data: &[u8]) -> Option<Value> {
+        let data = data.trim_ascii();
+        if data.is_empty() {
+            return None;
         }
-        Ok(response) => {
-            let (status, headers, body) = read_small_answer(response).await;
-            tracing::warn!("{doing}: {}", describe_status(status, &headers, &body).0);
-        }
-        Err(error) => tracing::warn!("{doing}: {}", describe_failure(error.as_ref()).0),
-    }
-}
-
-/// The message and `error.data` for a non-2xx answer without a JSON-RPC body.
-pub fn describe_status(
-    status: StatusCode,
-    headers: &http::HeaderMap,
-    body: &[u8],
-) -> (String, Value) {
-    let error_type = agentcore_tower::record::aws_error_type(headers);
-    let detail = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
-        v.get("message")
-            .or_else(|| v.get("Message"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
-    let mut message = format!("{} answered HTTP {status}", upstream());
-    if let Some(error_type) = error_type {
-        message.push_str(&format!(" ({error_type})"));
-    }
-    if let Some(detail) = &detail {
-        message.push_str(&format!(": {detail}"));
-    }
-    let kind = Kind::of(status, headers, detail.as_deref());
-    let mut data = json!({"httpStatus": status.as_u16(), "kind": kind.as_str()});
-    if let Some(advice) = kind.advice() {
-        message.push_str(&format!(" — {advice}"));
-        data["advice"] = json!(advice);
-    }
-    if let Some(error_type) = error_type {
-        data["errorType"] = json!(error_type);
-    }
-    // A refused bearer token (or a server that wants one): where the OAuth flow that gets one
-    // starts.
-    if status == StatusCode::UNAUTHORIZED {
-        if bearer() {
-            message.push_str(if detail.is_some() { " (" } else { ": " });
-            message.push_str("the bearer token was refused");
-            if detail.is_some() {
-                message.push(')');
+        match serde_json::from_slice(data) {
+            Ok(message) => Some(message),
+            Err(e) => {
+                tracing::warn!(
+                    "{} sent a message that is not JSON ({e}): {}",
+                    self.name,
+                    preview(data)
+                );
+                None
             }
         }
-        if let Some(url) = agentcore_tower::auth::BearerChallenge::of(headers)
-            .as_ref()
-            .and_then(|c| c.resource_metadata())
-        {
-            data["resourceMetadata"] = json!(url);
+    }
+
+    /// The message for an answer that broke off.
+    pub fn broke(&self, error: &(dyn std::error::Error + 'static)) -> String {
+        format!(
+            "the connection broke while {} was answering: {}",
+            self.name,
+            chain(error)
+        )
+    }
+
+    /// The message for an answer that did not answer.
+    pub fn unanswered(&self, status: StatusCode) -> String {
+        format!(
+            "{}'s answer (HTTP {}) carried no JSON-RPC response to this request",
+            self.name,
+            status.as_u16()
+        )
+    }
+
+    /// The message and `error.data` for a call the stack gave up on.
+    pub fn describe_failure(&self, error: &(dyn std::error::Error + 'static)) -> (String, Value) {
+        if let Some(timed_out) = error.downcast_ref::<TimedOut>() {
+            let mut data = limit_data("--timeout", timed_out.total);
+            data["attempts"] = attempts(&timed_out.record);
+            return (
+                format!(
+                    "no answer from {} within --timeout {} (the deadline of the whole call); the \
+                     request may have run",
+                    self.name,
+                    shown_duration(timed_out.total)
+                ),
+                data,
+            );
+        }
+        let mut data = json!({});
+        if let Some(ours) = error.downcast_ref::<agentcore_tower::Error>() {
+            data["failure"] = json!(ours.failure_kind().to_string());
+            if let Some(record) = ours.record() {
+                data["attempts"] = attempts(record);
+            }
+        }
+        let what = match self.name {
+            "AgentCore" => "AgentCore request",
+            _ => "the request to the MCP server",
+        };
+        let text = chain(error);
+        let mut message = format!("{what} failed: {text}");
+        // Credentials that could not be resolved because the SSO session expired: aws-config's
+        // words ("the SSO token has expired and cannot be refreshed"). Nothing was sent.
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("sso") && lower.contains("expired") {
+            let kind = Kind::ExpiredCredentials;
+            data["kind"] = json!(kind.as_str());
+            if let Some(advice) = kind.advice(self) {
+                message.push_str(&format!(" — {advice}"));
+                data["advice"] = json!(advice);
+            }
+        }
+        (message, data)
+    }
+
+    /// The message and `error.data` for a non-2xx answer without a JSON-RPC body.
+    pub fn describe_status(
+        &self,
+        status: StatusCode,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> (String, Value) {
+        let error_type = agentcore_tower::record::aws_error_type(headers);
+        let detail = serde_json::from_slice::<Value>(body).ok().and_then(|v| {
+            v.get("message")
+                .or_else(|| v.get("Message"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        let mut message = format!("{} answered HTTP {status}", self.name);
+        if let Some(error_type) = error_type {
+            message.push_str(&format!(" ({error_type})"));
+        }
+        if let Some(detail) = &detail {
+            message.push_str(&format!(": {detail}"));
+        }
+        let kind = Kind::of(status, headers, detail.as_deref());
+        let mut data = json!({"httpStatus": status.as_u16(), "kind": kind.as_str()});
+        if let Some(advice) = kind.advice(self) {
+            message.push_str(&format!(" — {advice}"));
+            data["advice"] = json!(advice);
+        }
+        if let Some(error_type) = error_type {
+            data["errorType"] = json!(error_type);
+        }
+        // A refused bearer token (or a server that wants one): where the OAuth flow that gets one
+        // starts.
+        if status == StatusCode::UNAUTHORIZED {
+            if self.bearer {
+                message.push_str(if detail.is_some() { " (" } else { ": " });
+                message.push_str("the bearer token was refused");
+                if detail.is_some() {
+                    message.push(')');
+                }
+            }
+            if let Some(url) = agentcore_tower::auth::BearerChallenge::of(headers)
+                .as_ref()
+                .and_then(|c| c.resource_metadata())
+            {
+                data["resourceMetadata"] = json!(url);
+            }
+        }
+        if detail.is_none() && !body.is_empty() {
+            data["body"] = json!(preview(body));
+        }
+        (message, data)
+    }
+
+    /// Logs how ending a session at exit went: done, refused (with the answer's status and
+    /// message), or failed.
+    pub async fn log_ending(
+        &self,
+        result: Result<http::Response<ResBody>, agentcore_tower::BoxError>,
+        ending: &Ending,
+    ) {
+        let doing = ending.doing;
+        match result {
+            Ok(response) if response.status().is_success() => tracing::info!("{}", ending.done),
+            Ok(response)
+                if ending.expires_anyway
+                    && matches!(
+                        response.status(),
+                        StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
+                    ) =>
+            {
+                tracing::debug!(
+                    status = response.status().as_u16(),
+                    "the server did not end the MCP session (it expires by itself)"
+                );
+            }
+            Ok(response) => {
+                let (status, headers, body) = read_small_answer(response).await;
+                tracing::warn!(
+                    "{doing}: {}",
+                    self.describe_status(status, &headers, &body).0
+                );
+            }
+            Err(error) => tracing::warn!("{doing}: {}", self.describe_failure(error.as_ref()).0),
         }
     }
-    if detail.is_none() && !body.is_empty() {
-        data["body"] = json!(preview(body));
-    }
-    (message, data)
 }
 
 /// Whether a body is a JSON-RPC message or batch.

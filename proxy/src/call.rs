@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentcore_tower::AttemptRecord;
 
-use crate::cli::{DEFAULT_IDLE_TIMEOUT, DEFAULT_TIMEOUT, shown_duration};
+use crate::cli::shown_duration;
 
 /// The body of the stack's answers: the server's, the answer the stack writes to a call the
 /// server made a task, or the bridge's own.
@@ -15,26 +15,12 @@ pub type ResBody = agentcore_tower::tasks::TaskBody<agentcore_tower::bridge::Bri
 /// The body of the answers of the stack below the task layer.
 pub type InnerBody = agentcore_tower::RecommendedBody<hyper::body::Incoming>;
 
-/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`).
+/// How long a call may take (`--timeout`) and its answer may send nothing (`--idle-timeout`),
+/// as the command line gives them.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub total: Duration,
     pub idle: Duration,
-}
-
-static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
-
-/// Sets the limits, once at start.
-pub fn set_limits(limits: Limits) {
-    let _ = LIMITS.set(limits);
-}
-
-/// The limits in force.
-pub fn limits() -> Limits {
-    LIMITS.get().copied().unwrap_or(Limits {
-        total: DEFAULT_TIMEOUT,
-        idle: DEFAULT_IDLE_TIMEOUT,
-    })
 }
 
 /// When a call's `--timeout` runs out, in its answer's extensions: the relays stop reading the

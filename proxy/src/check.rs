@@ -16,7 +16,7 @@ use tower::ServiceExt;
 
 use agentcore_tower::protocol;
 
-use crate::answers::{describe_failure, describe_status, read_small_answer};
+use crate::answers::{Upstream, read_small_answer};
 use crate::call::ResBody;
 use crate::cli::{Args, Door, TokenSource, shown};
 use crate::stack::{self, Mode, StartError};
@@ -26,7 +26,7 @@ use crate::tools::replay_status;
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Runs the check: what it prints, and whether all was well.
-pub async fn run(args: Args) -> ExitCode {
+pub async fn run(args: Args, telemetry: stack::Telemetry) -> ExitCode {
     match &args.door {
         Door::Runtime(arn) => println!("target:      runtime {arn}"),
         Door::Gateway(url) => println!("target:      gateway {}", shown(url)),
@@ -39,7 +39,7 @@ pub async fn run(args: Args) -> ExitCode {
         per_mcp_session: false,
         stop_session_on_delete: false,
     };
-    let built = match stack::build(&args, mode).await {
+    let built = match stack::build(&args, mode, &telemetry).await {
         Ok(built) => built,
         Err(StartError::Usage(message) | StartError::Failed(message)) => {
             println!("error:       {message}");
@@ -51,6 +51,7 @@ pub async fn run(args: Args) -> ExitCode {
     let mut session = Session {
         stack: built.stack,
         uri: built.uri,
+        upstream: built.upstream,
         id: None,
         version: None,
     };
@@ -75,51 +76,12 @@ pub async fn run(args: Args) -> ExitCode {
         Discovery::Legacy => false,
         Discovery::Failed => return ExitCode::FAILURE,
     };
-    if !modern {
-        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
-        }});
-        let Some(result) = session.call("initialize", &initialize).await else {
-            return ExitCode::FAILURE;
-        };
-        print_server(&result["serverInfo"]);
-        println!(
-            "protocol:    {} (initialize)",
-            result["protocolVersion"].as_str().unwrap_or("(none)")
-        );
-        println!(
-            "era:         initialize only (no server/discover): a client pinned to {} \
-             needs --bridge-modern-clients",
-            protocol::LATEST
-        );
-        session.version = result["protocolVersion"]
-            .as_str()
-            .and_then(|v| HeaderValue::from_str(v).ok());
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        session.notify(&initialized).await;
+    if !modern && !session.initialize().await {
+        return ExitCode::FAILURE;
     }
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    for page in 2..102 {
-        let mut params = json!({});
-        if let Some(cursor) = &cursor {
-            params["cursor"] = json!(cursor);
-        }
-        if modern {
-            params["_meta"] = client_meta();
-        }
-        let list = json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
-        let Some(result) = session.call("tools/list", &list).await else {
-            return ExitCode::FAILURE;
-        };
-        tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
-        cursor = result["nextCursor"].as_str().map(str::to_owned);
-        if cursor.is_none() {
-            break;
-        }
-    }
+    let Some(tools) = session.tools(modern).await else {
+        return ExitCode::FAILURE;
+    };
     println!("tools:       {}", tools.len());
     for tool in &tools {
         println!(
@@ -240,6 +202,8 @@ fn expiry_text(expiry: std::time::SystemTime) -> String {
 struct Session {
     stack: stack::Stack,
     uri: http::Uri,
+    /// The server, as the proxy's messages speak of it.
+    upstream: Upstream,
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
 }
@@ -268,6 +232,60 @@ impl Session {
             headers.extend(protocol::request_headers(message, None));
         }
         request
+    }
+
+    /// `initialize` (at [`PROTOCOL_VERSION`]) and `notifications/initialized`, what the server
+    /// said printed: whether it answered.
+    async fn initialize(&mut self) -> bool {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "agentcore-mcp-proxy check", "version": env!("CARGO_PKG_VERSION")},
+        }});
+        let Some(result) = self.call("initialize", &initialize).await else {
+            return false;
+        };
+        print_server(&result["serverInfo"]);
+        println!(
+            "protocol:    {} (initialize)",
+            result["protocolVersion"].as_str().unwrap_or("(none)")
+        );
+        println!(
+            "era:         initialize only (no server/discover): a client pinned to {} \
+             needs --bridge-modern-clients",
+            protocol::LATEST
+        );
+        self.version = result["protocolVersion"]
+            .as_str()
+            .and_then(|v| HeaderValue::from_str(v).ok());
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.notify(&initialized).await;
+        true
+    }
+
+    /// The server's tools, every page of `tools/list` (at most 100), each request with the
+    /// `_meta` of a 2026-07-28 client when `modern`: `None` when a page did not come.
+    async fn tools(&mut self, modern: bool) -> Option<Vec<Value>> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 2..102 {
+            let mut params = json!({});
+            if let Some(cursor) = &cursor {
+                params["cursor"] = json!(cursor);
+            }
+            if modern {
+                params["_meta"] = client_meta();
+            }
+            let list =
+                json!({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params});
+            let result = self.call("tools/list", &list).await?;
+            tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
+            cursor = result["nextCursor"].as_str().map(str::to_owned);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Some(tools)
     }
 
     /// Probes with `server/discover` at the current revision. Met as an older server meets it
@@ -305,7 +323,7 @@ impl Session {
             }
             None => {
                 println!("server/discover: HTTP {}", status.as_u16());
-                let (text, data) = describe_status(status, &headers, &body);
+                let (text, data) = self.upstream.describe_status(status, &headers, &body);
                 println!("error:       {text}");
                 if let Some(kind) = data["kind"].as_str() {
                     println!("kind:        {kind}");
@@ -326,7 +344,7 @@ impl Session {
             ),
             Err(error) => println!(
                 "warning:     notifications/initialized failed: {}",
-                describe_failure(error.as_ref()).0
+                self.upstream.describe_failure(error.as_ref()).0
             ),
         }
     }
@@ -337,7 +355,7 @@ impl Session {
         match self.stack.clone().oneshot(self.request(message)).await {
             Ok(response) => Some(response),
             Err(error) => {
-                let (text, data) = describe_failure(error.as_ref());
+                let (text, data) = self.upstream.describe_failure(error.as_ref());
                 println!("{method}: failed");
                 println!("error:       {text}");
                 print_record(data.get("attempts"));
@@ -365,7 +383,7 @@ impl Session {
         println!("{method}: HTTP {}", status.as_u16());
         print_record(record.as_ref().map(crate::answers::attempts).as_ref());
         if !status.is_success() {
-            let (text, data) = describe_status(status, &headers, &body);
+            let (text, data) = self.upstream.describe_status(status, &headers, &body);
             println!("error:       {text}");
             if let Some(kind) = data["kind"].as_str() {
                 println!("kind:        {kind}");

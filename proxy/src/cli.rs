@@ -1,8 +1,23 @@
-//! The command line: the arguments, read and checked against each other. The manual page is in
-//! [`manual`], the values of single options (a URL, an address, a token) in [`values`].
+//! The command line: its options read by clap (derive, [`options`]), checked against each
+//! other ([`rules`]), the values of single options (a URL, an address, a DURATION) in
+//! [`values`] and [`headers`]; the manual page and the usage, laid out from the same clap
+//! definitions, in [`manual`].
+//!
+//! Why clap's derive and not `lexopt` (ripgrep's choice): the options are declared once, each
+//! with its manual entry, its value's name and its reader, and clap reads the argument list
+//! (`--flag value`, `--flag=value`, a value that looks like a flag, repeats, `check`); the
+//! manual, the synopsis and the checks that they name every option come from that one
+//! declaration. `lexopt` would leave the table of options, and so a second copy of it for the
+//! manual, to the proxy, which is what it had. clap is built without its default features:
+//! no colours, no suggestions, no help renderer of its own (the manual keeps the layout of a
+//! manual page, see [`manual`]); `error-context` names the option in what it refuses, which
+//! the proxy says in its own words ([`said`]), as it always has. Nothing is read from the
+//! environment here: AWS_REGION, AWS_PROFILE and the rest are the AWS SDK's to read.
 
 mod headers;
 mod manual;
+mod options;
+mod rules;
 mod values;
 
 use std::ffi::OsString;
@@ -10,21 +25,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentcore_tower::invoke::MAX_RUNTIME_SESSION_TIME;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, Parser};
 use http::Uri;
 
 pub use headers::Headers;
-pub use manual::{HELP, USAGE};
 pub use values::{is_loopback_host, parse_token, shown, shown_duration};
-use values::{parse_duration, parse_duration_up_to, parse_listen, parse_pattern, parse_url};
-
-/// `--timeout`'s default: AgentCore Runtime's limit for a synchronous request (15 minutes), so
-/// that no call the service would still answer is cut here.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-
-/// `--idle-timeout`'s default: how long an answer may send nothing before it is taken for
-/// stalled.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// Where the proxy sends, as the command line names it.
 #[derive(Debug, PartialEq, Eq)]
@@ -129,336 +135,67 @@ pub enum Parsed {
     Version,
 }
 
-/// The options as given, before they are checked against each other.
-#[derive(Default)]
-struct Given {
-    runtime_arn: Option<String>,
-    gateway_url: Option<Uri>,
-    url: Option<Uri>,
-    region: Option<String>,
-    qualifier: Option<String>,
-    endpoint: Option<String>,
-    signing_name: Option<String>,
-    token_env: Option<String>,
-    token_command: Option<String>,
-    idempotent_tools: Vec<String>,
-    strict_tools: Vec<String>,
-    trust_tool_annotations: bool,
-    allow_tools: Vec<String>,
-    deny_tools: Vec<String>,
-    read_only: bool,
-    timeout: Option<Duration>,
-    idle_timeout: Option<Duration>,
-    no_tasks: bool,
-    max_task_duration: Option<Duration>,
-    bridge_modern_clients: bool,
-    runtime_user_id: Option<String>,
-    runtime_idle_timeout: Option<Duration>,
-    runtime_max_lifetime: Option<Duration>,
-    profile: Option<String>,
-    stop_session_on_exit: bool,
-    listen: Option<SocketAddr>,
-    listen_token_file: Option<PathBuf>,
-    headers: Headers,
-}
-
-/// Reads the arguments (without the program name).
+/// Reads the arguments (without the program name): what they ask for, or what is wrong with
+/// them.
 pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
-    let mut raw = raw.into_iter().peekable();
-    if raw.peek().is_some_and(|first| first == "check") {
-        raw.next();
-        return match parse_options(raw)? {
-            Parsed::Run(args) if args.listen.is_some() => {
-                Err("check sends two requests and exits: it does not take --listen".into())
+    let program = OsString::from(NAME);
+    let cli = match options::Cli::try_parse_from(std::iter::once(program).chain(raw)) {
+        Ok(cli) => cli,
+        Err(asked) if asked.kind() == ErrorKind::DisplayHelp => return Ok(Parsed::Help),
+        Err(asked) if asked.kind() == ErrorKind::DisplayVersion => return Ok(Parsed::Version),
+        Err(refused) => return Err(said(&refused)),
+    };
+    match cli.command {
+        Some(options::Subcommand::Check(options)) => {
+            let args = options.check()?;
+            if args.listen.is_some() {
+                return Err("check sends two requests and exits: it does not take --listen".into());
             }
-            Parsed::Run(args) => Ok(Parsed::Check(args)),
-            other => Ok(other),
-        };
-    }
-    parse_options(raw)
-}
-
-/// Reads the options (after the `check` subcommand, if any).
-fn parse_options(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
-    let mut args = Given::default();
-    let mut raw = raw.into_iter();
-    while let Some(arg) = raw.next() {
-        let arg = arg
-            .into_string()
-            .map_err(|a| format!("the argument {a:?} is not valid UTF-8"))?;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (arg, None),
-        };
-        let mut value = |flag: &str| -> Result<String, String> {
-            let value = match inline.clone() {
-                Some(value) => value,
-                None => raw
-                    .next()
-                    .ok_or_else(|| format!("{flag} needs a value"))?
-                    .into_string()
-                    .map_err(|a| format!("the value {a:?} of {flag} is not valid UTF-8"))?,
-            };
-            if value.is_empty() {
-                return Err(format!("{flag} needs a non-empty value"));
-            }
-            Ok(value)
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "-V" | "--version" => return Ok(Parsed::Version),
-            "--runtime-arn" => {
-                once(&args.runtime_arn, "--runtime-arn")?;
-                args.runtime_arn = Some(value("--runtime-arn")?);
-            }
-            "--gateway-url" => {
-                once(&args.gateway_url, "--gateway-url")?;
-                args.gateway_url = Some(parse_url("--gateway-url", &value("--gateway-url")?)?);
-            }
-            "--url" => {
-                once(&args.url, "--url")?;
-                args.url = Some(parse_url("--url", &value("--url")?)?);
-            }
-            "--region" => {
-                once(&args.region, "--region")?;
-                args.region = Some(value("--region")?);
-            }
-            "--qualifier" => {
-                once(&args.qualifier, "--qualifier")?;
-                args.qualifier = Some(value("--qualifier")?);
-            }
-            "--endpoint" => {
-                once(&args.endpoint, "--endpoint")?;
-                args.endpoint = Some(value("--endpoint")?);
-            }
-            "--signing-name" => {
-                once(&args.signing_name, "--signing-name")?;
-                args.signing_name = Some(value("--signing-name")?);
-            }
-            "--bearer-token-env" => {
-                once(&args.token_env, "--bearer-token-env")?;
-                let name = value("--bearer-token-env")?;
-                if name.contains(['=', '\0']) {
-                    return Err(format!(
-                        "--bearer-token-env {name}: not an environment variable name"
-                    ));
-                }
-                args.token_env = Some(name);
-            }
-            "--bearer-token-command" => {
-                once(&args.token_command, "--bearer-token-command")?;
-                args.token_command = Some(value("--bearer-token-command")?);
-            }
-            "--header" => headers::parse_header(&mut args.headers, &value("--header")?)?,
-            "--idempotent-tool" => args.idempotent_tools.push(value("--idempotent-tool")?),
-            "--strict-tool" => args.strict_tools.push(value("--strict-tool")?),
-            "--allow-tool" => {
-                let pattern = parse_pattern("--allow-tool", &value("--allow-tool")?)?;
-                args.allow_tools.push(pattern);
-            }
-            "--deny-tool" => {
-                let pattern = parse_pattern("--deny-tool", &value("--deny-tool")?)?;
-                args.deny_tools.push(pattern);
-            }
-            "--timeout" => {
-                once(&args.timeout, "--timeout")?;
-                args.timeout = Some(parse_duration("--timeout", &value("--timeout")?)?);
-            }
-            "--idle-timeout" => {
-                once(&args.idle_timeout, "--idle-timeout")?;
-                let duration = parse_duration("--idle-timeout", &value("--idle-timeout")?)?;
-                args.idle_timeout = Some(duration);
-            }
-            "--max-task-duration" | "--runtime-idle-timeout" | "--runtime-max-lifetime" => {
-                let slot = match flag.as_str() {
-                    "--max-task-duration" => &mut args.max_task_duration,
-                    "--runtime-idle-timeout" => &mut args.runtime_idle_timeout,
-                    _ => &mut args.runtime_max_lifetime,
-                };
-                once(slot, &flag)?;
-                // AgentCore Instances' longest runtime session, idle or in all: 14 days.
-                let max = MAX_RUNTIME_SESSION_TIME;
-                *slot = Some(parse_duration_up_to(&flag, &value(&flag)?, max, "14d")?);
-            }
-            "--runtime-user-id" => {
-                once(&args.runtime_user_id, "--runtime-user-id")?;
-                args.runtime_user_id = Some(value("--runtime-user-id")?);
-            }
-            "--profile" => {
-                once(&args.profile, "--profile")?;
-                args.profile = Some(value("--profile")?);
-            }
-            "--stop-session-on-exit"
-            | "--trust-tool-annotations"
-            | "--read-only"
-            | "--no-tasks"
-            | "--bridge-modern-clients"
-                if inline.is_some() =>
-            {
-                return Err(format!("{flag} takes no value"));
-            }
-            "--stop-session-on-exit" => args.stop_session_on_exit = true,
-            "--trust-tool-annotations" => args.trust_tool_annotations = true,
-            "--read-only" => args.read_only = true,
-            "--no-tasks" => args.no_tasks = true,
-            "--bridge-modern-clients" => args.bridge_modern_clients = true,
-            "--listen" => {
-                once(&args.listen, "--listen")?;
-                args.listen = Some(parse_listen(&value("--listen")?)?);
-            }
-            "--listen-token-file" => {
-                once(&args.listen_token_file, "--listen-token-file")?;
-                args.listen_token_file = Some(value("--listen-token-file")?.into());
-            }
-            other if other.starts_with('-') => return Err(format!("unknown option `{other}`")),
-            other => return Err(format!("unexpected argument `{other}`")),
+            Ok(Parsed::Check(Box::new(args)))
         }
-    }
-    args.check().map(|args| Parsed::Run(Box::new(args)))
-}
-
-impl Given {
-    /// The settings, once the options are known to go together.
-    fn check(self) -> Result<Args, String> {
-        let mut doors = Vec::new();
-        if let Some(arn) = self.runtime_arn {
-            doors.push(Door::Runtime(arn));
-        }
-        if let Some(url) = self.gateway_url {
-            doors.push(Door::Gateway(url));
-        }
-        if let Some(url) = self.url {
-            doors.push(Door::Url(url));
-        }
-        if doors.len() > 1 {
-            return Err(format!(
-                "{} and {} exclude each other: give one of them",
-                doors[0].flag(),
-                doors[1].flag()
-            ));
-        }
-        let door = doors
-            .pop()
-            .ok_or("one of --runtime-arn, --gateway-url or --url is required")?;
-        let tokens = match (self.token_env, self.token_command) {
-            (Some(_), Some(_)) => {
-                return Err(
-                    "--bearer-token-env and --bearer-token-command exclude each other: give one \
-                     of them"
-                        .into(),
-                );
-            }
-            (Some(name), None) => Some(TokenSource::Env(name)),
-            (None, Some(command)) => Some(TokenSource::Command(command)),
-            (None, None) => None,
-        };
-        if !matches!(door, Door::Runtime(_)) {
-            let runtime_only = [
-                ("--qualifier", self.qualifier.is_some()),
-                ("--endpoint", self.endpoint.is_some()),
-                ("--stop-session-on-exit", self.stop_session_on_exit),
-                ("--runtime-user-id", self.runtime_user_id.is_some()),
-                (
-                    "--runtime-idle-timeout",
-                    self.runtime_idle_timeout.is_some(),
-                ),
-                (
-                    "--runtime-max-lifetime",
-                    self.runtime_max_lifetime.is_some(),
-                ),
-            ];
-            if let Some((flag, _)) = runtime_only.iter().find(|(_, given)| *given) {
-                return Err(format!(
-                    "{flag} applies to --runtime-arn only, not to {}",
-                    door.flag()
-                ));
-            }
-        }
-        if self.signing_name.is_some() {
-            if !matches!(door, Door::Url(_)) {
-                return Err(format!(
-                    "--signing-name applies to --url only: {} signs for bedrock-agentcore",
-                    door.flag()
-                ));
-            }
-            if let Some(tokens) = &tokens {
-                return Err(format!(
-                    "--signing-name is for SigV4, and {} sends a bearer token instead: give one \
-                     of them",
-                    tokens.flag()
-                ));
-            }
-        }
-        if matches!(door, Door::Url(_)) && self.signing_name.is_none() && tokens.is_none() {
-            return Err(
-                "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, lambda \
-                 for a Lambda function URL) or a bearer token (--bearer-token-env or \
-                 --bearer-token-command)"
-                    .into(),
-            );
-        }
-        if let (Some(_), Some(tokens)) = (&self.profile, &tokens) {
-            return Err(format!(
-                "--profile is for SigV4 (the AWS credentials of that profile), and {} sends a \
-                 bearer token instead: give one of them",
-                tokens.flag()
-            ));
-        }
-        match &door {
-            Door::Runtime(_) => headers::check_runtime(&self.headers)?,
-            Door::Gateway(_) => headers::check_gateway(&self.headers)?,
-            Door::Url(_) => headers::check_endpoint("--url", &self.headers)?,
-        }
-        if self.listen_token_file.is_some() && self.listen.is_none() {
-            return Err("--listen-token-file needs --listen".into());
-        }
-        if let Some(tool) = self
-            .strict_tools
-            .iter()
-            .find(|tool| self.idempotent_tools.contains(tool))
-        {
-            return Err(format!(
-                "{tool} is given to both --idempotent-tool and --strict-tool: a tool is one or \
-                 the other"
-            ));
-        }
-        Ok(Args {
-            door,
-            region: self.region,
-            qualifier: self.qualifier,
-            endpoint: self.endpoint,
-            signing_name: self.signing_name,
-            tokens,
-            idempotent_tools: self.idempotent_tools,
-            strict_tools: self.strict_tools,
-            trust_tool_annotations: self.trust_tool_annotations,
-            allow_tools: self.allow_tools,
-            deny_tools: self.deny_tools,
-            read_only: self.read_only,
-            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
-            idle_timeout: self.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
-            tasks: !self.no_tasks,
-            max_task_duration: self.max_task_duration,
-            bridge_modern_clients: self.bridge_modern_clients,
-            runtime_user_id: self.runtime_user_id,
-            runtime_idle_timeout: self.runtime_idle_timeout,
-            runtime_max_lifetime: self.runtime_max_lifetime,
-            profile: self.profile,
-            stop_session_on_exit: self.stop_session_on_exit,
-            listen: self.listen,
-            listen_token_file: self.listen_token_file,
-            headers: self.headers,
-        })
+        None => Ok(Parsed::Run(Box::new(cli.options.check()?))),
     }
 }
 
-/// Refuses a second value for a single-valued option.
-fn once<T>(slot: &Option<T>, flag: &str) -> Result<(), String> {
-    match slot {
-        Some(_) => Err(format!("{flag} is given twice")),
-        None => Ok(()),
+/// The program's name, as clap knows it.
+const NAME: &str = "agentcore-mcp-proxy";
+
+/// `--help`: the manual page.
+pub fn help() -> String {
+    manual::page(&options::Cli::command())
+}
+
+/// The usage, said after a wrong command line.
+pub fn usage() -> String {
+    manual::usage(&options::Cli::command())
+}
+
+/// What clap refused, in the proxy's words: `--timeout soon: not a DURATION …` (a value's
+/// reader says it whole), `--runtime-arn needs a value`, `--timeout is given twice`,
+/// `--read-only takes no value`, ``unknown option `--nope` ``, ``unexpected argument `stray` ``.
+fn said(error: &clap::Error) -> String {
+    let context = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.as_str()),
+        _ => None,
+    };
+    if let Some(message) = context(ContextKind::Custom) {
+        return message.to_owned();
+    }
+    // clap names an option with its value: `--runtime-arn <ARN>`.
+    let option = context(ContextKind::InvalidArg).and_then(|arg| arg.split(' ').next());
+    match (error.kind(), option) {
+        (ErrorKind::InvalidValue, Some(flag)) => format!("{flag} needs a value"),
+        (ErrorKind::ArgumentConflict, Some(flag)) => format!("{flag} is given twice"),
+        (ErrorKind::TooManyValues, Some(flag)) => format!("{flag} takes no value"),
+        (ErrorKind::UnknownArgument, Some(flag)) if flag.starts_with('-') => {
+            format!("unknown option `{flag}`")
+        }
+        (ErrorKind::UnknownArgument, Some(word)) => format!("unexpected argument `{word}`"),
+        // A word where no argument goes: before or after `check`, or after `--`.
+        _ => match context(ContextKind::InvalidSubcommand) {
+            Some(word) => format!("unexpected argument `{word}`"),
+            None => error.kind().to_string(),
+        },
     }
 }
 

@@ -36,14 +36,14 @@ use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
 use crate::answers::{
-    Broke, Call, CancelledRequests, OpenRequests, PROXY_ERROR, describe_failure, describe_status,
-    error_response, is_held, is_jsonrpc, next_frame, preview, unanswered, upstream,
+    Broke, Call, CancelledRequests, OpenRequests, PROXY_ERROR, Upstream, error_response, is_held,
+    is_jsonrpc, next_frame, preview,
 };
 use crate::call::ResBody;
+use crate::shutdown::{STOP_TIMEOUT, Signals};
 use crate::sse::is_event_stream;
 use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, Signals};
 use sse_relay::SseRelay;
 
 /// The endpoint's path.
@@ -81,6 +81,8 @@ struct Endpoint {
     kind: Kind,
     /// `--header`: what the stack sets on every request.
     headers: HeaderMap,
+    /// The server, as the proxy's own answers speak of it, and the limits of a call.
+    upstream: Upstream,
     /// The tools a client may see and call.
     tools: Arc<Tools>,
     /// `--listen-token-file`'s token.
@@ -132,6 +134,7 @@ pub async fn run(
         uri: built.uri,
         kind: built.kind,
         headers: built.headers,
+        upstream: built.upstream,
         tools: Arc::new(tools),
         token,
         sessions: stop_session_on_exit.then(Mutex::default),
@@ -190,7 +193,7 @@ pub async fn run(
     }
     drop(listener);
     let _ = shutdown.send(true);
-    crate::drain(&mut connections, "connections").await;
+    crate::shutdown::drain(&mut connections, "connections").await;
     endpoint.stop_sessions().await;
     ExitCode::SUCCESS
 }
@@ -221,75 +224,14 @@ impl Endpoint {
 
     /// A JSON-RPC message or batch from the client, through the stack.
     async fn post(&self, request: Request<Incoming>) -> Response<HttpBody> {
-        let json = request
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
-            return refusal(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "a POST carries a JSON-RPC message: Content-Type: application/json",
-                &[],
-            );
-        }
-        let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(e) if e.is::<LengthLimitError>() => {
-                return refusal(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!(
-                        "the body is longer than {MAX_BODY} bytes, InvokeAgentRuntime's limit"
-                    ),
-                    &[],
-                );
-            }
-            Err(e) => {
-                return refusal(
-                    StatusCode::BAD_REQUEST,
-                    &format!("cannot read the body: {e}"),
-                    &[],
-                );
-            }
+        let (parts, body) = match read_post(request).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
         };
-        let message: Value = match serde_json::from_slice(&body) {
-            Ok(message @ (Value::Object(_) | Value::Array(_))) => message,
-            Ok(_) => {
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &error_response(
-                        &Value::Null,
-                        -32600,
-                        "Invalid Request: not a JSON-RPC message",
-                        None,
-                    ),
-                );
-            }
-            Err(e) => {
-                warn!("a POST body that is not JSON: {e}");
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &error_response(&Value::Null, -32700, &format!("Parse error: {e}"), None),
-                );
-            }
+        let message = match client_message(&body, &parts.headers) {
+            Ok(message) => message,
+            Err(refused) => return *refused,
         };
-        // What is not a message of the client's era is answered here, and nothing is sent.
-        let version = protocol::version_in_meta(&message).or_else(|| {
-            parts
-                .headers
-                .get("mcp-protocol-version")
-                .and_then(|v| v.to_str().ok())
-        });
-        if let Err(mut invalid) = protocol::check_client_message(&message, version) {
-            warn!("not sent: {}", invalid[0].reason());
-            let answer = match (message.is_array(), invalid.len()) {
-                (false, _) | (true, 1) => invalid.swap_remove(0).response(),
-                (true, _) => Value::Array(invalid.iter().map(|i| i.response()).collect()),
-            };
-            return json_response(StatusCode::BAD_REQUEST, &answer);
-        }
         let held = is_held(&message);
         let session = parts.headers.get("mcp-session-id").cloned();
         // An answer to the server's request goes at once; anything else waits for the
@@ -331,18 +273,18 @@ impl Endpoint {
             Value::Array(batch) => batch.iter().any(is_initialized),
             one => is_initialized(one),
         };
-        let mut upstream = self.upstream(Method::POST, &parts.headers, body);
+        let mut outgoing = self.outgoing(Method::POST, &parts.headers, body);
         if self.kind == Kind::Runtime
             && !initialize
             && !parts.headers.contains_key("mcp-session-id")
         {
             // Outside any MCP session: the listener's runtime session.
-            upstream
+            outgoing
                 .headers_mut()
                 .insert(RUNTIME_SESSION, self.shared.clone());
             self.shared_used.store(true, Ordering::SeqCst);
         }
-        match self.stack.clone().oneshot(upstream).await {
+        match self.stack.clone().oneshot(outgoing).await {
             Ok(response) => {
                 if let (Some(session), true, Kind::Endpoint) = (session, initialized, self.kind)
                     && response.status().is_success()
@@ -352,7 +294,7 @@ impl Endpoint {
                 self.relay(response, open, batch, screen.lists, held).await
             }
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!("{message}");
                 failed(open, batch, &message, Some(&data))
             }
@@ -370,7 +312,7 @@ impl Endpoint {
     ) -> Response<HttpBody> {
         let (parts, mut body) = response.into_parts();
         let status = parts.status;
-        let call = Call::of_held(&parts.extensions, held);
+        let call = Call::of_held(&parts.extensions, held, &self.upstream);
         let sse = is_event_stream(&parts.headers);
         if status.is_success() {
             self.track(&parts.headers);
@@ -402,7 +344,7 @@ impl Endpoint {
         let text = whole.trim_ascii();
         if status.is_success() {
             if text.is_empty() && !open.is_empty() {
-                return failed(open, batch, &unanswered(status), None);
+                return failed(open, batch, &self.upstream.unanswered(status), None);
             }
             if !text.is_empty() && serde_json::from_slice::<Value>(text).is_err() {
                 return failed(
@@ -410,14 +352,14 @@ impl Endpoint {
                     batch,
                     &format!(
                         "{} answered HTTP {} with a body that is not JSON",
-                        upstream(),
+                        self.upstream.name,
                         status.as_u16()
                     ),
                     Some(&json!({"httpStatus": status.as_u16(), "body": preview(text)})),
                 );
             }
         } else if !is_jsonrpc(text) {
-            let (message, mut data) = describe_status(status, &parts.headers, text);
+            let (message, mut data) = self.upstream.describe_status(status, &parts.headers, text);
             call.add_attempts(&mut data);
             warn!("{message}");
             return failed(open, batch, &message, Some(&data));
@@ -430,7 +372,7 @@ impl Endpoint {
     /// a GET opens is relayed as it comes.
     async fn pass_on(&self, request: Request<Incoming>) -> Response<HttpBody> {
         let method = request.method().clone();
-        let upstream = self.upstream(method.clone(), request.headers(), Bytes::new());
+        let outgoing = self.outgoing(method.clone(), request.headers(), Bytes::new());
         let session = request.headers().get("mcp-session-id").cloned();
         // A stream on its way: the session's next requests wait for it (until it is answered,
         // or this is dropped).
@@ -438,10 +380,10 @@ impl Endpoint {
             .then(|| session.clone())
             .flatten()
             .map(|session| self.stream_opening(session));
-        let response = match self.stack.clone().oneshot(upstream).await {
+        let response = match self.stack.clone().oneshot(outgoing).await {
             Ok(response) => response,
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!("{method}: {message}");
                 return json_response(
                     StatusCode::BAD_GATEWAY,
@@ -460,7 +402,8 @@ impl Endpoint {
                 body.map_err(Into::into).boxed_unsync(),
             );
         }
-        let whole = match read_whole(&mut body, &Call::of(&parts.extensions)).await {
+        let whole = match read_whole(&mut body, &Call::of(&parts.extensions, &self.upstream)).await
+        {
             Ok(whole) => whole,
             Err(why) => {
                 warn!("{method}: {}", why.message);
@@ -507,7 +450,7 @@ impl Endpoint {
 
     /// The request the stack gets: the client's MCP headers, none of its others (its token
     /// among them).
-    fn upstream(&self, method: Method, from: &HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
+    fn outgoing(&self, method: Method, from: &HeaderMap, body: Bytes) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = method;
         *request.uri_mut() = self.uri.clone();
@@ -557,18 +500,21 @@ impl Endpoint {
         }
         let mut stops = tokio::task::JoinSet::new();
         for (name, value) in stop {
-            let mut request = self.upstream(Method::DELETE, &HeaderMap::new(), Bytes::new());
+            let mut request = self.outgoing(Method::DELETE, &HeaderMap::new(), Bytes::new());
             request
                 .headers_mut()
                 .insert(HeaderName::from_static(name), value);
             let stack = self.stack.clone();
+            let upstream = self.upstream.clone();
             stops.spawn(async move {
                 let ending = crate::answers::Ending {
                     done: "runtime session stopped",
                     doing: "stopping a runtime session",
                     expires_anyway: false,
                 };
-                crate::answers::log_ending(stack.oneshot(request).await, &ending).await;
+                upstream
+                    .log_ending(stack.oneshot(request).await, &ending)
+                    .await;
             });
         }
         let stopped = tokio::time::timeout(STOP_TIMEOUT, async {
@@ -604,6 +550,81 @@ fn is_answer(message: &Value) -> bool {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A POST's head and body: JSON (`Content-Type: application/json`), at most [`MAX_BODY`]
+/// bytes; else the answer that refuses it.
+async fn read_post(
+    request: Request<Incoming>,
+) -> Result<(http::request::Parts, Bytes), Response<HttpBody>> {
+    let json = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a POST carries a JSON-RPC message: Content-Type: application/json",
+            &[],
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(body) => Ok((parts, body.to_bytes())),
+        Err(e) if e.is::<LengthLimitError>() => Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is longer than {MAX_BODY} bytes, InvokeAgentRuntime's limit"),
+            &[],
+        )),
+        Err(e) => Err(refusal(
+            StatusCode::BAD_REQUEST,
+            &format!("cannot read the body: {e}"),
+            &[],
+        )),
+    }
+}
+
+/// The JSON-RPC message or batch a POST's body carries, a message of the client's era (the
+/// version its `_meta` or `headers` name); else the answer that refuses it (boxed: it is large
+/// beside a message), and nothing is sent.
+fn client_message(body: &[u8], headers: &HeaderMap) -> Result<Value, Box<Response<HttpBody>>> {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(message @ (Value::Object(_) | Value::Array(_))) => message,
+        Ok(_) => {
+            return Err(Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(
+                    &Value::Null,
+                    -32600,
+                    "Invalid Request: not a JSON-RPC message",
+                    None,
+                ),
+            )));
+        }
+        Err(e) => {
+            warn!("a POST body that is not JSON: {e}");
+            return Err(Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                &error_response(&Value::Null, -32700, &format!("Parse error: {e}"), None),
+            )));
+        }
+    };
+    let version = protocol::version_in_meta(&message).or_else(|| {
+        headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+    });
+    if let Err(mut invalid) = protocol::check_client_message(&message, version) {
+        warn!("not sent: {}", invalid[0].reason());
+        let answer = match (message.is_array(), invalid.len()) {
+            (false, _) | (true, 1) => invalid.swap_remove(0).response(),
+            (true, _) => Value::Array(invalid.iter().map(|i| i.response()).collect()),
+        };
+        return Err(Box::new(json_response(StatusCode::BAD_REQUEST, &answer)));
+    }
+    Ok(message)
 }
 
 /// Reads a whole answer, each frame within the idle limit, the whole before the call's

@@ -17,51 +17,28 @@ mod check;
 mod cli;
 mod listen;
 mod otlp;
+mod shutdown;
 mod sse;
 mod stack;
 mod stdio;
 mod tokens;
 mod tools;
 
-use std::pin::Pin;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use tracing::warn;
 
 use cli::{Args, Parsed};
 use stack::StartError;
 
-/// How long requests still running may go on once the proxy is told to stop.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long stopping the runtime sessions (or ending the MCP session) may take at exit.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-
 const NAME: &str = "agentcore-mcp-proxy";
-
-/// Lets the tasks still running (`what`: requests, connections) finish for up to
-/// [`DRAIN_TIMEOUT`], then gives up on the rest (dropping them answers what they owed).
-async fn drain<T: 'static>(tasks: &mut tokio::task::JoinSet<T>, what: &str) {
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            left = tasks.len(),
-            "{what} still run after {DRAIN_TIMEOUT:?}: giving up on them"
-        );
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-    }
-}
 
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {
         Ok(Parsed::Run(args)) => *args,
         Ok(Parsed::Check(args)) => return run_check(*args),
         Ok(Parsed::Help) => {
-            print!("{}", cli::HELP);
+            print!("{}", cli::help());
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Version) => {
@@ -93,7 +70,8 @@ fn main() -> ExitCode {
             Box::new(std::io::stdin())
         })),
     };
-    let code = runtime.block_on(run(args, token, input));
+    let telemetry = for_stack(export.as_ref());
+    let code = runtime.block_on(run(args, token, input, telemetry));
     // While the runtime still runs: the exporter's requests run on it.
     if let Some(export) = export {
         export.shutdown(otlp::SHUTDOWN_TIMEOUT);
@@ -122,9 +100,13 @@ fn start_logging(plan: otlp::Plan, runtime: &tokio::runtime::Runtime) -> Option<
     init_logging(export.as_ref().and_then(otlp::Export::tracer));
     if let Some(export) = &export {
         export.report();
-        stack::set_telemetry(export.for_stack());
     }
     export
+}
+
+/// What the stack records for the export, if there is one.
+fn for_stack(export: Option<&otlp::Export>) -> stack::Telemetry {
+    export.map(otlp::Export::for_stack).unwrap_or_default()
 }
 
 /// `check`: its own runtime, no stdin taken (it reads none, and starts no relay).
@@ -135,7 +117,7 @@ fn run_check(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     let export = start_logging(plan, &runtime);
-    let code = runtime.block_on(check::run(args));
+    let code = runtime.block_on(check::run(args, for_stack(export.as_ref())));
     if let Some(export) = export {
         export.shutdown(otlp::SHUTDOWN_TIMEOUT);
     }
@@ -143,7 +125,10 @@ fn run_check(args: Args) -> ExitCode {
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("{NAME}: {message}\n\n{}\nSee `{NAME} --help`.", cli::USAGE);
+    eprintln!(
+        "{NAME}: {message}\n\n{}\nSee `{NAME} --help`.",
+        cli::usage()
+    );
     ExitCode::from(2)
 }
 
@@ -210,14 +195,19 @@ fn init_logging(tracer: Option<opentelemetry_sdk::trace::SdkTracer>) {
     }
 }
 
-async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>) -> ExitCode {
+async fn run(
+    args: Args,
+    token: Option<String>,
+    input: Option<stdio::MessagesIn>,
+    telemetry: stack::Telemetry,
+) -> ExitCode {
     let mode = stack::Mode {
         // Many MCP sessions may share a listener: each gets its microVM, and ends it with
         // DELETE. On stdio, one client: one runtime session, stopped at exit when asked.
         per_mcp_session: args.listen.is_some(),
         stop_session_on_delete: args.listen.is_some() || args.stop_session_on_exit,
     };
-    let built = match stack::build(&args, mode).await {
+    let built = match stack::build(&args, mode, &telemetry).await {
         Ok(built) => built,
         Err(StartError::Usage(message)) => return usage_error(&message),
         Err(StartError::Failed(message)) => {
@@ -241,71 +231,7 @@ async fn run(args: Args, token: Option<String>, input: Option<stdio::MessagesIn>
             let Some(input) = input else {
                 unreachable!("stdio mode takes stdin at start")
             };
-            stdio::run(input, built.stack, built.uri, built.kind, tools, at_exit).await
+            stdio::run(input, built, tools, at_exit).await
         }
     }
-}
-
-/// SIGINT or SIGTERM, watched over the whole loop of a transport.
-struct Signals {
-    signal: Pin<Box<dyn Future<Output = &'static str>>>,
-    came: Option<&'static str>,
-}
-
-impl Signals {
-    fn watch() -> Signals {
-        Signals {
-            signal: Box::pin(shutdown_signal()),
-            came: None,
-        }
-    }
-
-    /// What `next` gives, or `None` once a signal has come ([`Signals::came`]): then at once,
-    /// without polling `next` or the finished signal again.
-    async fn unless<T>(&mut self, next: impl Future<Output = T>) -> Option<T> {
-        if self.came.is_some() {
-            return None;
-        }
-        tokio::select! {
-            value = next => Some(value),
-            name = &mut self.signal => {
-                self.came = Some(name);
-                None
-            }
-        }
-    }
-
-    /// The name of the signal that came, if one did.
-    fn came(&self) -> Option<&'static str> {
-        self.came
-    }
-}
-
-/// Resolves on SIGINT or SIGTERM, with the signal's name; never when they cannot be watched.
-async fn shutdown_signal() -> &'static str {
-    let interrupt = async {
-        match tokio::signal::ctrl_c().await {
-            Ok(()) => "SIGINT",
-            Err(e) => {
-                warn!("cannot watch for SIGINT: {e}");
-                std::future::pending().await
-            }
-        }
-    };
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => tokio::select! {
-                name = interrupt => name,
-                _ = terminate.recv() => "SIGTERM",
-            },
-            Err(e) => {
-                warn!("cannot watch for SIGTERM: {e}");
-                interrupt.await
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    interrupt.await
 }

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use agentcore_tower::{
     recommended_layers,
 };
 use aws_config::BehaviorVersion;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
 use http_body_util::Full;
@@ -31,8 +32,8 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tracing::{info, warn};
 
-use crate::answers;
-use crate::call::{self, CallDeadline, InnerBody, ResBody, TimedOut};
+use crate::answers::Upstream;
+use crate::call::{CallDeadline, InnerBody, Limits, ResBody, TimedOut};
 use crate::cli::{Args, Door, TokenSource, shown, shown_duration};
 use crate::tokens::{self, TokenError, Tokens};
 
@@ -69,6 +70,8 @@ pub struct Built {
     pub region: Option<String>,
     /// `--header`: what the stack sets on every request.
     pub headers: HeaderMap,
+    /// The server and the limits, as the proxy's own answers speak of them.
+    pub upstream: Upstream,
 }
 
 /// How the signer is set up for the mode.
@@ -80,12 +83,9 @@ pub struct Mode {
 }
 
 /// Builds the stack for `args`: the token provider when a bearer flag is given (and then no AWS
-/// credentials at all), else the AWS configuration's credentials.
-pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
-    call::set_limits(call::Limits {
-        total: args.timeout,
-        idle: args.idle_timeout,
-    });
+/// credentials at all), else the AWS configuration's credentials; recording what `telemetry`
+/// asks for.
+pub async fn build(args: &Args, mode: Mode, telemetry: &Telemetry) -> Result<Built, StartError> {
     info!(
         timeout = %shown_duration(args.timeout),
         idle_timeout = %shown_duration(args.idle_timeout),
@@ -98,89 +98,76 @@ pub async fn build(args: &Args, mode: Mode) -> Result<Built, StartError> {
         })?),
         None => None,
     };
-    if tokens.is_some() {
-        answers::set_bearer();
-    }
+    let upstream = upstream(args, tokens.is_some());
     let auth = match &args.tokens {
         Some(TokenSource::Env(name)) => format!("bearer token from ${name}"),
         Some(TokenSource::Command(_)) => "bearer token from --bearer-token-command".to_owned(),
         None => "SigV4".to_owned(),
     };
-    if args.tokens.is_none()
-        && let Some(profile) = args
-            .profile
-            .clone()
-            .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
-    {
-        answers::set_profile(profile);
-    }
+    let start = Start {
+        args,
+        tokens,
+        auth: &auth,
+        telemetry,
+        upstream,
+    };
     match &args.door {
-        Door::Runtime(_) => answers::set_action("bedrock-agentcore:InvokeAgentRuntime"),
-        Door::Gateway(_) => answers::set_action("bedrock-agentcore:InvokeGateway"),
-        Door::Url(_) => {}
-    }
-    match &args.door {
-        Door::Runtime(arn) => runtime(args, arn, mode, tokens, &auth).await,
-        Door::Gateway(url) => endpoint(args, url, None, tokens, &auth).await,
+        Door::Runtime(arn) => runtime(start, arn, mode).await,
+        Door::Gateway(url) => endpoint(start, url, None).await,
         Door::Url(url) => {
-            answers::set_upstream("the MCP server");
             let signing_name = args.signing_name.as_deref().unwrap_or_default();
-            endpoint(args, url, Some(signing_name), tokens, &auth).await
+            endpoint(start, url, Some(signing_name)).await
         }
     }
 }
 
-/// An AgentCore Runtime: `InvokeAgentRuntime`, signed or with the bearer token.
-async fn runtime(
-    args: &Args,
-    arn: &str,
-    mode: Mode,
+/// What [`build`] hands to the builder of the door's stack.
+struct Start<'a> {
+    args: &'a Args,
+    /// The bearer tokens, when a TOKEN option is given (else SigV4).
     tokens: Option<Tokens>,
-    auth: &str,
-) -> Result<Built, StartError> {
-    let mut target = InvokeTarget::arn(arn);
-    if let Some(qualifier) = &args.qualifier {
-        target = target.qualifier(qualifier);
-    }
-    // SigV4: the AWS configuration, for its credentials and region. A bearer token needs no
-    // credentials: only the region, and only when neither --region nor the ARN names it.
-    let (credentials, configured_region) = match &tokens {
-        None => {
-            let mut loader = aws_config_loader(args);
-            if let Some(region) = &args.region {
-                // Skips the region chain (which may ask the instance metadata service).
-                loader = loader.region(aws_config::Region::new(region.clone()));
-            }
-            let config = loader.load().await;
-            let Some(credentials) = config.credentials_provider() else {
-                return Err(StartError::Failed(
-                    "the AWS configuration has no credentials provider".into(),
-                ));
-            };
-            (Some(credentials), config.region().map(ToString::to_string))
-        }
-        Some(_) if args.region.is_some() || arn_region(arn).is_some() => (None, None),
-        Some(_) => (None, configured_region().await),
-    };
-    // The region: --region, else the ARN's (the runtime lives there: a profile's default region
-    // must not send the call elsewhere), else the configured one.
-    if args.region.is_none()
-        && let (Some(configured), Some(in_arn)) = (configured_region.as_deref(), arn_region(arn))
-        && configured != in_arn
-    {
-        warn!("the configured region {configured} is not the ARN's ({in_arn}); using the ARN's");
-    }
-    if let Some(region) = args
-        .region
+    /// How requests are authorized, for the log.
+    auth: &'a str,
+    telemetry: &'a Telemetry,
+    upstream: Upstream,
+}
+
+/// What the proxy's answers say of the server for `args`: its name, the IAM action a call
+/// needs, the credentials in use (a `bearer` token, else SigV4 with a profile), the limits.
+fn upstream(args: &Args, bearer: bool) -> Upstream {
+    let profile = args
+        .profile
         .clone()
-        .or_else(|| arn_region(arn).map(str::to_owned))
-        .or(configured_region)
-    {
-        target = target.region(region);
+        .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()));
+    Upstream {
+        name: match &args.door {
+            Door::Url(_) => "the MCP server",
+            Door::Runtime(_) | Door::Gateway(_) => "AgentCore",
+        },
+        bearer,
+        action: match &args.door {
+            Door::Runtime(_) => Some("bedrock-agentcore:InvokeAgentRuntime"),
+            Door::Gateway(_) => Some("bedrock-agentcore:InvokeGateway"),
+            Door::Url(_) => None,
+        },
+        profile: profile.filter(|_| !bearer).map(Arc::from),
+        limits: Limits {
+            total: args.timeout,
+            idle: args.idle_timeout,
+        },
     }
-    if let Some(endpoint) = args.endpoint.clone().or_else(endpoint_from_env) {
-        target = target.endpoint(endpoint);
-    }
+}
+
+/// An AgentCore Runtime: `InvokeAgentRuntime`, signed or with the bearer token.
+async fn runtime(start: Start<'_>, arn: &str, mode: Mode) -> Result<Built, StartError> {
+    let Start {
+        args,
+        tokens,
+        auth,
+        telemetry,
+        upstream,
+    } = start;
+    let (target, credentials) = runtime_target(args, arn, tokens.is_none()).await?;
     let sessions = if mode.per_mcp_session {
         RuntimeSessions::PerMcpSession
     } else {
@@ -222,26 +209,85 @@ async fn runtime(
         headers = ?args.headers,
         "proxying to AgentCore Runtime"
     );
-    let stack = over_client(guard(args), signer, &uri, args)?;
+    let stack = over_client(signer, &uri, args, telemetry)?;
     Ok(Built {
         stack,
         uri,
         kind: Kind::Runtime,
         region,
         headers: args.headers.0.clone(),
+        upstream,
     })
+}
+
+/// The runtime to invoke, its qualifier, region and endpoint as the command line and the AWS
+/// configuration give them; with `sigv4`, the AWS configuration's credentials too.
+async fn runtime_target(
+    args: &Args,
+    arn: &str,
+    sigv4: bool,
+) -> Result<(InvokeTarget, Option<SharedCredentialsProvider>), StartError> {
+    let mut target = InvokeTarget::arn(arn);
+    if let Some(qualifier) = &args.qualifier {
+        target = target.qualifier(qualifier);
+    }
+    // SigV4: the AWS configuration, for its credentials and region. A bearer token needs no
+    // credentials: only the region, and only when neither --region nor the ARN names it.
+    let (credentials, configured_region) = match sigv4 {
+        true => {
+            let mut loader = aws_config_loader(args);
+            if let Some(region) = &args.region {
+                // Skips the region chain (which may ask the instance metadata service).
+                loader = loader.region(aws_config::Region::new(region.clone()));
+            }
+            let config = loader.load().await;
+            let Some(credentials) = config.credentials_provider() else {
+                return Err(StartError::Failed(
+                    "the AWS configuration has no credentials provider".into(),
+                ));
+            };
+            (Some(credentials), config.region().map(ToString::to_string))
+        }
+        false if args.region.is_some() || arn_region(arn).is_some() => (None, None),
+        false => (None, configured_region().await),
+    };
+    // The region: --region, else the ARN's (the runtime lives there: a profile's default region
+    // must not send the call elsewhere), else the configured one.
+    if args.region.is_none()
+        && let (Some(configured), Some(in_arn)) = (configured_region.as_deref(), arn_region(arn))
+        && configured != in_arn
+    {
+        warn!("the configured region {configured} is not the ARN's ({in_arn}); using the ARN's");
+    }
+    if let Some(region) = args
+        .region
+        .clone()
+        .or_else(|| arn_region(arn).map(str::to_owned))
+        .or(configured_region)
+    {
+        target = target.region(region);
+    }
+    if let Some(endpoint) = args.endpoint.clone().or_else(endpoint_from_env) {
+        target = target.endpoint(endpoint);
+    }
+    Ok((target, credentials))
 }
 
 /// An MCP endpoint at `url`: an AgentCore Gateway (`signing_name` `None`: bedrock-agentcore,
 /// the region off the host), or any URL (`Some`: signed for that name, unless there is a
 /// bearer token); signed, or with the bearer token.
 async fn endpoint(
-    args: &Args,
+    start: Start<'_>,
     url: &Uri,
     signing_name: Option<&str>,
-    tokens: Option<Tokens>,
-    auth: &str,
 ) -> Result<Built, StartError> {
+    let Start {
+        args,
+        tokens,
+        auth,
+        telemetry,
+        upstream,
+    } = start;
     let gateway = signing_name.is_none();
     let flag = args.door.flag();
     let (signer, region) = match tokens {
@@ -304,13 +350,14 @@ async fn endpoint(
         headers = ?args.headers,
         "{what}"
     );
-    let stack = over_client(guard(args), signer, url, args)?;
+    let stack = over_client(signer, url, args, telemetry)?;
     Ok(Built {
         stack,
         uri: url.clone(),
         kind: Kind::Endpoint,
         region,
         headers: args.headers.0.clone(),
+        upstream,
     })
 }
 
@@ -407,10 +454,10 @@ fn bridge(args: &Args) -> ProtocolBridgeLayer {
 /// The stack over hyper's client: plain HTTP for an `http://` URI (a local test server), else
 /// HTTPS.
 fn over_client<L>(
-    guard: ReplayGuardLayer,
     signer: L,
     uri: &Uri,
     args: &Args,
+    telemetry: &Telemetry,
 ) -> Result<Stack, StartError>
 where
     L: Layer<HttpClient> + Layer<HttpsClient>,
@@ -419,15 +466,35 @@ where
     McpSessionRecovery<<RecommendedLayers<L> as Layer<HttpsClient>>::Service>: Boxable,
 {
     let executor = TokioExecutor::new();
-    let headers = Arc::new(args.headers.0.clone());
-    let layers = (tasks(args), bridge(args));
+    let around = Around {
+        guard: guard(args),
+        tasks: tasks(args),
+        bridge: bridge(args),
+        headers: Arc::new(args.headers.0.clone()),
+        total: args.timeout,
+        telemetry,
+    };
     Ok(if uri.scheme() == Some(&http::uri::Scheme::HTTP) {
         let client = Client::builder(executor).build_http();
-        stack_over(guard, signer, client, headers, layers)
+        stack_over(signer, client, around)
     } else {
         let client = Client::builder(executor).build(https_connector()?);
-        stack_over(guard, signer, client, headers, layers)
+        stack_over(signer, client, around)
     })
+}
+
+/// What the command line and the telemetry set around the signer.
+struct Around<'a> {
+    guard: ReplayGuardLayer,
+    /// `--no-tasks`, `--max-task-duration`.
+    tasks: Option<TaskPollingLayer>,
+    /// `--bridge-modern-clients`.
+    bridge: ProtocolBridgeLayer,
+    /// `--header`: set on every request at the top.
+    headers: Arc<HeaderMap>,
+    /// `--timeout`.
+    total: Duration,
+    telemetry: &'a Telemetry,
 }
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -466,33 +533,33 @@ impl<S> Boxable for S where
 /// The stack, outer to inner: the Tasks extension run for clients that do not declare it
 /// (unless `--no-tasks`), one deadline per request ([`Deadline`]), the MCP session re-opened
 /// when the server no longer knows it, the replay rule, throttle and session-busy retries, the
-/// signer — over `client`. `headers` (`--header`) are set on every request at the top, so that
-/// the signer signs them like the rest.
-fn stack_over<L, C>(
-    guard: ReplayGuardLayer,
-    signer: L,
-    client: C,
-    headers: Arc<HeaderMap>,
-    (tasks, bridge): (Option<TaskPollingLayer>, ProtocolBridgeLayer),
-) -> Stack
+/// signer — over `client`. The headers of `--header` are set on every request at the top, so
+/// that the signer signs them like the rest.
+fn stack_over<L, C>(signer: L, client: C, around: Around<'_>) -> Stack
 where
     RecommendedLayers<L>: Layer<C>,
     McpSessionRecovery<<RecommendedLayers<L> as Layer<C>>::Service>: Boxable,
 {
+    let Around {
+        guard,
+        tasks,
+        bridge,
+        headers,
+        total,
+        telemetry,
+    } = around;
     let mut recovery = McpSessionRecoveryLayer::new();
     let mut layers = recommended_layers(guard, signer);
-    if let Some(telemetry) = TELEMETRY.get() {
-        if let Some(trace_context) = &telemetry.trace_context {
-            recovery = recovery.trace_context(trace_context.clone());
-            layers = layers.trace_context(trace_context.clone());
-        }
-        if let Some(metrics) = &telemetry.metrics {
-            recovery = recovery.metrics(metrics.clone());
-            layers = layers.metrics(metrics.clone());
-            // The retry budget the stack's layers share, as instruments.
-            if let Some(budget) = layers.budget() {
-                metrics.observe_budget(budget, &[]);
-            }
+    if let Some(trace_context) = &telemetry.trace_context {
+        recovery = recovery.trace_context(trace_context.clone());
+        layers = layers.trace_context(trace_context.clone());
+    }
+    if let Some(metrics) = &telemetry.metrics {
+        recovery = recovery.metrics(metrics.clone());
+        layers = layers.metrics(metrics.clone());
+        // The retry budget the stack's layers share, as instruments.
+        if let Some(budget) = layers.budget() {
+            metrics.observe_budget(budget, &[]);
         }
     }
     // The bridge between MCP's eras acts only when a client's initialize is refused.
@@ -505,15 +572,13 @@ where
     // (and its re-send declaring the extension) and, through the layer's poll timeout, each
     // poll; never the job, whose answer carries no deadline for the relays.
     let inner: Inner = match tasks {
-        Some(tasks) => {
-            BoxCloneSyncService::new(tasks.poll_timeout(call::limits().total).layer(below))
-        }
+        Some(tasks) => BoxCloneSyncService::new(tasks.poll_timeout(total).layer(below)),
         None => BoxCloneSyncService::new(below.map_response(|r| r.map(TaskBody::from))),
     };
     BoxCloneSyncService::new(
         Deadline {
             inner,
-            total: call::limits().total,
+            total,
             headers,
         }
         .map_response(untimed_if_task),
@@ -530,17 +595,11 @@ fn untimed_if_task(mut answer: Response<ResBody>) -> Response<ResBody> {
 }
 
 /// What the stack records for OpenTelemetry when the proxy exports it (see `otlp`): the trace
-/// context its attempts carry, its histograms.
+/// context its attempts carry, its histograms. Nothing by default.
+#[derive(Default)]
 pub struct Telemetry {
     pub trace_context: Option<TraceContext>,
     pub metrics: Option<Metrics>,
-}
-
-static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
-
-/// Sets what every stack built from now on records; once, at start.
-pub fn set_telemetry(telemetry: Telemetry) {
-    let _ = TELEMETRY.set(telemetry);
 }
 
 /// The outermost layer: one deadline for the whole call (`--timeout`), retries included, and

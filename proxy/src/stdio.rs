@@ -6,6 +6,7 @@
 mod in_flight;
 mod lines;
 mod own_calls;
+mod relay;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -16,27 +17,23 @@ use std::time::Instant;
 use agentcore_tower::protocol;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use http::{Method, Request, Response, Uri};
+use http::{Method, Request, Uri};
 use http_body_util::Full;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tracing::{debug, error, info, warn};
 
-use crate::answers::{
-    Broke, Call, Ending, OpenRequests, describe_failure, describe_status, error_response, is_held,
-    is_jsonrpc, log_ending, next_frame, one_line, parse_server_message, preview, unanswered,
-    upstream,
-};
+use crate::answers::{Call, Ending, OpenRequests, Upstream, error_response, is_held, one_line};
 use crate::call::ResBody;
+use crate::shutdown::{STOP_TIMEOUT, Signals};
 use crate::sse::{Event, SseParser, is_event_stream};
-use crate::stack::{Kind, Stack};
+use crate::stack::{Built, Kind, Stack};
 use crate::tools::Tools;
-use crate::{STOP_TIMEOUT, Signals};
 use in_flight::{Cancel, Cancellable, InFlight};
 pub use lines::{MessagesIn, take_stdin};
 use lines::{line_of, read_stdin, write_stdout};
-use own_calls::is_header_mismatch;
+use relay::{Asked, Relayed, read_events};
 
 /// How long the server's stream waits before it is opened again, unless the server said
 /// (`retry:`).
@@ -44,37 +41,6 @@ const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How many re-opens of the server's stream may fail in a row before the proxy gives up on it.
 const STREAM_FAILURES: u32 = 5;
-
-/// Reads an event stream, each event to `on_event`, until it ends or `on_event` wants no more
-/// (every request it waited for is answered: a server may keep the stream open after the
-/// answer, and nothing is waited for on it): `Err` when it broke or stalled first, or the
-/// call's deadline came.
-async fn read_events(
-    body: &mut ResBody,
-    call: &Call,
-    events: &mut SseParser,
-    mut on_event: impl FnMut(Event) -> bool,
-) -> Result<(), Broke> {
-    let mut more = true;
-    let ended = loop {
-        match next_frame(body, call).await {
-            Ok(Some(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    events.feed(data, |event| more &= on_event(event));
-                }
-                if !more {
-                    break Ok(());
-                }
-            }
-            Ok(None) => break Ok(()),
-            Err(why) => break Err(why),
-        }
-    };
-    events.finish(|event| {
-        on_event(event);
-    });
-    ended
-}
 
 /// What the proxy does once stdin closed and the requests are drained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,14 +56,7 @@ pub enum AtExit {
 }
 
 /// Runs the proxy until stdin closes (or a signal), then drains and does what `at_exit` says.
-pub async fn run(
-    input: MessagesIn,
-    stack: Stack,
-    uri: Uri,
-    kind: Kind,
-    tools: Tools,
-    at_exit: AtExit,
-) -> ExitCode {
+pub async fn run(input: MessagesIn, built: Built, tools: Tools, at_exit: AtExit) -> ExitCode {
     let (out, lines_out) = mpsc::unbounded_channel();
     let writer = std::thread::Builder::new()
         .name("stdout".into())
@@ -117,152 +76,169 @@ pub async fn run(
         error!("cannot start the stdin reader: {e}");
         return ExitCode::FAILURE;
     }
-
     let proxy = Arc::new(Proxy {
-        stack,
-        uri,
-        kind,
+        stack: built.stack,
+        uri: built.uri,
+        kind: built.kind,
+        upstream: built.upstream,
         tools,
         session: RwLock::new(Session::default()),
         in_flight: std::sync::Mutex::default(),
         sent: AtomicBool::new(false),
         out: out.clone(),
     });
-    let mut tasks = tokio::task::JoinSet::new();
-    // The server's own stream, once the session is initialized.
-    let mut stream: Option<tokio::task::JoinHandle<()>> = None;
-    let mut signals = Signals::watch();
-    loop {
-        let Some(line) = signals.unless(stdin.recv()).await.flatten() else {
-            break;
-        };
-        while tasks.try_join_next().is_some() {}
-        let line = match line {
-            Ok(line) => line,
-            Err(e) => {
-                error!("cannot read stdin: {e}");
+    let mut dispatch = Dispatch {
+        proxy,
+        tasks: tokio::task::JoinSet::new(),
+        stream: None,
+        signals: Signals::watch(),
+    };
+    dispatch.read(&mut stdin).await;
+    dispatch.finish(at_exit).await;
+    drop(out);
+    // Every sender is gone: the writer writes what is queued and ends.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    ExitCode::SUCCESS
+}
+
+/// The stdin loop: each message of the client sent on its way, in order or alongside the
+/// others ([`in_order`]), until stdin closes or a signal comes; then the shutdown.
+struct Dispatch {
+    proxy: Arc<Proxy>,
+    /// The requests that run alongside the others.
+    tasks: tokio::task::JoinSet<()>,
+    /// The server's own stream, once the session is initialized.
+    stream: Option<tokio::task::JoinHandle<()>>,
+    signals: Signals,
+}
+
+impl Dispatch {
+    /// Reads stdin, each message sent on its way, until it closes or breaks, or a signal comes.
+    async fn read(&mut self, stdin: &mut mpsc::Receiver<std::io::Result<Vec<u8>>>) {
+        loop {
+            let Some(line) = self.signals.unless(stdin.recv()).await.flatten() else {
+                break;
+            };
+            while self.tasks.try_join_next().is_some() {}
+            let line = match line {
+                Ok(line) => line,
+                Err(e) => {
+                    error!("cannot read stdin: {e}");
+                    break;
+                }
+            };
+            let line = line.trim_ascii();
+            let Some(message) = self.proxy.accept(line) else {
+                continue;
+            };
+            if !self.send(Bytes::copy_from_slice(line), message).await {
                 break;
             }
-        };
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            continue;
         }
-        let message: Value = match serde_json::from_slice(line) {
-            Ok(message) => message,
-            Err(e) => {
-                warn!("stdin: a line that is not JSON: {e}");
-                let _ = out.send(line_of(&error_response(
-                    &Value::Null,
-                    -32700,
-                    &format!("Parse error: {e}"),
-                    None,
-                )));
-                continue;
-            }
-        };
-        // What is not a message of the client's era is answered here, and nothing is sent.
-        let version = protocol::version_in_meta(&message)
-            .map(str::to_owned)
-            .or_else(|| proxy.session_version());
-        if let Err(invalid) = protocol::check_client_message(&message, version.as_deref()) {
-            for invalid in invalid {
-                warn!("stdin: not sent: {}", invalid.reason());
-                let _ = out.send(line_of(&invalid.response()));
-            }
-            continue;
-        }
-        // A 2026-07-28 request is cancelled by closing its HTTP stream (the revision posts no
-        // notification over HTTP): the one in flight is dropped, and nothing is sent.
-        if let Some(cancelled) = proxy.cancelled_request(&message) {
-            debug!(request = %cancelled, "cancelled by the client: its stream is closed");
-            continue;
-        }
+    }
+
+    /// Sends one message (`line`) on its way: whether the loop goes on (not when a signal came
+    /// while a message that goes in order waited for its answer).
+    async fn send(&mut self, line: Bytes, message: Value) -> bool {
         let serial = in_order(&message);
         let initialized =
             message.get("method").and_then(Value::as_str) == Some("notifications/initialized");
         let cancellable = Cancellable::of(&message);
         let cancel = Cancel::default();
-        let forward = proxy
-            .clone()
-            .forward(Bytes::copy_from_slice(line), message, cancel.clone());
+        let forward = self.proxy.clone().forward(line, message, cancel.clone());
         if serial {
-            // Nothing the client sent after it goes upstream before it is answered — nor, once
-            // the session is initialized, before the server's own stream is open, so nothing
-            // the server sends there at once is lost.
-            let proxy = proxy.clone();
-            let open_stream = stream.is_none();
-            let step = async move {
-                let accepted = forward.await;
-                if initialized && accepted && open_stream && proxy.has_session() {
-                    return proxy.open_stream().await;
-                }
-                None
-            };
-            let Some(opened) = signals.unless(step).await else {
-                break;
-            };
-            if opened.is_some() {
-                stream = opened;
+            return self.in_order(forward, initialized).await;
+        }
+        self.alongside(forward, cancellable, cancel);
+        true
+    }
+
+    /// Sends a message that goes in order: nothing the client sent after it goes upstream
+    /// before it is answered — nor, once the session is `initialized`, before the server's own
+    /// stream is open, so nothing the server sends there at once is lost. `false` when a signal
+    /// came first.
+    async fn in_order(&mut self, forward: impl Future<Output = bool>, initialized: bool) -> bool {
+        let proxy = self.proxy.clone();
+        let open_stream = self.stream.is_none();
+        let step = async move {
+            let accepted = forward.await;
+            if initialized && accepted && open_stream && proxy.has_session() {
+                return proxy.open_stream().await;
             }
-        } else {
-            let done = proxy.clone();
-            let key = cancellable.as_ref().map(|c| c.key.clone());
-            let abort = tasks.spawn(async move {
-                forward.await;
-                if let Some(key) = key {
-                    done.in_flight().remove(&key);
-                }
-            });
-            if let Some(Cancellable {
-                key,
+            None
+        };
+        let Some(opened) = self.signals.unless(step).await else {
+            return false;
+        };
+        if opened.is_some() {
+            self.stream = opened;
+        }
+        true
+    }
+
+    /// Sends a message alongside the others, from a task of its own; a request the client may
+    /// cancel is kept in flight until it is answered.
+    fn alongside(
+        &mut self,
+        forward: impl Future<Output = bool> + Send + 'static,
+        cancellable: Option<Cancellable>,
+        cancel: Cancel,
+    ) {
+        let done = self.proxy.clone();
+        let key = cancellable.as_ref().map(|c| c.key.clone());
+        let abort = self.tasks.spawn(async move {
+            forward.await;
+            if let Some(key) = key {
+                done.in_flight().remove(&key);
+            }
+        });
+        if let Some(Cancellable {
+            key,
+            held,
+            stateless,
+        }) = cancellable
+        {
+            let request = InFlight {
+                abort,
+                cancel,
                 held,
                 stateless,
-            }) = cancellable
-            {
-                proxy.in_flight().insert(
-                    key,
-                    InFlight {
-                        abort,
-                        cancel,
-                        held,
-                        stateless,
-                    },
-                );
-            }
+            };
+            self.proxy.in_flight().insert(key, request);
         }
     }
 
-    if let Some(name) = signals.came() {
-        info!("{name}: shutting down");
-    }
-    debug!(in_flight = tasks.len(), "stdin closed");
-    // The streams the client held open end with it: nothing is waited for on them.
-    proxy.in_flight().retain(|_, request| {
-        if request.held {
-            request.cancel.set();
-            request.abort.abort();
+    /// Once stdin closed (or a signal came): the streams the client held open are closed, the
+    /// requests still running drained, the server's stream ended, and the session ended as
+    /// `at_exit` says.
+    async fn finish(mut self, at_exit: AtExit) {
+        if let Some(name) = self.signals.came() {
+            info!("{name}: shutting down");
         }
-        !request.held
-    });
-    // Requests given up on are answered by their trackers as they are dropped.
-    crate::drain(&mut tasks, "requests").await;
-    // The server's stream ends with the session.
-    if let Some(stream) = stream.take() {
-        stream.abort();
-    }
-    match at_exit {
-        AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
-            proxy.end(&STOP_RUNTIME_SESSION).await;
+        debug!(in_flight = self.tasks.len(), "stdin closed");
+        let proxy = self.proxy;
+        // The streams the client held open end with it: nothing is waited for on them.
+        proxy.in_flight().retain(|_, request| {
+            if request.held {
+                request.cancel.set();
+                request.abort.abort();
+            }
+            !request.held
+        });
+        // Requests given up on are answered by their trackers as they are dropped.
+        crate::shutdown::drain(&mut self.tasks, "requests").await;
+        // The server's stream ends with the session.
+        if let Some(stream) = self.stream.take() {
+            stream.abort();
         }
-        AtExit::EndMcpSession if proxy.has_session() => proxy.end(&END_MCP_SESSION).await,
-        _ => {}
+        match at_exit {
+            AtExit::StopRuntimeSession if proxy.sent.load(Ordering::SeqCst) => {
+                proxy.end(&STOP_RUNTIME_SESSION).await;
+            }
+            AtExit::EndMcpSession if proxy.has_session() => proxy.end(&END_MCP_SESSION).await,
+            _ => {}
+        }
     }
-    drop(proxy);
-    drop(out);
-    // Every sender is gone: the writer writes what is queued and ends.
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-    ExitCode::SUCCESS
 }
 
 /// Whether a message must be answered upstream before anything the client sent after it is
@@ -294,6 +270,8 @@ struct Proxy {
     /// A runtime (the signer writes the standard headers it carries) or an MCP URL (the proxy
     /// writes them, as the client's SDK would over HTTP).
     kind: Kind,
+    /// The server, as the proxy's own answers speak of it, and the limits of a call.
+    upstream: Upstream,
     /// The tools the client may see and call.
     tools: Tools,
     session: RwLock<Session>,
@@ -358,6 +336,43 @@ impl Proxy {
         request
     }
 
+    /// The message a stdin line carries, when there is one to send. A line that is not JSON,
+    /// or a message not of the client's era, is answered here; a 2026-07-28 cancel closes its
+    /// request's stream. `None` then: nothing is sent.
+    fn accept(&self, line: &[u8]) -> Option<Value> {
+        if line.is_empty() {
+            return None;
+        }
+        let message: Value = match serde_json::from_slice(line) {
+            Ok(message) => message,
+            Err(e) => {
+                warn!("stdin: a line that is not JSON: {e}");
+                let parse_error = format!("Parse error: {e}");
+                let answer = error_response(&Value::Null, -32700, &parse_error, None);
+                let _ = self.out.send(line_of(&answer));
+                return None;
+            }
+        };
+        // What is not a message of the client's era is answered here, and nothing is sent.
+        let version = protocol::version_in_meta(&message)
+            .map(str::to_owned)
+            .or_else(|| self.session_version());
+        if let Err(invalid) = protocol::check_client_message(&message, version.as_deref()) {
+            for invalid in invalid {
+                warn!("stdin: not sent: {}", invalid.reason());
+                let _ = self.out.send(line_of(&invalid.response()));
+            }
+            return None;
+        }
+        // A 2026-07-28 request is cancelled by closing its HTTP stream (the revision posts no
+        // notification over HTTP): the one in flight is dropped, and nothing is sent.
+        if let Some(cancelled) = self.cancelled_request(&message) {
+            debug!(request = %cancelled, "cancelled by the client: its stream is closed");
+            return None;
+        }
+        Some(message)
+    }
+
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, InFlight>> {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -414,6 +429,7 @@ impl Proxy {
             lists: screen.lists,
             out: self.out.clone(),
             cancel,
+            server: self.upstream.name,
         };
         let held = is_held(&message);
         // Re-issues in a row of a held stream that ended before it carried anything.
@@ -434,10 +450,12 @@ impl Proxy {
             };
             debug!(method = %label, status = response.status().as_u16(), elapsed = ?started.elapsed(), "answered");
             let accepted = response.status().is_success();
-            match self
-                .relay(response, &mut answers, initialize, watch_mismatch, held)
-                .await
-            {
+            let asked = Asked {
+                initialize,
+                watch_mismatch,
+                held,
+            };
+            match self.relay(response, &mut answers, asked).await {
                 Relayed::Done => break Ok(accepted),
                 Relayed::Ended { events, retry } => {
                     // The revision has no resumption; listening is safe to repeat.
@@ -446,13 +464,13 @@ impl Proxy {
                         let message = format!(
                             "{} ended the stream of `{label}` {STREAM_FAILURES} times in a row \
                              without sending anything; it is not issued again",
-                            upstream()
+                            self.upstream.name
                         );
                         warn!("{message}");
                         answers.fail_all(&message, None);
                         break Ok(false);
                     }
-                    debug!(method = %label, "{} ended a held stream: issued again", upstream());
+                    debug!(method = %label, "{} ended a held stream: issued again", self.upstream.name);
                     tokio::time::sleep(retry.unwrap_or(STREAM_RETRY)).await;
                 }
                 Relayed::HeaderMismatch => {
@@ -467,7 +485,7 @@ impl Proxy {
         match result {
             Ok(accepted) => accepted,
             Err(error) => {
-                let (message, data) = describe_failure(error.as_ref());
+                let (message, data) = self.upstream.describe_failure(error.as_ref());
                 warn!(method = %label, "{message}");
                 answers.fail_all(&message, Some(&data));
                 false
@@ -478,7 +496,7 @@ impl Proxy {
     /// Writes one server message of an answer as one line (its `tools/list` answers filtered);
     /// `None` (and nothing written) when it is not JSON.
     fn emit(&self, answers: &mut Answers, data: &[u8]) -> Option<Value> {
-        let mut message = parse_server_message(data)?;
+        let mut message = self.upstream.parse_server_message(data)?;
         answers.open.answered_by(&message);
         let mut line = if self.tools.filter(&answers.lists, &mut message) {
             message.to_string().into_bytes()
@@ -522,14 +540,18 @@ impl Proxy {
             .clone()
             .oneshot(request)
             .await
-            .map_err(|e| describe_failure(e.as_ref()).0)?;
+            .map_err(|e| self.upstream.describe_failure(e.as_ref()).0)?;
         let status = response.status();
         if status == http::StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
         }
         let sse = is_event_stream(response.headers());
         if !status.is_success() || !sse {
-            return Err(format!("{} answered HTTP {}", upstream(), status.as_u16()));
+            return Err(format!(
+                "{} answered HTTP {}",
+                self.upstream.name,
+                status.as_u16()
+            ));
         }
         Ok(Some(response.into_body()))
     }
@@ -548,7 +570,9 @@ impl Proxy {
                 }
                 true
             };
-            if let Err(why) = read_events(&mut body, &Call::stream(), &mut events, emit).await {
+            if let Err(why) =
+                read_events(&mut body, &Call::stream(&self.upstream), &mut events, emit).await
+            {
                 debug!("the server's stream ended: {}", why.message);
             }
             loop {
@@ -575,180 +599,11 @@ impl Proxy {
 
     /// Writes a message of the server's stream as one stdout line.
     fn emit_server_message(&self, data: &[u8]) {
-        if parse_server_message(data).is_some() {
+        if self.upstream.parse_server_message(data).is_some() {
             let mut line = one_line(data);
             line.push(b'\n');
             let _ = self.out.send(line);
         }
-    }
-
-    /// Relays an answer to the client. With `watch_mismatch`, a 400 that is the revision's
-    /// HeaderMismatch (-32020) is not relayed but said.
-    async fn relay(
-        &self,
-        response: Response<ResBody>,
-        answers: &mut Answers,
-        initialize: bool,
-        watch_mismatch: bool,
-        held: bool,
-    ) -> Relayed {
-        let (parts, mut body) = response.into_parts();
-        let status = parts.status;
-        let call = Call::of_held(&parts.extensions, held);
-        let sse = is_event_stream(&parts.headers);
-        if initialize && status.is_success() {
-            let mut session = self.session.write().unwrap_or_else(|p| p.into_inner());
-            session.id = parts.headers.get("mcp-session-id").cloned();
-            session.protocol_version = None;
-        }
-        let on_message = |answers: &mut Answers, data: &[u8]| {
-            let Some(message) = self.emit(answers, data) else {
-                return false;
-            };
-            if initialize
-                && let Some(version) = message
-                    .pointer("/result/protocolVersion")
-                    .and_then(Value::as_str)
-                    .and_then(|v| HeaderValue::from_str(v).ok())
-            {
-                self.session
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .protocol_version = Some(version);
-            }
-            true
-        };
-
-        // SSE events are relayed as they come (and the stream resumed when the server ends it
-        // before its answers); a JSON body is read whole.
-        if status.is_success() && sse {
-            let mut events = SseParser::default();
-            let mut delivered = 0;
-            let mut ended = read_events(&mut body, &call, &mut events, |event| {
-                if let Some(data) = event.message() {
-                    delivered += usize::from(on_message(answers, data));
-                }
-                !answers.open.is_empty()
-            })
-            .await;
-            if held && !answers.open.is_empty() {
-                if let Err(why) = &ended {
-                    debug!("a held stream ended: {}", why.message);
-                }
-                return Relayed::Ended {
-                    events: delivered,
-                    retry: events.retry(),
-                };
-            }
-            let mut resumes = 0;
-            while !answers.open.is_empty() {
-                // Resuming is not sending again: the same request is not run again, the
-                // server sends the rest of its answer.
-                let Some(last) = events.last_id().map(str::to_owned) else {
-                    break;
-                };
-                resumes += 1;
-                if resumes > STREAM_FAILURES {
-                    ended = Err(call.broken(format!("it was resumed {STREAM_FAILURES} times")));
-                    break;
-                }
-                tokio::time::sleep(events.retry().unwrap_or(STREAM_RETRY)).await;
-                match self.get_stream(Some(&last)).await {
-                    Ok(Some(mut next)) => {
-                        // The same call: its deadline still holds.
-                        ended = read_events(&mut next, &call, &mut events, |event| {
-                            if let Some(data) = event.message() {
-                                on_message(answers, data);
-                            }
-                            !answers.open.is_empty()
-                        })
-                        .await;
-                        if events.last_id() != Some(last.as_str()) {
-                            resumes = 0;
-                        }
-                    }
-                    Ok(None) => {
-                        ended = Err(call.broken(format!(
-                            "{} ended its answer's stream before the answer, and offers no \
-                             stream to resume it (GET: 405)",
-                            upstream()
-                        )));
-                        break;
-                    }
-                    Err(why) => {
-                        ended = Err(
-                            call.broken(format!("its answer's stream could not be resumed: {why}"))
-                        );
-                        break;
-                    }
-                }
-            }
-            if !answers.open.is_empty() {
-                let (message, data) = match ended {
-                    Err(why) if why.message.ends_with("may have run") => {
-                        (why.message, Some(why.data))
-                    }
-                    Err(why) => (
-                        format!("{}; the tool may have run", why.message),
-                        Some(why.data),
-                    ),
-                    Ok(()) => (unanswered(status), None),
-                };
-                warn!("{message}");
-                answers.fail_all(&message, data.as_ref());
-            }
-            return Relayed::Done;
-        }
-        let mut whole = Vec::new();
-        loop {
-            let frame = match next_frame(&mut body, &call).await {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(why) => {
-                    warn!("{}", why.message);
-                    answers.fail_all(&why.message, Some(&why.data));
-                    return Relayed::Done;
-                }
-            };
-            if let Some(data) = frame.data_ref() {
-                whole.extend_from_slice(data);
-            }
-        }
-        let text = whole.trim_ascii();
-        if watch_mismatch && status == http::StatusCode::BAD_REQUEST && is_header_mismatch(text) {
-            return Relayed::HeaderMismatch;
-        }
-        // A refusal in the JSON-RPC form says what it is, as the HTTP form's error does.
-        let said = call.refusal_in_json_rpc(status, text);
-        let text = said.as_deref().unwrap_or(text);
-        if status.is_success() {
-            if !text.is_empty() && !on_message(answers, text) {
-                answers.fail_all(
-                    &format!(
-                        "{} answered HTTP {} with a body that is not JSON",
-                        upstream(),
-                        status.as_u16()
-                    ),
-                    Some(
-                        &serde_json::json!({"httpStatus": status.as_u16(), "body": preview(text)}),
-                    ),
-                );
-            }
-        } else if let Some(error) = serde_json::from_slice::<Value>(text)
-            .ok()
-            .and_then(|message| answers.open.correlated(&message))
-        {
-            on_message(answers, error.to_string().as_bytes());
-        } else if !(is_jsonrpc(text) && on_message(answers, text)) {
-            let (message, mut data) = describe_status(status, &parts.headers, text);
-            call.add_attempts(&mut data);
-            warn!("{message}");
-            answers.fail_all(&message, Some(&data));
-        }
-        if !answers.open.is_empty() {
-            answers.fail_all(&unanswered(status), None);
-        }
-        Relayed::Done
     }
 
     fn has_session(&self) -> bool {
@@ -760,7 +615,7 @@ impl Proxy {
     async fn end(&self, ending: &Ending) {
         let request = self.request(Method::DELETE, Bytes::new(), None);
         match tokio::time::timeout(STOP_TIMEOUT, self.stack.clone().oneshot(request)).await {
-            Ok(result) => log_ending(result, ending).await,
+            Ok(result) => self.upstream.log_ending(result, ending).await,
             Err(_) => warn!("{} took longer than {STOP_TIMEOUT:?}", ending.doing),
         }
     }
@@ -782,20 +637,6 @@ const STOP_RUNTIME_SESSION: Ending = Ending {
     expires_anyway: false,
 };
 
-/// How a relayed answer ended.
-enum Relayed {
-    /// It was relayed (or its requests failed).
-    Done,
-    /// A held stream ([`is_held`]) ended before its answer, after `events` messages: issued
-    /// again after `retry` (what the server asked for, if it did).
-    Ended {
-        events: usize,
-        retry: Option<std::time::Duration>,
-    },
-    /// It was the revision's HeaderMismatch, not relayed: the call may be sent again.
-    HeaderMismatch,
-}
-
 /// The requests of one stdin line still waiting for their answer. Whatever is still open when
 /// it is dropped (the task was aborted at exit, or panicked) is answered with an error: a
 /// client is never left waiting.
@@ -806,6 +647,8 @@ struct Answers {
     out: mpsc::UnboundedSender<Vec<u8>>,
     /// Set when the client cancelled the request: it waits for no answer.
     cancel: Cancel,
+    /// The server, as messages name it.
+    server: &'static str,
 }
 
 impl Answers {
@@ -826,7 +669,7 @@ impl Drop for Answers {
         self.fail_all(
             &format!(
                 "the proxy stopped before {} answered (stdin closed, or an internal error)",
-                upstream()
+                self.server
             ),
             None,
         );

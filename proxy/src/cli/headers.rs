@@ -24,8 +24,8 @@ impl fmt::Debug for Headers {
     }
 }
 
-/// One `--header NAME=VALUE`: a valid header name and value, the name not given before.
-pub fn parse_header(headers: &mut Headers, text: &str) -> Result<(), String> {
+/// One `--header NAME=VALUE`: a valid header name and value.
+pub fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), String> {
     let Some((name, value)) = text.split_once('=') else {
         return Err("--header takes NAME=VALUE".into());
     };
@@ -35,13 +35,23 @@ pub fn parse_header(headers: &mut Headers, text: &str) -> Result<(), String> {
     let value = HeaderValue::from_str(value).map_err(|_| {
         format!("--header {name}: the value is not a header value (visible text, no line breaks)")
     })?;
-    if headers.0.contains_key(&name) {
-        return Err(format!(
-            "--header {name} is given twice (names are case-insensitive)"
-        ));
+    Ok((name, value))
+}
+
+impl Headers {
+    /// The headers of the `--header` options, in the order given: each name once.
+    pub fn of(given: Vec<(HeaderName, HeaderValue)>) -> Result<Headers, String> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in given {
+            if headers.contains_key(&name) {
+                return Err(format!(
+                    "--header {name} is given twice (names are case-insensitive)"
+                ));
+            }
+            headers.insert(name, value);
+        }
+        Ok(Headers(headers))
     }
-    headers.0.insert(name, value);
-    Ok(())
 }
 
 /// The headers a runtime passes to its container: `X-Amzn-Bedrock-AgentCore-Runtime-Custom-*`

@@ -1,3 +1,5 @@
+use clap::CommandFactory;
+
 use super::*;
 
 const ARN: &str = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/x-AbC123";
@@ -165,9 +167,21 @@ fn each_door_is_read_with_its_auth() {
     assert_eq!(args.tokens, Some(TokenSource::Env("T".into())));
 }
 
+/// Each command line is refused with its message, which shows no secret.
+fn assert_refused(cases: &[(&[&str], &str)]) {
+    for (args, expected) in cases {
+        let error = parse(args).unwrap_err();
+        assert_eq!(&error, expected, "{args:?}");
+        assert!(
+            !error.contains("s3cr3t") && !error.contains("pa55"),
+            "{error}"
+        );
+    }
+}
+
+/// What clap refuses, in the proxy's words.
 #[test]
-fn bad_input_is_named() {
-    let url = "https://example.com/mcp";
+fn mistakes_in_the_argument_list_are_named() {
     let cases: &[(&[&str], &str)] = &[
         (
             &[],
@@ -201,6 +215,15 @@ fn bad_input_is_named() {
             "--listen 8080: not an ADDRESS:PORT (e.g. 127.0.0.1:8765, [::1]:8765, \
              localhost:8765)",
         ),
+    ];
+    assert_refused(cases);
+}
+
+/// One door, one token source; a door's own options with that door only.
+#[test]
+fn options_that_do_not_go_together_are_named() {
+    let url = "https://example.com/mcp";
+    let cases: &[(&[&str], &str)] = &[
         // One door.
         (
             &[
@@ -265,6 +288,41 @@ fn bad_input_is_named() {
             ],
             "--runtime-max-lifetime applies to --runtime-arn only, not to --url",
         ),
+        // The signing name.
+        (
+            &["--url", url],
+            "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, \
+             lambda for a Lambda function URL) or a bearer token (--bearer-token-env or \
+             --bearer-token-command)",
+        ),
+        (
+            &[
+                "--url",
+                url,
+                "--signing-name",
+                "lambda",
+                "--bearer-token-command",
+                "t",
+            ],
+            "--signing-name is for SigV4, and --bearer-token-command sends a bearer token \
+             instead: give one of them",
+        ),
+        (
+            &["--gateway-url", GATEWAY, "--signing-name", "lambda"],
+            "--signing-name applies to --url only: --gateway-url signs for bedrock-agentcore",
+        ),
+        (
+            &["--runtime-arn", ARN, "--signing-name", "lambda"],
+            "--signing-name applies to --url only: --runtime-arn signs for bedrock-agentcore",
+        ),
+    ];
+    assert_refused(cases);
+}
+
+/// A value read alone: a DURATION; the daily-use options.
+#[test]
+fn bad_values_are_named() {
+    let cases: &[(&[&str], &str)] = &[
         // The daily-use options.
         (
             &["--runtime-arn", ARN, "--timeout", "soon"],
@@ -345,34 +403,15 @@ fn bad_input_is_named() {
             "--profile is for SigV4 (the AWS credentials of that profile), and \
              --bearer-token-env sends a bearer token instead: give one of them",
         ),
-        // The signing name.
-        (
-            &["--url", url],
-            "--url needs --signing-name NAME (SigV4: e.g. execute-api for API Gateway, \
-             lambda for a Lambda function URL) or a bearer token (--bearer-token-env or \
-             --bearer-token-command)",
-        ),
-        (
-            &[
-                "--url",
-                url,
-                "--signing-name",
-                "lambda",
-                "--bearer-token-command",
-                "t",
-            ],
-            "--signing-name is for SigV4, and --bearer-token-command sends a bearer token \
-             instead: give one of them",
-        ),
-        (
-            &["--gateway-url", GATEWAY, "--signing-name", "lambda"],
-            "--signing-name applies to --url only: --gateway-url signs for bedrock-agentcore",
-        ),
-        (
-            &["--runtime-arn", ARN, "--signing-name", "lambda"],
-            "--signing-name applies to --url only: --runtime-arn signs for bedrock-agentcore",
-        ),
-        // The URLs.
+    ];
+    assert_refused(cases);
+}
+
+/// A URL: absolute, https (http for loopback only), no user, password or fragment; shown
+/// without its query.
+#[test]
+fn bad_urls_are_named() {
+    let cases: &[(&[&str], &str)] = &[
         (
             &["--url", "example.com/mcp"],
             "--url: not a URL (https://HOST/PATH, e.g. https://example.com/mcp)",
@@ -400,6 +439,14 @@ fn bad_input_is_named() {
             &["--url", "https://example.com/mcp#part"],
             "--url: the URL has a fragment (#…), which is never sent",
         ),
+    ];
+    assert_refused(cases);
+}
+
+/// `--header`: the message names the rule, never the value.
+#[test]
+fn bad_headers_are_named_without_their_value() {
+    let cases: &[(&[&str], &str)] = &[
         // The headers: the message names the rule, never the value.
         (
             &["--gateway-url", GATEWAY, "--header", "x-key"],
@@ -425,12 +472,136 @@ fn bad_input_is_named() {
             "--header x-key is given twice (names are case-insensitive)",
         ),
     ];
-    for (args, expected) in cases {
-        let error = parse(args).unwrap_err();
-        assert_eq!(&error, expected, "{args:?}");
+    assert_refused(cases);
+}
+
+/// Each value is the next argument, whatever it looks like: a value is never taken for an
+/// option (`--bearer-token-command '--flag'`, a tool named like an option, `check`).
+#[test]
+fn a_value_that_looks_like_an_option_is_a_value() {
+    let Parsed::Run(args) = parse(&[
+        "--runtime-arn",
+        "check",
+        "--idempotent-tool",
+        "--read-only",
+        "--strict-tool=-h",
+        "--bearer-token-command",
+        "--version",
+    ])
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(args.door, Door::Runtime("check".into()));
+    assert_eq!(args.idempotent_tools, ["--read-only"]);
+    assert_eq!(args.strict_tools, ["-h"]);
+    assert!(!args.read_only);
+    assert_eq!(args.tokens, Some(TokenSource::Command("--version".into())));
+}
+
+/// A flag given twice is the flag given; `--help` and `--version` answer whatever comes after
+/// them, not what comes before.
+#[test]
+fn flags_may_repeat_and_help_is_read_where_it_stands() {
+    let Parsed::Run(args) = parse(&[
+        "--runtime-arn",
+        ARN,
+        "--read-only",
+        "--read-only",
+        "--no-tasks",
+        "--no-tasks",
+    ])
+    .unwrap() else {
+        panic!()
+    };
+    assert!(args.read_only && !args.tasks);
+    assert_eq!(parse(&["--help", "--nope"]).unwrap(), Parsed::Help);
+    assert_eq!(parse(&["check", "-V", "stray"]).unwrap(), Parsed::Version);
+    assert_eq!(
+        parse(&["--nope", "--help"]).unwrap_err(),
+        "unknown option `--nope`"
+    );
+}
+
+/// The options clap knows, each with the word its value is named by (`--timeout DURATION`),
+/// `...` after a repeatable one.
+fn declared() -> Vec<String> {
+    let command = options::Cli::command();
+    command
+        .get_arguments()
+        .filter_map(|arg| {
+            let long = arg.get_long()?;
+            let mut named = format!("--{long}");
+            if arg.get_action().takes_values() {
+                for value in arg.get_value_names().into_iter().flatten() {
+                    named.push_str(&format!(" {value}"));
+                }
+            }
+            Some(named)
+        })
+        .collect()
+}
+
+#[test]
+fn the_synopsis_names_every_option_and_no_other() {
+    let synopsis = manual::SYNOPSIS;
+    for option in declared() {
         assert!(
-            !error.contains("s3cr3t") && !error.contains("pa55"),
-            "{error}"
+            synopsis.contains(&option),
+            "{option} is not in the synopsis"
         );
+    }
+    let long: Vec<String> = declared()
+        .iter()
+        .map(|named| named.split(' ').next().unwrap().to_owned())
+        .collect();
+    for word in synopsis.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        if word.starts_with("--") {
+            assert!(long.iter().any(|l| l == word), "{word} is no option");
+        }
+    }
+    // A repeatable option says so.
+    let command = options::Cli::command();
+    for arg in command.get_arguments() {
+        if matches!(arg.get_action(), clap::ArgAction::Append) {
+            let long = arg.get_long().unwrap();
+            assert!(synopsis.contains(&format!("--{long} ")), "{long}");
+            let at = synopsis.find(&format!("[--{long} ")).unwrap();
+            assert!(synopsis[at..].split_once(']').unwrap().1.starts_with("..."));
+        }
+    }
+}
+
+#[test]
+fn the_manual_and_the_usage_come_from_the_same_command() {
+    options::Cli::command().debug_assert();
+    let page = help();
+    let synopsis = &page[page.find("SYNOPSIS\n").unwrap()..page.find("DESCRIPTION\n").unwrap()];
+    let usage = usage();
+    assert!(usage.starts_with("usage: agentcore-mcp-proxy --runtime-arn ARN"));
+    // The same lines, said at another indentation.
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        words(&synopsis["SYNOPSIS".len()..]),
+        words(&usage["usage:".len()..])
+    );
+    // Every option has its entry, its heading four columns in.
+    for option in declared()
+        .iter()
+        .filter(|o| !["--help", "--version"].contains(&o.as_str()))
+    {
+        assert!(page.contains(&format!("\n    {option}\n")), "{option}");
+    }
+    assert!(page.contains("\n    -h, --help\n") && page.contains("\n    -V, --version\n"));
+    // A default is said in its option's entry.
+    let command = options::Cli::command();
+    for arg in command.get_arguments() {
+        for default in arg.get_default_values() {
+            let entry = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+            let default = default.to_str().unwrap();
+            assert!(entry.contains(&format!("Default: {default}")), "{default}");
+        }
+    }
+    for line in page.lines().chain(usage.lines()) {
+        assert!(line.chars().count() <= 80, "{line}");
     }
 }

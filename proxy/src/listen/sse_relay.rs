@@ -11,7 +11,7 @@ use hyper::body::{Body, Frame};
 use serde_json::Value;
 use tracing::warn;
 
-use crate::answers::{Call, OpenRequests, one_line, parse_server_message, unanswered};
+use crate::answers::{Call, OpenRequests, one_line};
 use crate::call::ResBody;
 use crate::sse::{self, SseParser};
 use crate::tools::Tools;
@@ -72,7 +72,7 @@ impl SseRelay {
     fn end(&mut self, broke: Option<(String, Value)>) {
         let (message, data) = match broke {
             Some((message, data)) => (message, Some(data)),
-            None => (unanswered(self.status), None),
+            None => (self.call.upstream().unanswered(self.status), None),
         };
         for error in self.open.fail_all(&message, data.as_ref()) {
             self.queued
@@ -87,6 +87,7 @@ impl SseRelay {
 /// answer filtered), and without it when it is not. Whether it named an id (the server can
 /// resume the stream).
 fn relay_event(
+    call: &Call,
     open: &mut OpenRequests,
     filter: (&Tools, &[Value]),
     queued: &mut Vec<u8>,
@@ -97,14 +98,17 @@ fn relay_event(
         // Not JSON-RPC: passed on as it came.
         Some(data) if event.message().is_none() => Some(data.to_vec()),
         Some(data) if data.trim_ascii().is_empty() => Some(Vec::new()),
-        Some(data) => parse_server_message(data).map(|mut message| {
-            open.answered_by(&message);
-            if tools.filter(lists, &mut message) {
-                message.to_string().into_bytes()
-            } else {
-                one_line(data)
-            }
-        }),
+        Some(data) => call
+            .upstream()
+            .parse_server_message(data)
+            .map(|mut message| {
+                open.answered_by(&message);
+                if tools.filter(lists, &mut message) {
+                    message.to_string().into_bytes()
+                } else {
+                    one_line(data)
+                }
+            }),
         None => None,
     };
     queued.extend_from_slice(&event.encode(data.as_deref()));
@@ -137,8 +141,9 @@ impl Body for SseRelay {
                         let (open, queued, resumable) =
                             (&mut this.open, &mut this.queued, &mut this.resumable);
                         let filter = (&*this.tools, this.lists.as_slice());
+                        let call = &this.call;
                         this.parser.feed(data, |event| {
-                            *resumable |= relay_event(open, filter, queued, &event);
+                            *resumable |= relay_event(call, open, filter, queued, &event);
                         });
                     }
                 }
@@ -151,8 +156,9 @@ impl Body for SseRelay {
                     let (open, queued, resumable) =
                         (&mut this.open, &mut this.queued, &mut this.resumable);
                     let filter = (&*this.tools, this.lists.as_slice());
+                    let call = &this.call;
                     this.parser.finish(|event| {
-                        *resumable |= relay_event(open, filter, queued, &event);
+                        *resumable |= relay_event(call, open, filter, queued, &event);
                     });
                     if this.resumable {
                         // The server ended the stream on purpose, its events named: the client

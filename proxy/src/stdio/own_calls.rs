@@ -8,7 +8,7 @@ use tower::ServiceExt;
 use tracing::warn;
 
 use super::Proxy;
-use crate::answers::{Call, describe_failure, next_frame, parse_server_message};
+use crate::answers::{Call, next_frame};
 use crate::sse::SseParser;
 
 /// How many pages the proxy's own listing reads, at most.
@@ -68,12 +68,12 @@ impl Proxy {
         {
             Ok(response) => response,
             Err(error) => {
-                warn!("{}", describe_failure(error.as_ref()).0);
+                warn!("{}", self.upstream.describe_failure(error.as_ref()).0);
                 return None;
             }
         };
         let (parts, mut body) = response.into_parts();
-        let call = Call::of(&parts.extensions);
+        let call = Call::of(&parts.extensions, &self.upstream);
         let id = request.get("id");
         let mut answer = None;
         let mut events = SseParser::default();
@@ -82,7 +82,9 @@ impl Proxy {
             if let Some(data) = frame.data_ref() {
                 whole.extend_from_slice(data);
                 events.feed(data, |event| {
-                    if let Some(message) = event.message().and_then(parse_server_message)
+                    if let Some(message) = event
+                        .message()
+                        .and_then(|data| self.upstream.parse_server_message(data))
                         && message.get("id") == id
                     {
                         answer = Some(message);
@@ -93,6 +95,8 @@ impl Proxy {
                 }
             }
         }
-        parse_server_message(whole.trim_ascii()).filter(|m| m.get("id") == id)
+        self.upstream
+            .parse_server_message(whole.trim_ascii())
+            .filter(|m| m.get("id") == id)
     }
 }
