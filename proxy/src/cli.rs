@@ -157,8 +157,8 @@ pub fn parse_args(raw: impl IntoIterator<Item = OsString>) -> Result<Parsed, Str
     }
 }
 
-/// The program's name, as clap knows it.
-const NAME: &str = "agentcore-mcp-proxy";
+/// The program's name: clap's, the messages', the telemetry's service.
+pub const NAME: &str = "agentcore-mcp-proxy";
 
 /// `--help`: the manual page.
 pub fn help() -> String {

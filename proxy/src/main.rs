@@ -28,10 +28,8 @@ use std::process::ExitCode;
 
 use tracing::warn;
 
-use cli::{Args, Parsed};
+use cli::{Args, NAME, Parsed};
 use stack::StartError;
-
-const NAME: &str = "agentcore-mcp-proxy";
 
 fn main() -> ExitCode {
     let args = match cli::parse_args(std::env::args_os().skip(1)) {

@@ -47,7 +47,7 @@ use opentelemetry_sdk::resource::{
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing::{info, warn};
 
-use crate::NAME;
+use crate::cli::NAME;
 
 /// How long flushing what is left may hold up the exit.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);

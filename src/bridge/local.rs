@@ -23,6 +23,8 @@ pub(super) fn local<B: Body>(
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    answer.extensions_mut().insert(crate::record::AttemptRecord::new());
+    answer
+        .extensions_mut()
+        .insert(crate::record::AttemptRecord::new());
     answer
 }

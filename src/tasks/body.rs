@@ -77,7 +77,9 @@ impl<B: Body> TaskBody<B> {
         answer
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        answer.extensions_mut().insert(crate::record::AttemptRecord::new());
+        answer
+            .extensions_mut()
+            .insert(crate::record::AttemptRecord::new());
         answer
     }
 

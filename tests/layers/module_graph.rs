@@ -112,6 +112,102 @@ fn a_circle_between_two_files_fails_the_check() {
     );
 }
 
+/// A binary's root (`main.rs`) is the top floor: it starts the process and names what runs. A
+/// file below it that names an item defined there (a transport reaching up for the shutdown's
+/// signals or timeouts) makes the floors point back up, so no file of the proxy may.
+#[test]
+fn no_file_of_the_proxy_names_an_item_of_its_binarys_root() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("proxy/src");
+    let offences = names_of_the_root(&src, "main.rs");
+    assert!(
+        offences.is_empty(),
+        "items of proxy/src/main.rs named below it: {offences:?}"
+    );
+}
+
+/// The checker of the binary's root: it finds a file naming a function and a constant of the
+/// root, and passes one that names only modules.
+#[test]
+fn a_file_naming_an_item_of_the_binarys_root_is_found() {
+    let dir = std::env::temp_dir().join(format!("root-items-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "main.rs",
+        "mod a;\nmod b;\nconst STOP: u8 = 1;\nasync fn drain() {}\nstruct Signals;\nfn main() {}\n",
+    );
+    write(
+        "a.rs",
+        "use crate::{b::Ok, STOP};\nfn f() { crate::drain(); }\n",
+    );
+    write("b.rs", "pub struct Ok;\n// crate::Signals in a comment\n");
+    let offences = names_of_the_root(&dir, "main.rs");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        offences,
+        [
+            ("a.rs".to_owned(), "STOP".to_owned()),
+            ("a.rs".to_owned(), "drain".to_owned())
+        ]
+    );
+}
+
+/// The files under `src` (but `root`) that name an item `root` defines, with the item.
+fn names_of_the_root(src: &Path, root: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(src.join(root)).expect("the binary's root");
+    let items: BTreeSet<String> = text
+        .lines()
+        .filter_map(|line| {
+            let line = line
+                .trim_start()
+                .strip_prefix("pub ")
+                .unwrap_or(line.trim_start());
+            let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+            let line = line.strip_prefix("async ").unwrap_or(line);
+            let rest = [
+                "fn ", "struct ", "enum ", "const ", "static ", "type ", "trait ",
+            ]
+            .iter()
+            .find_map(|kind| line.strip_prefix(kind))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty() && name != "main").then_some(name)
+        })
+        .collect();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut offences = BTreeSet::new();
+    for file in files {
+        let name = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if name == root {
+            continue;
+        }
+        let here: Vec<String> = name
+            .trim_end_matches(".rs")
+            .split('/')
+            .filter(|part| *part != "mod")
+            .map(str::to_owned)
+            .collect();
+        let text = std::fs::read_to_string(&file).unwrap();
+        for path in paths(&text, &here) {
+            if path.len() == 1 && items.contains(&path[0]) {
+                offences.insert((name.clone(), path[0].clone()));
+            }
+        }
+    }
+    offences.into_iter().collect()
+}
+
 /// The checker itself: a circle is found, and named from where it closes.
 #[test]
 fn a_circle_is_found_and_named() {
