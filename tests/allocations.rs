@@ -276,7 +276,7 @@ fn allocations_per_call_stay_within_their_ceilings() {
         ("signer alone", alone - bare, 33.0),
         ("guard + throttle + session busy", layers - bare, 28.0),
         ("full stack", stack - bare, 43.0),
-        ("full stack over an MCP endpoint", gateway - bare, 46.0),
+        ("full stack over an MCP endpoint", gateway - bare, 43.0),
         ("session recovery", recovering - issuing_bare, 23.0),
     ];
     let mut over = Vec::new();

@@ -249,7 +249,7 @@ impl Auth {
         &self,
         key: &Key,
         method: Method,
-        (uri, uri_text): (http::Uri, &str),
+        uri: http::Uri,
         mut headers: HeaderMap,
         body: Bytes,
         extensions: http::Extensions,
@@ -257,15 +257,8 @@ impl Auth {
         let (secrets, signed_at) = match (self, key) {
             (Auth::SigV4(sigv4), Key::SigV4(credentials)) => {
                 let at = sigv4.now();
-                let secrets = sign_sigv4(
-                    sigv4,
-                    credentials,
-                    at,
-                    &method,
-                    uri_text,
-                    &mut headers,
-                    &body,
-                )?;
+                let secrets =
+                    sign_sigv4(sigv4, credentials, at, &method, &uri, &mut headers, &body)?;
                 (secrets, Some(at))
             }
             (Auth::Bearer(bearer), Key::Bearer(token)) => {

@@ -4,10 +4,10 @@
 //! A generic signer derives the signing key (four HMACs) and writes the canonical request from
 //! nothing for every request, through a few dozen allocations. Here:
 //! * per URL ([`target`]): the canonical URI and query, and the `Host` a request without one
-//!   is signed with — built once per URL text and kept;
+//!   is signed with — built once per URL and kept;
 //! * per credentials ([`ForCredentials`]): the session token's header value and its searcher,
-//!   and the [`Fingerprint`] (a hash of the secret, the region and the
-//!   service) that finds their signing key;
+//!   and the [`Fingerprint`] (a hash of the secret, the region and the service) that finds
+//!   their signing key;
 //! * per credentials and UTC day ([`key`]): the signing key, derived with
 //!   `aws_sigv4::sign::v4::generate_signing_key` and kept in a few slots; a key is never used
 //!   on another day, a rotated secret never signs with the key of the one before;
@@ -16,10 +16,10 @@
 //!   (`aws_sigv4::sign::v4::calculate_signature`).
 //!
 //! `aws-sigv4` stays the reference: `interop/tests/sigv4_reference.rs` signs generated requests
-//! both ways and compares the headers byte for byte. What this signer does not sign itself — a URL
-//! it cannot read (no host, not a URI), a time before 1970 or after 9999 — goes to
-//! `aws_sigv4::http_request::sign` ([`mod@reference`]), so that it is signed, or refused, exactly
-//! as before rather than differently.
+//! both ways and compares the headers byte for byte. What this signer does not sign itself — a
+//! URL without a host, a time before 1970 or after 9999 — goes to
+//! `aws_sigv4::http_request::sign` ([`mod@reference`]), so that it is signed, or refused,
+//! exactly as before rather than differently.
 
 mod canonical;
 mod date;
@@ -37,7 +37,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
 use super::Clock;
 use super::credentials::CachedCredentials;
@@ -159,7 +159,7 @@ pub(crate) struct ForCredentials {
     fingerprint: Fingerprint,
 }
 
-/// Signs `headers` for a request of `method` to `uri_text` with `body`, as the official SDK
+/// Signs `headers` for a request of `method` to `uri` with `body`, as the official SDK
 /// does (agentcore-wire.md §1.3: the default settings — double percent-encoding of the path,
 /// no `x-amz-content-sha256` header but the real payload hash, path normalisation, the
 /// session token signed): sets `x-amz-date`, `authorization` and, with a session token,
@@ -170,19 +170,20 @@ pub(super) fn sign_sigv4(
     credentials: &Credentials,
     at: SystemTime,
     method: &Method,
-    uri_text: &str,
+    uri: &Uri,
     headers: &mut HeaderMap,
     body: &Bytes,
 ) -> Result<Secrets, Error> {
     let mut fields = Fields::of(headers, credentials.session_token().is_some())?;
-    let (Some(target), Some(stamp)) = (sigv4.targets.get(uri_text), Stamp::of(at)) else {
+    let (Some(target), Some(stamp)) = (sigv4.targets.get(uri), Stamp::of(at)) else {
         drop(fields);
+        let text = uri.to_string();
         return reference::sign_with_aws_sigv4(
             sigv4,
             credentials,
             at,
             method,
-            uri_text,
+            &text,
             headers,
             body,
         );

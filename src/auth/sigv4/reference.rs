@@ -1,5 +1,5 @@
 //! The reference signer, `aws_sigv4::http_request::sign`: what signs the requests the signer
-//! of [this module](super) does not sign itself (a URL it cannot read, a time outside
+//! of [this module](super) does not sign itself (a URL without a host, a time outside
 //! 1970–9999), so that those are signed as the SDK signs them, or refused with its error.
 
 use std::time::SystemTime;

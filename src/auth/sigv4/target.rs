@@ -1,8 +1,9 @@
 //! What a signature needs of the URL it signs for, which is the same for every request to that
 //! URL: the canonical URI and query, and the `Host` a request without one is signed with. A
 //! layer sends to one or two URLs (an `InvokeAgentRuntime` target's invocations and its
-//! `StopRuntimeSession`; an MCP endpoint), so these are built once per URL text and kept in a
-//! few slots.
+//! `StopRuntimeSession`; an MCP endpoint), so these are built once per URL and kept in a few
+//! slots, found again by the URL's exact text (scheme, authority, path and query; no string
+//! built per attempt).
 //!
 //! Built as `aws-sigv4` (1.x) builds them with `SigningSettings::default()`
 //! (`http_request/canonical_request.rs`, `uri_path_normalization.rs`, `url_escape.rs`):
@@ -63,8 +64,8 @@ const GREEDY: &AsciiSet = &BASE_SET.remove(b'/');
 /// The canonical parts of one URL.
 #[derive(Debug)]
 pub(super) struct Target {
-    /// The URL text they were built for.
-    text: Box<str>,
+    /// The URL they were built for.
+    uri: Uri,
     /// The canonical URI and query, each followed by a newline: the canonical request's second
     /// and third lines.
     canonical: Box<str>,
@@ -73,10 +74,11 @@ pub(super) struct Target {
 }
 
 impl Target {
-    /// Builds the parts of `text`; `None` when it is no URL with a host (the reference signer
-    /// says what is wrong with it).
-    fn build(text: &str) -> Option<Target> {
-        let uri: Uri = text.parse().ok()?;
+    /// Builds the parts of `uri`, read from its text as aws-sigv4 reads it; `None` when it has
+    /// no host (the reference signer says what is wrong with it).
+    fn build(uri: &Uri) -> Option<Target> {
+        let given = uri.clone();
+        let uri: Uri = uri.to_string().parse().ok()?;
         let authority = uri.authority()?.as_str();
         let host = if default_port(uri.scheme(), uri.port()) {
             uri.host()?
@@ -89,7 +91,7 @@ impl Target {
         canonical.push_str(&canonical_query(uri.query().unwrap_or_default()));
         canonical.push('\n');
         Some(Target {
-            text: text.into(),
+            uri: given,
             canonical: canonical.into(),
             host: host.into(),
         })
@@ -120,23 +122,30 @@ impl Targets {
         }
     }
 
-    /// The parts of the URL `text`: kept, or built and kept; `None` when `text` is no URL with
-    /// a host.
-    pub(super) fn get(&self, text: &str) -> Option<Arc<Target>> {
+    /// The parts of `uri`: kept, or built and kept; `None` when it has no host.
+    pub(super) fn get(&self, uri: &Uri) -> Option<Arc<Target>> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let kept = slots
             .iter()
-            .position(|slot| slot.as_ref().is_some_and(|t| &*t.text == text));
+            .position(|slot| slot.as_ref().is_some_and(|t| same(&t.uri, uri)));
         match kept {
             Some(at) => slots[..=at].rotate_right(1),
             None => {
-                let built = Target::build(text)?;
+                let built = Target::build(uri)?;
                 slots.rotate_right(1);
                 slots[0] = Some(Arc::new(built));
             }
         }
         slots[0].clone()
     }
+}
+
+/// Whether `a` and `b` are the same text: `Uri`'s own equality takes the host in any case,
+/// and the `Host` signed keeps the case it is given.
+fn same(a: &Uri, b: &Uri) -> bool {
+    a.scheme_str() == b.scheme_str()
+        && a.authority().map(|a| a.as_str()) == b.authority().map(|b| b.as_str())
+        && a.path_and_query().map(|p| p.as_str()) == b.path_and_query().map(|p| p.as_str())
 }
 
 /// Whether `port` is `scheme`'s default (80 for http, 443 for https): then `Host` leaves it out,
@@ -216,7 +225,7 @@ mod tests {
     use super::*;
 
     fn parts(text: &str) -> (String, String) {
-        let target = Target::build(text).unwrap();
+        let target = Target::build(&text.parse().unwrap()).unwrap();
         (target.canonical.into(), target.host.into())
     }
 
@@ -264,33 +273,35 @@ mod tests {
         assert_eq!(parts("http://h.example:80/").1, "h.example");
         assert_eq!(parts("http://h.example:8080/").1, "h.example:8080");
         assert_eq!(parts("https://h.example:80/").1, "h.example:80");
-        assert!(Target::build("/no/host").is_none());
-        assert!(Target::build("not a url").is_none());
+        assert!(Target::build(&"/no/host".parse().unwrap()).is_none());
     }
 
     #[test]
     fn a_url_is_built_once_while_it_is_kept() {
         let targets = Targets::new();
-        let first = targets.get("https://a.example/x").unwrap();
+        let get = |text: &str| targets.get(&text.parse().unwrap()).unwrap();
+        let first = get("https://a.example/x");
         for other in [
             "https://b.example/",
             "https://c.example/",
             "https://d.example/",
         ] {
-            targets.get(other).unwrap();
+            get(other);
         }
-        assert!(Arc::ptr_eq(
-            &first,
-            &targets.get("https://a.example/x").unwrap()
-        ));
-        targets.get("https://e.example/").unwrap();
+        assert!(Arc::ptr_eq(&first, &get("https://a.example/x")));
+        get("https://e.example/");
         // b was the least recently used.
+        let b: Uri = "https://b.example/".parse().unwrap();
         let slots = targets.slots.lock().unwrap();
-        assert!(
-            slots
-                .iter()
-                .flatten()
-                .all(|t| &*t.text != "https://b.example/")
-        );
+        assert!(slots.iter().flatten().all(|t| !same(&t.uri, &b)));
+    }
+
+    #[test]
+    fn a_host_in_another_case_is_another_url() {
+        let targets = Targets::new();
+        let lower = targets.get(&"https://h.example/".parse().unwrap()).unwrap();
+        let upper = targets.get(&"https://H.example/".parse().unwrap()).unwrap();
+        assert_eq!(lower.host(), "h.example");
+        assert_eq!(upper.host(), "H.example");
     }
 }
