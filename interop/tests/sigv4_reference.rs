@@ -41,12 +41,16 @@ const REGRESSIONS: &str = "proptest-regressions/sigv4_reference.txt";
 /// One set of credentials: a key id, a secret and a session token (none when empty).
 #[derive(Clone, Debug)]
 struct Keys {
+    /// The access key id (two, shared between the case's keys).
     id: &'static str,
+    /// The secret access key.
     secret: String,
+    /// The session token; none when empty.
     token: String,
 }
 
 impl Keys {
+    /// These keys as credentials.
     fn credentials(&self) -> Credentials {
         let token = (!self.token.is_empty()).then(|| self.token.clone());
         Credentials::new(self.id, self.secret.clone(), token, None, "generated")
@@ -59,16 +63,20 @@ enum Door {
     /// `SigV4InvokeLayer` for a runtime: named by ARN (or by id with an account), a
     /// qualifier, a region, an explicit endpoint; `DELETE` becomes `StopRuntimeSession`.
     Invoke {
+        /// The ARN, or the runtime id when `by_id`.
         runtime: String,
+        /// Named by id, with the account `123456789012` (an `accountId` in the query).
         by_id: bool,
         qualifier: Option<String>,
         region: String,
+        /// An explicit endpoint, in place of the region's.
         endpoint: Option<&'static str>,
     },
     /// `McpEndpointLayer`, sending to the URL of each call, signing for `service`.
     Endpoint {
         region: String,
         service: &'static str,
+        /// The scheme, host and port each call's path is sent to.
         origin: &'static str,
     },
 }
@@ -77,6 +85,7 @@ enum Door {
 #[derive(Clone, Debug)]
 enum Body {
     Empty,
+    /// A `tools/call` of its own.
     Small(String),
     /// 64 KiB of JSON.
     Large,
@@ -89,6 +98,7 @@ struct Call {
     keys: usize,
     /// Seconds from the case's midnight UTC (negative: the day before), and nanoseconds.
     at: (i64, u32),
+    /// The request's headers, in order, as named and valued (`HeaderMap` lowers the names).
     headers: Vec<(String, String)>,
     body: Body,
     /// A `DELETE` rather than a `POST` (the invoke door makes it a `StopRuntimeSession`).
@@ -101,9 +111,11 @@ struct Call {
 #[derive(Clone, Debug)]
 struct Case {
     door: Door,
+    /// The credentials a call names by index.
     keys: Vec<Keys>,
     /// Days from 1970-01-01 to the midnight the calls are dated around.
     day: u64,
+    /// Sent in order, through one layer.
     calls: Vec<Call>,
 }
 
@@ -226,6 +238,8 @@ fn endpoint_path() -> BoxedStrategy<String> {
         .boxed()
 }
 
+/// A region: real ones of several partitions (they choose the endpoint's host), or any the
+/// layers take.
 fn region() -> BoxedStrategy<String> {
     prop_oneof![
         Just("us-east-1".to_owned()),
@@ -237,6 +251,7 @@ fn region() -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// A door: the invoke layer (three in five) or the MCP endpoint layer.
 fn door() -> BoxedStrategy<Door> {
     let invoke = (
         regex("[A-Za-z0-9_:/%+=&?.~é中-][A-Za-z0-9_:/%+=&? .~é中-]{0,23}"),
@@ -313,6 +328,7 @@ fn token(len: usize, seed: u32) -> String {
         .collect()
 }
 
+/// A body: empty, a small `tools/call`, or (one in ten) 64 KiB.
 fn body() -> BoxedStrategy<Body> {
     let json = r#"\{"jsonrpc":"2.0","id":[0-9]{1,3},"method":"tools/call","params":\{"name":"[a-z ]{1,8}"\}\}"#;
     prop_oneof![
@@ -323,6 +339,7 @@ fn body() -> BoxedStrategy<Body> {
     .boxed()
 }
 
+/// A case: a door, its credentials, a day, and one to five calls of headers for that door.
 fn case() -> impl Strategy<Value = Case> {
     // Built once: a strategy built inside the flat map would be built for every case.
     let (invoke_headers, endpoint_headers) = (invoke_headers(), endpoint_headers());

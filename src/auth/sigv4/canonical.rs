@@ -33,7 +33,9 @@ pub(super) const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
 /// One value of a signed header.
 struct Field<'a> {
+    /// The header's name, lower case.
     name: &'a str,
+    /// One of its values.
     value: &'a [u8],
     /// Whether the value is the request's own (trimmed) or the signer's (written as it is).
     trimmed: bool,
@@ -41,7 +43,9 @@ struct Field<'a> {
 
 /// The signed headers of one attempt, read from the request in one walk, then the signer's own.
 pub(super) struct Fields<'a> {
+    /// The values, in the request's order, then the signer's.
     fields: Vec<Field<'a>>,
+    /// Whether the request carries its own `host`.
     has_host: bool,
     /// The canonical request's bytes for these headers, at most: what the buffer is sized by.
     len: usize,
@@ -89,6 +93,7 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Adds one value, counting the room its line and its name in the list take.
     fn push(&mut self, name: &'a str, value: &'a [u8], trimmed: bool) {
         // Its line (name, colon, value, newline) and its place in the list (name, semicolon).
         self.len += 2 * name.len() + value.len() + 3;
@@ -111,6 +116,7 @@ pub(super) fn sha256_hex(bytes: &[u8]) -> [u8; 64] {
     hex
 }
 
+/// The lower-case hex digits.
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Writes into `out` (emptied first) the canonical request of `method` to `target` (its

@@ -70,14 +70,17 @@ impl fmt::Debug for SigningKey {
 /// One kept key, with what it was derived for.
 #[derive(Clone, Copy)]
 struct Slot {
+    /// The secret, region and service.
     fingerprint: Fingerprint,
     /// `YYYYMMDD`, UTC.
     date: [u8; 8],
+    /// The key derived for them.
     key: SigningKey,
 }
 
 /// The keys derived last, the most recently used first; the least recently used gives way.
 pub(super) struct KeyCache {
+    /// The most recently used first.
     slots: Mutex<[Option<Slot>; SLOTS]>,
 }
 

@@ -48,18 +48,24 @@ use date::Stamp;
 use key::{Fingerprint, KeyCache, SigningKey};
 use target::Targets;
 
+/// The signature's date header.
 const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
+/// The session token's header.
 const X_AMZ_SECURITY_TOKEN: HeaderName = HeaderName::from_static("x-amz-security-token");
 
 /// SigV4: the credentials, what to sign for, and the clock to date signatures by; what it
 /// built for the URLs, credentials and days it signed for last.
 pub(crate) struct SigV4 {
+    /// Where each attempt's credentials come from.
     pub(crate) credentials: SharedCredentialsProvider,
     /// The cache to drop when the service says the credentials expired, when the provider is
     /// a [`CachedCredentials`].
     pub(crate) cache: Option<CachedCredentials>,
+    /// The service signed for (`bedrock-agentcore`, or an MCP endpoint's).
     pub(crate) signing_name: String,
+    /// The region signed for.
     pub(crate) region: String,
+    /// The wall clock signatures are dated by, before the skew's correction.
     pub(crate) clock: Clock,
     /// How far the service's clock is ahead of ours, in milliseconds, once an answer showed
     /// that ours is off by more than [`SKEW_THRESHOLD`](super::SKEW_THRESHOLD) (as the AWS SDKs
@@ -153,9 +159,13 @@ fn token_header(credentials: &Credentials) -> Result<Option<(Needle, HeaderValue
 /// searcher (a ~700-character token costs to validate, copy and index on every attempt
 /// otherwise), and the fingerprint their signing keys are kept by.
 pub(crate) struct ForCredentials {
+    /// The credentials this was built for, to tell whether the next attempt's are the same.
     credentials: Credentials,
+    /// The signing identity of the reference signer.
     identity: Identity,
+    /// The session token's searcher and sensitive header value, if there is a token.
     token: Option<(Needle, HeaderValue)>,
+    /// What the signing keys of these credentials are kept by.
     fingerprint: Fingerprint,
 }
 

@@ -61,8 +61,7 @@ const BASE_SET: &AsciiSet = &CONTROLS
 /// against.
 const GREEDY: &AsciiSet = &BASE_SET.remove(b'/');
 
-/// The canonical parts of one URL.
-#[derive(Debug)]
+/// The canonical parts of one URL. No `Debug`: a query may carry anything, a token among it.
 pub(super) struct Target {
     /// The URL they were built for.
     uri: Uri,
@@ -109,8 +108,8 @@ impl Target {
 }
 
 /// The URLs signed for last, the most recently used first.
-#[derive(Debug)]
 pub(super) struct Targets {
+    /// The most recently used first.
     slots: Mutex<[Option<Arc<Target>>; SLOTS]>,
 }
 
