@@ -646,13 +646,12 @@ fn sign_attempt<S>(
             Mapping::Endpoint(origin) => origin.as_ref(),
             Mapping::Invoke(_) => None,
         };
-        let (uri, text, host) = request::endpoint_uri(&pending.parts.uri, bearer, origin)?;
+        let (uri, host) = request::endpoint_uri(&pending.parts.uri, bearer, origin)?;
         let method = pending.parts.method.clone();
         let headers = request::endpoint_headers(&pending.parts.headers, host, &method, &body);
-        let (request, secrets, signed_at) =
-            shared
-                .auth
-                .authorize(key, method, (uri, &text), headers, body, extensions)?;
+        let (request, secrets, signed_at) = shared
+            .auth
+            .authorize(key, method, uri, headers, body, extensions)?;
         return Ok(Signed {
             request,
             secrets,
@@ -688,7 +687,7 @@ fn sign_attempt<S>(
         }
     };
     let session_id = chosen.as_ref().map(|c| &*c.id);
-    let (uri, uri_text, headers, body) = match pending.operation {
+    let (uri, headers, body) = match pending.operation {
         Operation::StopSession => {
             let session_id = match session_id {
                 Some(id) => id,
@@ -698,12 +697,7 @@ fn sign_attempt<S>(
                     .unwrap_or_default(),
             };
             let (headers, body) = request::stop_request(session_id, &context.stop_token(), target)?;
-            (
-                target.stop_session_uri(),
-                target.stop_session_text(),
-                headers,
-                body,
-            )
+            (target.stop_session_uri(), headers, body)
         }
         Operation::Invoke | Operation::Forward => {
             let headers = request::invoke_headers(
@@ -714,22 +708,13 @@ fn sign_attempt<S>(
                 invoke.user_id.as_deref(),
                 target,
             )?;
-            (
-                target.invocation_uri(),
-                target.invocation_text(),
-                headers,
-                body,
-            )
+            (target.invocation_uri(), headers, body)
         }
     };
-    let (request, secrets, signed_at) = shared.auth.authorize(
-        key,
-        Method::POST,
-        (uri, uri_text),
-        headers,
-        body,
-        extensions,
-    )?;
+    let (request, secrets, signed_at) =
+        shared
+            .auth
+            .authorize(key, Method::POST, uri, headers, body, extensions)?;
     Ok(Signed {
         request,
         secrets,

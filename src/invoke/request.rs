@@ -358,13 +358,13 @@ fn clear_text_refused(https_only: bool, scheme: &str, host: &str) -> bool {
 
 /// The URI of a request to an MCP endpoint, as the request gives it: absolute (`http`/`https`
 /// with a host), without user information (a password belongs in the auth, not in a URL that
-/// travels and gets logged), at `origin` when the layer has one. Returns it with its text and
-/// its `Host` value.
+/// travels and gets logged), at `origin` when the layer has one. Returns it with its `Host`
+/// value.
 pub(crate) fn endpoint_uri(
     uri: &http::Uri,
     https_only: bool,
     origin: Option<&Origin>,
-) -> Result<(http::Uri, String, HeaderValue), Error> {
+) -> Result<(http::Uri, HeaderValue), Error> {
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
         return Err(invalid(
             "an MCP endpoint request needs an absolute URL (https://host/path): the layer sends \
@@ -409,7 +409,7 @@ pub(crate) fn endpoint_uri(
         _ => HeaderValue::from_str(host),
     }
     .map_err(|_| invalid("the URL's host is not a header value".into()))?;
-    Ok((uri.clone(), uri.to_string(), host))
+    Ok((uri.clone(), host))
 }
 
 /// Whether `host` is this machine: `localhost`, `127.0.0.0/8`, `::1`.

@@ -258,9 +258,7 @@ impl InvokeTarget {
             region,
             authority,
             host,
-            invoke_text: invoke.to_string(),
             invoke,
-            stop_text: stop.to_string(),
             stop,
         })
     }
@@ -315,9 +313,7 @@ pub struct ResolvedTarget {
     /// The `Host` header of every request, built once.
     host: http::HeaderValue,
     invoke: Uri,
-    invoke_text: String,
     stop: Uri,
-    stop_text: String,
 }
 
 impl ResolvedTarget {
@@ -344,16 +340,6 @@ impl ResolvedTarget {
     /// The URL of `StopRuntimeSession`: `POST /runtimes/{ARN}/stopruntimesession[?qualifier=…]`.
     pub fn stop_session_uri(&self) -> Uri {
         self.stop.clone()
-    }
-
-    /// The URL of `InvokeAgentRuntime` as text (what is signed).
-    pub(crate) fn invocation_text(&self) -> &str {
-        &self.invoke_text
-    }
-
-    /// The URL of `StopRuntimeSession` as text.
-    pub(crate) fn stop_session_text(&self) -> &str {
-        &self.stop_text
     }
 }
 
