@@ -308,6 +308,17 @@ pin_project! {
     }
 }
 
+/// What one step of the state machine leads to: its next state, or the call's end.
+enum Step<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    ReqB: Body,
+    ResB: Body,
+{
+    Next(State<S, ReqB, ResB>),
+    Ready(Result<Response<InvokeBody<ResB>>, Error>),
+}
+
 impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
 where
     S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
@@ -318,275 +329,327 @@ where
 {
     type Output = Result<Response<InvokeBody<ResB>>, Error>;
 
+    /// Moves between the steps, each a function of its own: read the body, resolve the key,
+    /// sign and send, read the answer (or refresh and sign again), deliver.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            match this.state.as_mut().project() {
+            let call = &mut *this.call;
+            let step = match this.state.as_mut().project() {
                 StateProj::Reading { reading, pending } => {
                     let read = std::task::ready!(reading.poll(cx));
-                    let pending = pending.take().unwrap_or_else(|| unreachable!("taken once"));
-                    let body = match read {
-                        Ok(bytes) => bytes,
-                        Err(error) => {
-                            this.state.set(State::Done);
-                            let error = match error {
-                                ReadError::TooLarge => {
-                                    Error::new(ErrorKind::BodyTooLarge, None, None)
-                                }
-                                ReadError::Body(e) => {
-                                    Error::new(ErrorKind::RequestBody, None, Some(e.into()))
-                                }
-                            };
-                            return Poll::Ready(Err(this.call.not_sent(error)));
-                        }
-                    };
-                    let key = pending.shared.auth.resolve(None);
-                    this.state.set(State::Resolving {
-                        key,
-                        prepared: Some(Prepared {
-                            pending,
-                            body,
-                            refused: None,
-                        }),
-                    });
+                    read_body(read, taken(pending), call)
                 }
                 StateProj::Resolving { key, prepared } => {
                     let resolved = std::task::ready!(key.as_mut().poll(cx));
-                    let Prepared {
-                        mut pending,
-                        body,
-                        refused,
-                    } = prepared
-                        .take()
-                        .unwrap_or_else(|| unreachable!("taken once"));
-                    let call = &mut *this.call;
-                    // Each attempt is a call of its own here: the extensions move to the request
-                    // sent (for a re-send, those the first attempt carried).
-                    if let Some(kept) = pending.kept_extensions.take() {
-                        pending.parts.extensions = call.context.restore_extensions(&kept);
-                    }
-                    // The attempt, before it is signed: its span (the call's named from the
-                    // body, when no layer above did), its trace headers (signed with the rest).
-                    // This layer holds it until it is sent.
-                    call.context.describe_bytes(&body);
-                    let (index, attempt) = call.context.dispatch_head(&mut pending.parts);
-                    call.handed.hold(&pending.parts.extensions);
-                    call.held = Some(index);
-                    let context = &call.context;
-                    // What a re-send with fresh credentials would need: the request as it came.
-                    // Signing reads the head and moves the extensions to the request sent: only
-                    // they are kept (copied unless they are the call's own marks alone); the
-                    // head is kept as it is.
-                    let copy = pending.may_refresh.then(|| {
-                        (
-                            context.keep_extensions(&pending.parts.extensions),
-                            body.clone(),
-                        )
-                    });
-                    let mut token = None;
-                    let sent = resolved.and_then(|key| {
-                        if let (Key::Bearer(sent), Some(_)) = (&key, &copy) {
-                            token = Some(sent.clone());
-                        }
-                        sign_attempt(&mut pending, body, &key, context)
-                    });
-                    let Signed {
-                        mut request,
-                        mut secrets,
-                        signed_at,
-                        chosen,
-                    } = match sent {
-                        Ok(signed) => signed,
-                        Err(error) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(this.call.not_resent(error, refused, &pending));
-                        }
-                    };
-                    if let Some(refused) = &refused {
-                        // The refused attempt's secrets (a token no longer used, an old
-                        // session token) must not come back in this answer either.
-                        secrets.extend(&refused.secrets);
-                    }
-                    if let Some(gate) = request.extensions().get::<SharedSendGate>()
-                        && let Err(reason) = gate.check()
-                    {
-                        this.state.set(State::Done);
-                        let error = Error::new(ErrorKind::SendGateClosed, reason, None);
-                        return Poll::Ready(this.call.not_resent(error, refused, &pending));
-                    }
-                    let Pending {
-                        parts,
-                        mut service,
-                        shared,
-                        operation,
-                        ..
-                    } = pending;
-                    this.call.dispatch(&mut request);
-                    this.call.context.sent_to(this.call.index, request.uri());
-                    let future = attempt.in_scope(|| service.call(request));
-                    let again = copy.map(|(extensions, body)| Prepared {
-                        refused: None,
-                        pending: Pending {
-                            parts,
-                            service,
-                            shared: shared.clone(),
-                            operation,
-                            may_refresh: false,
-                            kept_extensions: Some(extensions),
-                        },
-                        body,
-                    });
-                    this.state.set(State::Calling {
-                        future,
-                        sent: Some(Sent {
-                            secrets,
-                            signed_at,
-                            chosen,
-                            shared,
-                            operation,
-                            again,
-                            token,
-                        }),
-                        attempt,
-                    });
+                    sign_and_send(resolved, taken(prepared), call)
                 }
                 StateProj::Refreshing {
                     prepared,
                     refused_token,
-                } => {
-                    let Some(again) = prepared.as_mut() else {
-                        unreachable!("taken once")
-                    };
-                    if let Err(error) = std::task::ready!(again.pending.service.poll_ready(cx)) {
-                        let Some(again) = prepared.take() else {
-                            unreachable!("taken once")
-                        };
-                        this.state.set(State::Done);
-                        let error = Error::from_service(error);
-                        return Poll::Ready(this.call.not_resent(
-                            error,
-                            again.refused,
-                            &again.pending,
-                        ));
-                    }
-                    let key = again.pending.shared.auth.resolve(refused_token.as_ref());
-                    let prepared = prepared.take();
-                    this.state.set(State::Resolving { key, prepared });
-                }
+                } => std::task::ready!(refreshing(prepared, refused_token, call, cx)),
                 StateProj::Calling {
                     future,
                     sent,
                     attempt,
                 } => {
                     let result = std::task::ready!(attempt.in_scope(|| future.poll(cx)));
-                    let mut sent = sent.take().unwrap_or_else(|| unreachable!("taken once"));
+                    answered(result, taken(sent), call)
+                }
+                StateProj::Local { response } => Step::Ready(local(taken(response), call)),
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
+            };
+            match step {
+                Step::Next(state) => this.state.set(state),
+                Step::Ready(result) => {
                     this.state.set(State::Done);
-                    let call = &mut *this.call;
-                    let record = call.context.record().clone();
-                    let result = match result {
-                        Ok(response) => {
-                            let (mut parts, body) = response.into_parts();
-                            // The server's clock, read before the head is filtered (the app
-                            // does not get `Date`): only parsed, never shown.
-                            let server_time = parts
-                                .headers
-                                .get(http::header::DATE)
-                                .and_then(|v| v.to_str().ok())
-                                .and_then(|v| httpdate::parse_http_date(v).ok());
-                            // Redact first: nothing below is read from an unredacted head.
-                            match sent.shared.mapping {
-                                Mapping::Invoke(_) => {
-                                    redact::filter_headers(&mut parts.headers, &sent.secrets);
-                                }
-                                Mapping::Endpoint(_) => {
-                                    redact::filter_endpoint_headers(
-                                        &mut parts.headers,
-                                        &sent.secrets,
-                                    );
-                                }
-                            }
-                            record.complete(call.index, || {
-                                Outcome::of_response(parts.status, &parts.headers)
-                            });
-                            call.context
-                                .answered(call.index, Ok((parts.status, &parts.headers)));
-                            // Expired credentials, a skewed clock, a refused token: once more,
-                            // authenticated afresh.
-                            let refresh = sent
-                                .again
-                                .is_some()
-                                .then(|| {
-                                    sent.shared.auth.refresh_for(
-                                        parts.status,
-                                        &parts.headers,
-                                        server_time,
-                                        sent.signed_at,
-                                    )
-                                })
-                                .flatten();
-                            if let (Some(refresh), Some(mut again)) = (refresh, sent.again.take())
-                                && call.may_send_again(&refresh)
-                            {
-                                sent.shared.auth.refresh(&refresh);
-                                // This attempt is over: its span ends before the next opens.
-                                call.context.end_attempts();
-                                // Held, not read: delivered as it came if the re-send cannot
-                                // be made.
-                                again.refused = Some(Refused {
-                                    parts,
-                                    body,
-                                    secrets: sent.secrets,
-                                    chosen: sent.chosen,
-                                });
-                                this.state.set(State::Refreshing {
-                                    prepared: Some(again),
-                                    refused_token: sent
-                                        .token
-                                        .filter(|_| matches!(refresh, Refresh::TokenRefused)),
-                                });
-                                continue;
-                            }
-                            Ok(deliver(
-                                call,
-                                &sent.shared,
-                                sent.operation,
-                                sent.chosen,
-                                parts,
-                                body,
-                                sent.secrets,
-                            ))
-                        }
-                        Err(error) => {
-                            let error = Error::from_service(error);
-                            record.complete(call.index, || Outcome::Failure(error.failure_kind()));
-                            call.context.answered(call.index, Err(error.failure_kind()));
-                            Err(error.with_record(&record))
-                        }
-                    };
-                    call.end(&result);
                     return Poll::Ready(result);
                 }
-                StateProj::Local { response } => {
-                    let mut response = response
-                        .take()
-                        .unwrap_or_else(|| unreachable!("taken once"));
-                    this.state.set(State::Done);
-                    if this.call.ownership.is_some() {
-                        response
-                            .extensions_mut()
-                            .insert(this.call.context.record().clone());
-                    }
-                    // A local 405 (a GET or DELETE not offered): no success, and no error of
-                    // the call's either — MCP clients take it as "not offered".
-                    if let Some(owner) = this.call.ownership.take() {
-                        owner.finish(false);
-                    }
-                    return Poll::Ready(Ok(response));
-                }
-                StateProj::Done => panic!("ResponseFuture polled after it completed"),
             }
         }
     }
+}
+
+/// What a state holds until its step takes it, once.
+fn taken<T>(slot: &mut Option<T>) -> T {
+    slot.take().unwrap_or_else(|| unreachable!("taken once"))
+}
+
+/// The request's body read: the key resolved next (or the call failed before it was sent).
+fn read_body<S, ReqB, ResB>(
+    read: Result<Bytes, ReadError<ReqB::Error>>,
+    pending: Pending<S>,
+    call: &mut Call,
+) -> Step<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    ReqB: Body,
+    ReqB::Error: Into<BoxError>,
+    ResB: Body,
+{
+    let body = match read {
+        Ok(bytes) => bytes,
+        Err(ReadError::TooLarge) => {
+            let error = Error::new(ErrorKind::BodyTooLarge, None, None);
+            return Step::Ready(Err(call.not_sent(error)));
+        }
+        Err(ReadError::Body(e)) => {
+            let error = Error::new(ErrorKind::RequestBody, None, Some(e.into()));
+            return Step::Ready(Err(call.not_sent(error)));
+        }
+    };
+    let key = pending.shared.auth.resolve(None);
+    Step::Next(State::Resolving {
+        key,
+        prepared: Some(Prepared {
+            pending,
+            body,
+            refused: None,
+        }),
+    })
+}
+
+/// The key resolved: the attempt opened, signed, the send gate asked, and the request handed
+/// to the service below (what a re-send authenticated afresh would need kept beside it).
+fn sign_and_send<S, ReqB, ResB>(
+    resolved: Result<Key, Error>,
+    prepared: Prepared<S, ResB>,
+    call: &mut Call,
+) -> Step<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    ReqB: Body,
+    ResB: Body,
+{
+    let Prepared {
+        mut pending,
+        body,
+        refused,
+    } = prepared;
+    let attempt = open_attempt(call, &mut pending, &body);
+    let context = &call.context;
+    // What a re-send with fresh credentials would need: the request as it came. Signing reads
+    // the head and moves the extensions to the request sent: only they are kept (copied unless
+    // they are the call's own marks alone); the head is kept as it is.
+    let copy = pending.may_refresh.then(|| {
+        (
+            context.keep_extensions(&pending.parts.extensions),
+            body.clone(),
+        )
+    });
+    let mut token = None;
+    let sent = resolved.and_then(|key| {
+        if let (Key::Bearer(sent), Some(_)) = (&key, &copy) {
+            token = Some(sent.clone());
+        }
+        sign_attempt(&mut pending, body, &key, context)
+    });
+    let Signed {
+        mut request,
+        mut secrets,
+        signed_at,
+        chosen,
+    } = match sent {
+        Ok(signed) => signed,
+        Err(error) => return Step::Ready(call.not_resent(error, refused, &pending)),
+    };
+    if let Some(refused) = &refused {
+        // The refused attempt's secrets (a token no longer used, an old session token) must
+        // not come back in this answer either.
+        secrets.extend(&refused.secrets);
+    }
+    if let Some(gate) = request.extensions().get::<SharedSendGate>()
+        && let Err(reason) = gate.check()
+    {
+        let error = Error::new(ErrorKind::SendGateClosed, reason, None);
+        return Step::Ready(call.not_resent(error, refused, &pending));
+    }
+    let Pending {
+        parts,
+        mut service,
+        shared,
+        operation,
+        ..
+    } = pending;
+    call.dispatch(&mut request);
+    call.context.sent_to(call.index, request.uri());
+    let future = attempt.in_scope(|| service.call(request));
+    let again = copy.map(|(extensions, body)| Prepared {
+        refused: None,
+        pending: Pending {
+            parts,
+            service,
+            shared: shared.clone(),
+            operation,
+            may_refresh: false,
+            kept_extensions: Some(extensions),
+        },
+        body,
+    });
+    let sent = Sent {
+        secrets,
+        signed_at,
+        chosen,
+        shared,
+        operation,
+        again,
+        token,
+    };
+    Step::Next(State::Calling {
+        future,
+        sent: Some(sent),
+        attempt,
+    })
+}
+
+/// Opens the attempt, before it is signed: its span (the call's named from the body, when no
+/// layer above did) and its trace headers (signed with the rest). Each attempt is a call of its
+/// own here: the extensions move to the request sent (for a re-send, those the first attempt
+/// carried). This layer holds the attempt until it is sent.
+fn open_attempt<S>(call: &mut Call, pending: &mut Pending<S>, body: &Bytes) -> tracing::Span {
+    if let Some(kept) = pending.kept_extensions.take() {
+        pending.parts.extensions = call.context.restore_extensions(&kept);
+    }
+    call.context.describe_bytes(body);
+    let (index, attempt) = call.context.dispatch_head(&mut pending.parts);
+    call.handed.hold(&pending.parts.extensions);
+    call.held = Some(index);
+    attempt
+}
+
+/// Before a re-send authenticated afresh: the service below ready, then the key resolved again
+/// (the refused token named to its provider); the refused answer delivered as it came if the
+/// service fails.
+fn refreshing<S, ReqB, ResB>(
+    prepared: &mut Option<Prepared<S, ResB>>,
+    refused_token: &Option<BearerToken>,
+    call: &mut Call,
+    cx: &mut Context<'_>,
+) -> Poll<Step<S, ReqB, ResB>>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ResB: Body,
+{
+    let Some(again) = prepared.as_mut() else {
+        unreachable!("taken once")
+    };
+    if let Err(error) = std::task::ready!(again.pending.service.poll_ready(cx)) {
+        let again = taken(prepared);
+        let error = Error::from_service(error);
+        return Poll::Ready(Step::Ready(call.not_resent(
+            error,
+            again.refused,
+            &again.pending,
+        )));
+    }
+    let key = again.pending.shared.auth.resolve(refused_token.as_ref());
+    let prepared = prepared.take();
+    Poll::Ready(Step::Next(State::Resolving { key, prepared }))
+}
+
+/// The answer of the service below: recorded, redacted, then sent again authenticated afresh
+/// (expired credentials, a skewed clock, a refused token) or delivered; a failure ends the
+/// call.
+fn answered<S, ReqB, ResB>(
+    result: Result<Response<ResB>, S::Error>,
+    mut sent: Sent<S, ResB>,
+    call: &mut Call,
+) -> Step<S, ReqB, ResB>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Body,
+    ResB: Body<Data = Bytes>,
+{
+    let record = call.context.record().clone();
+    let response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            let error = Error::from_service(error);
+            record.complete(call.index, || Outcome::Failure(error.failure_kind()));
+            call.context.answered(call.index, Err(error.failure_kind()));
+            let result = Err(error.with_record(&record));
+            call.end(&result);
+            return Step::Ready(result);
+        }
+    };
+    let (mut parts, body) = response.into_parts();
+    // The server's clock, read before the head is filtered (the app does not get `Date`): only
+    // parsed, never shown.
+    let server_time = parts
+        .headers
+        .get(http::header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    // Redact first: nothing below is read from an unredacted head.
+    match sent.shared.mapping {
+        Mapping::Invoke(_) => redact::filter_headers(&mut parts.headers, &sent.secrets),
+        Mapping::Endpoint(_) => redact::filter_endpoint_headers(&mut parts.headers, &sent.secrets),
+    }
+    record.complete(call.index, || {
+        Outcome::of_response(parts.status, &parts.headers)
+    });
+    call.context
+        .answered(call.index, Ok((parts.status, &parts.headers)));
+    let refresh = sent
+        .again
+        .is_some()
+        .then(|| {
+            let auth = &sent.shared.auth;
+            auth.refresh_for(parts.status, &parts.headers, server_time, sent.signed_at)
+        })
+        .flatten();
+    if let (Some(refresh), Some(mut again)) = (refresh, sent.again.take())
+        && call.may_send_again(&refresh)
+    {
+        sent.shared.auth.refresh(&refresh);
+        // This attempt is over: its span ends before the next opens.
+        call.context.end_attempts();
+        // Held, not read: delivered as it came if the re-send cannot be made.
+        again.refused = Some(Refused {
+            parts,
+            body,
+            secrets: sent.secrets,
+            chosen: sent.chosen,
+        });
+        let refused_token = sent
+            .token
+            .filter(|_| matches!(refresh, Refresh::TokenRefused));
+        return Step::Next(State::Refreshing {
+            prepared: Some(again),
+            refused_token,
+        });
+    }
+    let result = Ok(deliver(
+        call,
+        &sent.shared,
+        sent.operation,
+        sent.chosen,
+        parts,
+        body,
+        sent.secrets,
+    ));
+    call.end(&result);
+    Step::Ready(result)
+}
+
+/// An answer of the layer's own (a 405 for a GET or DELETE not offered): no success, and no
+/// error of the call's either — MCP clients take it as "not offered".
+fn local<ResB: Body>(
+    mut response: Response<InvokeBody<ResB>>,
+    call: &mut Call,
+) -> Result<Response<InvokeBody<ResB>>, Error> {
+    if call.ownership.is_some() {
+        response
+            .extensions_mut()
+            .insert(call.context.record().clone());
+    }
+    if let Some(owner) = call.ownership.take() {
+        owner.finish(false);
+    }
+    Ok(response)
 }
 
 /// Hands an answer (its head redacted) to the app: the runtime session adopted or forgotten,

@@ -155,39 +155,7 @@ pub(crate) fn invoke_headers(
         );
     }
     if given(&MCP_METHOD).is_none() {
-        // Filled for the methods AgentCore routes on, from the one message of the body.
-        // A layer above (the guard), or an earlier attempt, may have read these very bytes.
-        let parsed = parsed_body(context, body);
-        let message = match &*parsed {
-            JsonRpcBody::Single(message) => Some(message),
-            _ => None,
-        };
-        // The version the request's `_meta` names, when the client wrote no header: the one
-        // value the revision allows there.
-        let meta_version = message.and_then(|m| m.protocol_version.as_deref());
-        if given(&MCP_PROTOCOL_VERSION).is_none()
-            && let Some(value) = meta_version.and_then(|v| HeaderValue::from_str(v).ok())
-        {
-            headers.insert(MCP_PROTOCOL_VERSION, value);
-        }
-        let every = given(&MCP_PROTOCOL_VERSION)
-            .and_then(|v| v.to_str().ok())
-            .or(meta_version)
-            .is_some_and(protocol::is_stateless);
-        if let Some(message) = message
-            && let Some((method, named)) = routed_method(message.method.as_deref(), every)
-            && let Some(value) = routing_value(method)
-        {
-            headers.insert(MCP_METHOD, value);
-            let name = message
-                .name
-                .as_deref()
-                .filter(|_| named)
-                .and_then(routing_value);
-            if let (None, Some(name)) = (given(&MCP_NAME), name) {
-                headers.insert(MCP_NAME, name);
-            }
-        }
+        routing_headers(&mut headers, &given, context, body);
     }
     if let (None, Some(session_id)) = (given(&SESSION_HEADER), session_id) {
         headers.insert(
@@ -220,6 +188,47 @@ pub(crate) fn invoke_headers(
     headers.insert(CONTENT_LENGTH, length_value(body.len()));
     headers.insert(HOST, target.host().clone());
     Ok(headers)
+}
+
+/// `Mcp-Method` and `Mcp-Name` (and `MCP-Protocol-Version`, when the request's `_meta` names
+/// one and the client wrote no header) filled for the methods AgentCore routes on, from the one
+/// message of the body — which a layer above (the guard), or an earlier attempt, may have read.
+fn routing_headers<'a>(
+    headers: &mut HeaderMap,
+    given: &impl Fn(&HeaderName) -> Option<&'a HeaderValue>,
+    context: &CallContext,
+    body: &Bytes,
+) {
+    let parsed = parsed_body(context, body);
+    let message = match &*parsed {
+        JsonRpcBody::Single(message) => Some(message),
+        _ => None,
+    };
+    // The version the request's `_meta` names: the one value the revision allows there.
+    let meta_version = message.and_then(|m| m.protocol_version.as_deref());
+    if given(&MCP_PROTOCOL_VERSION).is_none()
+        && let Some(value) = meta_version.and_then(|v| HeaderValue::from_str(v).ok())
+    {
+        headers.insert(MCP_PROTOCOL_VERSION, value);
+    }
+    let every = given(&MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .or(meta_version)
+        .is_some_and(protocol::is_stateless);
+    if let Some(message) = message
+        && let Some((method, named)) = routed_method(message.method.as_deref(), every)
+        && let Some(value) = routing_value(method)
+    {
+        headers.insert(MCP_METHOD, value);
+        let name = message
+            .name
+            .as_deref()
+            .filter(|_| named)
+            .and_then(routing_value);
+        if let (None, Some(name)) = (given(&MCP_NAME), name) {
+            headers.insert(MCP_NAME, name);
+        }
+    }
 }
 
 /// `Content-Length`'s value for `len` bytes: its digits written on the stack, then copied once

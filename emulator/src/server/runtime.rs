@@ -196,20 +196,7 @@ async fn invoke(
             Some(session_header),
         ));
     }
-    let refused = match check {
-        McpCheck::Accepted => None,
-        McpCheck::Missing => Some((
-            StatusCode::BAD_REQUEST,
-            MISSING_SESSION_CODE,
-            MISSING_SESSION_MESSAGE,
-        )),
-        McpCheck::NotFound => Some((
-            StatusCode::NOT_FOUND,
-            SESSION_NOT_FOUND_CODE,
-            SESSION_NOT_FOUND_MESSAGE,
-        )),
-    };
-    if let Some((status, code, message)) = refused {
+    if let Some((status, code, message)) = session_refusal(check) {
         let response = mcp_session_refusal(state, &inspected.id, status, code, message);
         return Ok(with_session(response, Some(session_header)));
     }
@@ -223,17 +210,40 @@ async fn invoke(
     };
     let mut answer = serve_mcp(inspected, call, state, Some(session_header)).await;
     // `initialize` always opens a new MCP session, whatever it carried.
-    if initialize
-        && let Ok(response) = &mut answer
-        && response.status() == StatusCode::OK
-    {
-        let mcp_session = state.runtime().issue(&session, arrival.microvm);
-        state.record(|a| a.mcp_sessions_started += 1);
-        if let Ok(value) = HeaderValue::from_str(&mcp_session) {
-            response.headers_mut().insert("mcp-session-id", value);
-        }
+    if initialize && let Ok(response) = &mut answer {
+        issue_mcp_session(response, &session, arrival.microvm, state);
     }
     answer
+}
+
+/// The MCP server's refusal of a request outside a session it knows: its status, code and
+/// message.
+fn session_refusal(check: McpCheck) -> Option<(StatusCode, i64, &'static str)> {
+    match check {
+        McpCheck::Accepted => None,
+        McpCheck::Missing => Some((
+            StatusCode::BAD_REQUEST,
+            MISSING_SESSION_CODE,
+            MISSING_SESSION_MESSAGE,
+        )),
+        McpCheck::NotFound => Some((
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND_CODE,
+            SESSION_NOT_FOUND_MESSAGE,
+        )),
+    }
+}
+
+/// A new MCP session on the microVM, named on an `initialize`'s successful answer.
+fn issue_mcp_session<B>(response: &mut Response<B>, session: &str, microvm: u64, state: &State) {
+    if response.status() != StatusCode::OK {
+        return;
+    }
+    let mcp_session = state.runtime().issue(session, microvm);
+    state.record(|a| a.mcp_sessions_started += 1);
+    if let Ok(value) = HeaderValue::from_str(&mcp_session) {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
 }
 
 /// Where the runtime routes an invocation that names no runtime session: by its
