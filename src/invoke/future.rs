@@ -309,6 +309,10 @@ pin_project! {
 }
 
 /// What one step of the state machine leads to: its next state, or the call's end.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a step is moved once, into the pinned state: boxing it would allocate per step"
+)]
 enum Step<S, ReqB, ResB>
 where
     S: Service<Request<Full<Bytes>>, Response = Response<ResB>>,
