@@ -184,6 +184,7 @@ pub mod tasks;
 pub mod telemetry;
 pub mod throttle;
 mod uri;
+mod urlencode;
 
 // What a user needs first; the rest lives in its module.
 pub use budget::{CallBudget, RetryBudget};

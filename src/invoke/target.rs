@@ -4,48 +4,13 @@ use std::fmt;
 
 use http::Uri;
 use http::uri::{Authority, Scheme};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use percent_encoding::utf8_percent_encode;
 
 use crate::error::ConfigError;
 
-/// The characters the official SDK percent-encodes in a path label or a query value
-/// (`aws_smithy_http::urlencode::BASE_SET`): controls, space and
-/// `/ : , ? # [ ] { } | @ ! $ & ' ( ) * + ; = % < > " ^` `` ` `` `\`. Non-ASCII is encoded as
-/// UTF-8 bytes. Letters, digits, `-`, `.`, `_`, `~` stay as they are.
-const BASE_SET: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'/')
-    .add(b':')
-    .add(b',')
-    .add(b'?')
-    .add(b'#')
-    .add(b'[')
-    .add(b']')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'@')
-    .add(b'!')
-    .add(b'$')
-    .add(b'&')
-    .add(b'\'')
-    .add(b'(')
-    .add(b')')
-    .add(b'*')
-    .add(b'+')
-    .add(b';')
-    .add(b'=')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'"')
-    .add(b'^')
-    .add(b'`')
-    .add(b'\\');
-
 /// Percent-encodes one path segment or query value as the official SDK does.
 pub(crate) fn encode(value: &str) -> impl fmt::Display + '_ {
-    utf8_percent_encode(value, BASE_SET)
+    utf8_percent_encode(value, crate::urlencode::BASE_SET)
 }
 
 /// Whether `region` is a plausible AWS region name: lower-case letters, digits and `-`, at most

@@ -19,43 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use http::Uri;
 use http::uri::{Port, Scheme};
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use percent_encoding::{AsciiSet, utf8_percent_encode};
+
+use crate::urlencode::BASE_SET;
 
 /// How many URLs are kept.
 const SLOTS: usize = 4;
-
-/// `aws-smithy-http`'s `BASE_SET` (`urlencode.rs`): what a query name or value is encoded
-/// against.
-const BASE_SET: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'/')
-    .add(b':')
-    .add(b',')
-    .add(b'?')
-    .add(b'#')
-    .add(b'[')
-    .add(b']')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'@')
-    .add(b'!')
-    .add(b'$')
-    .add(b'&')
-    .add(b'\'')
-    .add(b'(')
-    .add(b')')
-    .add(b'*')
-    .add(b'+')
-    .add(b';')
-    .add(b'=')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'"')
-    .add(b'^')
-    .add(b'`')
-    .add(b'\\');
 
 /// `aws-smithy-http`'s greedy label set: [`BASE_SET`] without `/`; what the path is encoded
 /// against.
