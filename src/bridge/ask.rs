@@ -12,18 +12,18 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tower::Service;
 
+use super::local::event_stream;
 use super::sessions::Client;
 use super::{BridgeBody, ProtocolBridgeLayer};
 use crate::error::BoxError;
-use crate::exchange::{Driven, answer_in, exchange, modern_post};
+use crate::exchange::{answer_in, exchange, modern_post};
 
 /// What every id of a request the bridge puts to a client starts with.
 pub(super) const INPUT_PREFIX: &str = "agentcore-tower/bridge/input/";
@@ -57,18 +57,12 @@ where
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Send + 'static,
 {
-    let (sink, events) = mpsc::unbounded_channel();
-    let driver = Box::pin(drive(inner, parts, message, first, client, layer, sink));
-    let mut answer = Response::new(BridgeBody::driven(Driven::new(driver, events)));
-    answer
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    answer
+    event_stream(|sink| drive(inner, parts, message, first, client, layer, sink))
 }
 
 /// Writes one message on the client's stream.
 fn write(sink: &mpsc::UnboundedSender<Bytes>, message: &Value) {
-    let _ = sink.send(Bytes::from(format!("event: message\ndata: {message}\n\n")));
+    let _ = sink.send(super::events::event(message));
 }
 
 async fn drive<S, ReqB, ResB>(

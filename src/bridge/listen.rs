@@ -7,7 +7,7 @@
 //! client's GET answered as MCP says when there is no stream: HTTP 405.
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
+use http::header::ACCEPT;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
@@ -16,11 +16,12 @@ use tower::Service;
 
 use super::carry::with_client_meta;
 use super::events::{EventReader, event};
+use super::local::event_stream;
 use super::local::local;
 use super::sessions::Client;
 use super::{BridgeBody, ProtocolBridgeLayer};
 use crate::error::BoxError;
-use crate::exchange::{Driven, accepts_event_stream, modern_post};
+use crate::exchange::{accepts_event_stream, modern_post};
 
 /// What every id of a listen the bridge opens starts with.
 const LISTEN_PREFIX: &str = "agentcore-tower/bridge/listen/";
@@ -59,14 +60,8 @@ where
     if !answer.status().is_success() || !stream {
         return Ok(local(StatusCode::METHOD_NOT_ALLOWED, None));
     }
-    let (sink, events) = mpsc::unbounded_channel();
     let reader = EventReader::new(answer.into_body());
-    let driver = Box::pin(relay(reader, Value::from(id), sink));
-    let mut answer = Response::new(BridgeBody::driven(Driven::new(driver, events)));
-    let headers = answer.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(answer)
+    Ok(event_stream(|sink| relay(reader, Value::from(id), sink)))
 }
 
 /// Passes the listen's notifications on, until the server answers the listen (or its stream

@@ -11,9 +11,8 @@
 //! call's stream as they came.
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -21,12 +20,12 @@ use tower::Service;
 
 use super::events::{EventReader, event};
 use super::legacy::{LegacySession, respond};
+use super::local::event_stream;
 use super::local::local;
 use super::paused::{Paused, STATE_PREFIX};
 use super::typed::type_result;
 use super::{BridgeBody, ProtocolBridgeLayer};
 use crate::error::BoxError;
-use crate::exchange::Driven;
 
 /// A client's call as the bridge carries it in its session.
 #[derive(Debug)]
@@ -65,13 +64,7 @@ where
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Send + 'static,
 {
-    let (sink, events) = mpsc::unbounded_channel();
-    let driver = Box::pin(drive(inner, parts, stream, call, layer, sink));
-    let mut answer = Response::new(BridgeBody::driven(Driven::new(driver, events)));
-    answer
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    answer
+    event_stream(|sink| drive(inner, parts, stream, call, layer, sink))
 }
 
 async fn drive<S, ReqB, ResB>(
