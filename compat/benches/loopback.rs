@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use agentcore_tower::invoke::{InvokeTarget, SigV4InvokeLayer};
+use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use aws_credential_types::Credentials;
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
