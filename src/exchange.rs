@@ -408,6 +408,23 @@ impl Awaited {
     }
 }
 
+/// A layer's own answer: `status`, `body` (one JSON message, when `json`), and a record of no
+/// attempt (nothing was sent for it).
+pub(crate) fn own_answer<B>(status: http::StatusCode, body: B, json: bool) -> Response<B> {
+    let mut answer = Response::new(body);
+    *answer.status_mut() = status;
+    if json {
+        answer.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    answer
+        .extensions_mut()
+        .insert(crate::record::AttemptRecord::new());
+    answer
+}
+
 /// Whether a client reads an event stream (`Accept` names `text/event-stream`).
 pub(crate) fn accepts_event_stream(headers: &http::HeaderMap) -> bool {
     headers

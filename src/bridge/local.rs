@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::BridgeBody;
-use crate::exchange::Driven;
+use crate::exchange::{Driven, own_answer};
 
 /// An answer of the bridge's own: `status`, and one JSON message when there is one.
 pub(super) fn local<B: Body>(
@@ -20,17 +20,7 @@ pub(super) fn local<B: Body>(
     let body = message
         .map(|m| Bytes::from(m.to_string()))
         .unwrap_or_default();
-    let mut answer = Response::new(BridgeBody::local(body));
-    *answer.status_mut() = status;
-    if message.is_some() {
-        answer
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
-    answer
-        .extensions_mut()
-        .insert(crate::record::AttemptRecord::new());
-    answer
+    own_answer(status, BridgeBody::local(body), message.is_some())
 }
 
 /// An event stream of the bridge's own: what the future `write` makes of the stream's sink

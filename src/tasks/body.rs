@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
-use http::{HeaderValue, Response};
+use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
@@ -73,14 +72,8 @@ impl<B: Body> TaskBody<B> {
     /// An answer of the layer's own: one JSON-RPC message, and a record of no attempt (nothing
     /// was sent for it).
     pub(super) fn local_json(message: &Value) -> Response<Self> {
-        let mut answer = Response::new(Self::local(Bytes::from(message.to_string())));
-        answer
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        answer
-            .extensions_mut()
-            .insert(crate::record::AttemptRecord::new());
-        answer
+        let body = Self::local(Bytes::from(message.to_string()));
+        crate::exchange::own_answer(http::StatusCode::OK, body, true)
     }
 
     /// An answer of the layer's own to the client's request `id`: one JSON-RPC error.
