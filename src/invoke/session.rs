@@ -127,7 +127,9 @@ struct Slot {
 ///
 /// Written here rather than taken from a crate: the two maps share the slots (a runtime session
 /// is never bound to two MCP sessions, and finding who holds one must not scan), which no LRU
-/// crate offers, and the list is a few index links in a `Vec`, without `unsafe`.
+/// crate offers — `lru` and `hashlink` key one map, so the second index would be kept in step
+/// by hand all the same — and either brings `hashbrown` and its hasher into every build of a
+/// crate that has neither; the list is a few index links in a `Vec`, without `unsafe`.
 struct Bound {
     /// Dense: a slot removed is replaced by the last one.
     slots: Vec<Slot>,
