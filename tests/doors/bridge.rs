@@ -1235,17 +1235,21 @@ fn stream_messages(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A server of 2026-07-28 that asks the user (an `InputRequiredResult`) is heard by a bridged
-/// 2025 client as 2025 servers ask: a request on its call's stream; its response, POSTed in its
-/// session, is taken by the bridge and sent back with the call's `requestState`.
-#[tokio::test(start_paused = true)]
-async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_input() {
+/// A 2025 client bridged to a modern-only runtime, its session open, and the same stack with
+/// its answers as they come (not read whole), for streams that stay open.
+async fn bridged_with_raw_answers() -> (
+    Emulator,
+    Client,
+    impl tower::Service<
+        Request<Full<Bytes>>,
+        Response = http::Response<impl http_body::Body<Data = Bytes, Error = impl std::fmt::Debug>>,
+        Error = impl std::fmt::Debug,
+    > + Clone,
+) {
     let emulator = start(modern_only()).await;
     let bridge = ProtocolBridgeLayer::new();
     let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     client.open().await;
-    // The bridge's answers as they come (the call's stream stays open while the client is
-    // asked); the session's requests name the runtime session of its `initialize`.
     let raw = ServiceBuilder::new()
         .layer(bridge.clone())
         .layer(McpSessionRecoveryLayer::new())
@@ -1254,6 +1258,17 @@ async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_inp
             emulator.signer().build().unwrap(),
         ))
         .service(http_client());
+    (emulator, client, raw)
+}
+
+/// A server of 2026-07-28 that asks the user (an `InputRequiredResult`) is heard by a bridged
+/// 2025 client as 2025 servers ask: a request on its call's stream; its response, POSTed in its
+/// session, is taken by the bridge and sent back with the call's `requestState`.
+#[tokio::test(start_paused = true)]
+async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_input() {
+    // The bridge's answers as they come (the call's stream stays open while the client is
+    // asked); the session's requests name the runtime session of its `initialize`.
+    let (emulator, client, raw) = bridged_with_raw_answers().await;
     let params = json!({"name": "confirm", "arguments": {"action": "ship"}});
     let call = client.request(Method::POST, Some(&request(5, "tools/call", params)));
     let answer = raw.clone().oneshot(call).await.unwrap();
@@ -1300,18 +1315,7 @@ async fn a_bridged_client_is_asked_on_its_calls_stream_when_the_server_needs_inp
 /// acknowledgement; the stream ends when the server ends the listen.
 #[tokio::test(start_paused = true)]
 async fn a_bridged_client_that_opens_the_servers_stream_hears_its_notifications() {
-    let emulator = start(modern_only()).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
-    client.open().await;
-    let raw = ServiceBuilder::new()
-        .layer(bridge.clone())
-        .layer(McpSessionRecoveryLayer::new())
-        .layer(recommended_layers(
-            ReplayGuardLayer::new(),
-            emulator.signer().build().unwrap(),
-        ))
-        .service(http_client());
+    let (emulator, client, raw) = bridged_with_raw_answers().await;
     let mut get = client.request(Method::GET, None);
     get.headers_mut()
         .insert("accept", HeaderValue::from_static("text/event-stream"));

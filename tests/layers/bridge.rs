@@ -343,11 +343,21 @@ fn input_required(read: &Read, id: u64) -> (String, Value, String) {
     (key.clone(), request.clone(), state)
 }
 
-#[tokio::test]
-async fn a_2025_servers_question_reaches_a_2026_client_as_a_multi_round_trip_request() {
+/// The server, and over it the bridge with `bridge_modern_clients()`: the layer and its service.
+fn over_the_bridge() -> (
+    LegacyServer,
+    ProtocolBridgeLayer,
+    agentcore_tower::bridge::ProtocolBridge<LegacyServer>,
+) {
     let server = LegacyServer::default();
     let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
-    let mut service = bridge.layer(server.clone());
+    let service = bridge.layer(server.clone());
+    (server, bridge, service)
+}
+
+#[tokio::test]
+async fn a_2025_servers_question_reaches_a_2026_client_as_a_multi_round_trip_request() {
+    let (server, bridge, mut service) = over_the_bridge();
     let client = asked_client();
     discover(&client, &mut service).await;
 
@@ -421,10 +431,7 @@ async fn a_2025_servers_question_reaches_a_2026_client_as_a_multi_round_trip_req
 /// it: the server hears `cancel`, and nothing runs.
 #[tokio::test]
 async fn an_elicitation_left_unanswered_is_cancelled_at_the_server() {
-    let server = LegacyServer::default();
-    let mut service = ProtocolBridgeLayer::new()
-        .bridge_modern_clients()
-        .layer(server.clone());
+    let (server, _, mut service) = over_the_bridge();
     let client = asked_client();
     discover(&client, &mut service).await;
     let asked = client.call(&mut service, 2, confirm("drop")).await;
@@ -444,10 +451,7 @@ async fn an_elicitation_left_unanswered_is_cancelled_at_the_server() {
 /// own (the server asks only a client that can answer), the same client keeps its own.
 #[tokio::test]
 async fn each_client_has_a_session_of_its_own() {
-    let server = LegacyServer::default();
-    let mut service = ProtocolBridgeLayer::new()
-        .bridge_modern_clients()
-        .layer(server.clone());
+    let (server, _, mut service) = over_the_bridge();
     let asked = asked_client();
     discover(&asked, &mut service).await;
     let plain = ModernClient {
@@ -484,10 +488,7 @@ async fn each_client_has_a_session_of_its_own() {
 /// the request sent in the new one.
 #[tokio::test]
 async fn a_session_the_server_forgot_is_opened_again() {
-    let server = LegacyServer::default();
-    let mut service = ProtocolBridgeLayer::new()
-        .bridge_modern_clients()
-        .layer(server.clone());
+    let (server, _, mut service) = over_the_bridge();
     let client = asked_client();
     discover(&client, &mut service).await;
     server.forget_sessions();
@@ -517,10 +518,7 @@ async fn a_session_the_server_forgot_is_opened_again() {
 /// era; the bridge opens a session and sends the request again in it.
 #[tokio::test]
 async fn a_first_request_refused_under_the_servers_own_id_is_sent_again_in_a_session() {
-    let server = LegacyServer::default();
-    let mut service = ProtocolBridgeLayer::new()
-        .bridge_modern_clients()
-        .layer(server.clone());
+    let (server, _, mut service) = over_the_bridge();
     let client = asked_client();
     let listed = client
         .send(&mut service, &client.message(1, "tools/list", json!({})))
