@@ -17,10 +17,19 @@ use super::legacy::{LegacySession, legacy_post, open};
 use super::local::local;
 use super::round_trip::{self, Call};
 use super::{BridgeBody, ProtocolBridgeLayer};
-use crate::body::PeekedBody;
+use crate::body::{PeekedBody, ReadToBytes};
 use crate::error::BoxError;
 use crate::exchange::Peeked;
 use crate::protocol;
+
+/// How much of a request body is read to tell what it is.
+pub(super) const REQUEST_LIMIT: usize = 4 << 20;
+
+/// Whether a message is a request of MCP 2026-07-28 or later (its version in `_meta`).
+pub(super) fn is_modern_request(message: &Value) -> bool {
+    message.get("id").is_some()
+        && protocol::version_in_meta(message).is_some_and(protocol::is_stateless)
+}
 
 /// The `_meta` keys of 2026-07-28 a server of the `initialize` era does not know.
 const MODERN_META: [&str; 3] = [
@@ -29,35 +38,50 @@ const MODERN_META: [&str; 3] = [
     "io.modelcontextprotocol/clientCapabilities",
 ];
 
-/// A request of a 2026-07-28 client (no MCP session): sent as it is, unless the target is known
-/// to be of the `initialize` era and the bridge is on. Refused as such a server refuses one
-/// (read ahead when it is no success, or is a `server/discover`), it ran nothing: with the
+/// A request of a 2026-07-28 client (no MCP session; `message`, when it was read at once): sent
+/// as it is, unless the target is known to be of the `initialize` era and the bridge is on.
+/// Refused as such a server refuses one (read ahead when it is no success, or is a
+/// `server/discover`; the request read only then, when it was not), it ran nothing: with the
 /// bridge on, the bridge opens its session and answers a discovery from it, or sends the
 /// request again in it; with the bridge off, the client hears both versions.
 pub(super) async fn request<S, ReqB, ResB>(
     mut inner: S,
     request: Request<ReqB>,
-    message: Value,
+    mut message: Option<Value>,
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send,
-    ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + 'static,
     ResB: Body<Data = Bytes> + Unpin + Send + 'static,
     ResB::Error: Into<BoxError>,
 {
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let discovery = message["method"] == "server/discover";
     let (parts, body) = request.into_parts();
-    if layer.bridges_down() && layer.knows_legacy_only() {
+    if layer.bridges_down()
+        && layer.knows_legacy_only()
+        && let Some(message) = message.take()
+    {
         return bridged(inner, parts, message, layer).await;
     }
+    let kept = message.is_none().then(|| body.clone());
+    let discovery = message
+        .as_ref()
+        .is_some_and(|m| m["method"] == "server/discover");
     let answer = inner.call(Request::from_parts(parts.clone(), body)).await?;
     if answer.status().is_success() && !discovery {
         return Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))));
     }
+    let message = match (message, kept) {
+        (Some(message), _) => Some(message),
+        (None, Some(kept)) => read(kept).await,
+        (None, None) => None,
+    };
+    let Some(message) = message else {
+        return Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))));
+    };
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
     let (head, peeked) = Peeked::of(answer).await;
     // A server's error may name no id, or one of its own (refused before it read the request).
     let refusal = peeked
@@ -76,6 +100,14 @@ where
     drop(peeked);
     inner.ready().await?;
     bridged(inner, parts, message, layer).await
+}
+
+/// A request's body read and parsed, when it is a request of 2026-07-28.
+async fn read<B: Body<Data = Bytes>>(body: B) -> Option<Value> {
+    let bytes = ReadToBytes::new(body, REQUEST_LIMIT).await.ok()?;
+    serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .filter(is_modern_request)
 }
 
 /// A request of a 2026-07-28 client at a target of the `initialize` era: a discovery answered

@@ -11,14 +11,12 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use tower::Service;
 
+use super::down::{REQUEST_LIMIT, is_modern_request};
 use super::local::local;
 use super::{BridgeBody, ProtocolBridgeLayer, carry, down, open};
-use crate::body::PeekedBody;
+use crate::body::{PeekedBody, ReadToBytes};
 use crate::error::BoxError;
 use crate::exchange::read_message;
-
-/// How much of a request body is read to tell what it is.
-const REQUEST_LIMIT: usize = 4 << 20;
 
 /// The service [`ProtocolBridgeLayer`] builds.
 #[derive(Clone, Debug)]
@@ -132,29 +130,56 @@ where
         };
     }
     if request.method() == Method::POST && session.is_none() {
-        let message = read_message(
-            &request,
-            REQUEST_LIMIT,
-            &[b"initialize", b"/protocolVersion"],
-        );
-        match message.await {
-            Some(message) if message["method"] == "initialize" => {
+        match seen(&request, &layer).await {
+            Seen::Initialize(message) => {
                 return open::initialize(inner, request, message, &layer).await;
             }
-            Some(message) if is_modern_request(&message) => {
-                return down::request(inner, request, message, &layer).await;
+            Seen::Modern(message) => {
+                return down::request(inner, request, Some(message), &layer).await;
             }
-            _ => {}
+            Seen::MaybeModern => return down::request(inner, request, None, &layer).await,
+            Seen::Other => {}
         }
     }
     let answer = inner.call(request).await?;
     Ok(answer.map(|body| BridgeBody::server(PeekedBody::new(body))))
 }
 
-/// Whether a message is a request of MCP 2026-07-28 or later (its version in `_meta`).
-fn is_modern_request(message: &serde_json::Value) -> bool {
-    message.get("id").is_some()
-        && crate::protocol::version_in_meta(message).is_some_and(crate::protocol::is_stateless)
+/// What a POST outside a session is to the bridge.
+enum Seen {
+    /// An `initialize`.
+    Initialize(serde_json::Value),
+    /// A request of 2026-07-28, read now: a discovery, or any request when clients of that
+    /// revision are bridged.
+    Modern(serde_json::Value),
+    /// A body that names a version in `_meta`, not read: only a refusal has it read (the hot
+    /// path of a client of 2026-07-28 whose server speaks its revision parses nothing here).
+    MaybeModern,
+    Other,
+}
+
+/// What a POST outside a session is, its body parsed only when the bridge acts on it at once.
+async fn seen<ReqB>(request: &Request<ReqB>, layer: &ProtocolBridgeLayer) -> Seen
+where
+    ReqB: Body<Data = Bytes> + Clone,
+{
+    let Ok(bytes) = ReadToBytes::new(request.body().clone(), REQUEST_LIMIT).await else {
+        return Seen::Other;
+    };
+    let has = |needle: &[u8]| memchr::memmem::find(&bytes, needle).is_some();
+    let modern = has(b"/protocolVersion");
+    if !has(b"initialize") && !(modern && (layer.bridges_down() || has(b"server/discover"))) {
+        return if modern {
+            Seen::MaybeModern
+        } else {
+            Seen::Other
+        };
+    }
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(message) if message["method"] == "initialize" => Seen::Initialize(message),
+        Ok(message) if is_modern_request(&message) => Seen::Modern(message),
+        _ => Seen::Other,
+    }
 }
 
 /// The DELETE that ends a bridged session: sent on, naming the session's runtime session and
