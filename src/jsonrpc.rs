@@ -9,37 +9,70 @@ use http::header::CONTENT_TYPE;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-/// A request body as one layer read it, kept in the call's context so that the layers below and
-/// the attempts after do not parse the same bytes again (the guard reads it once per call; the
-/// signer would otherwise read it on every attempt). Used only while the body is still these
-/// bytes.
-#[derive(Clone, Debug)]
-pub(crate) struct ParsedBody {
+/// A request body's bytes and what they hold, kept in the call's context so that the layers below
+/// and the attempts after do not parse the same bytes again. Read when a layer first asks
+/// ([`body`](Self::body)), not before: a call that no layer asks about (a client that names its
+/// method and tool in headers, a guard whose call never fails) is never parsed. Cloned, it is
+/// the same reading. Used only while the body is still these bytes.
+#[derive(Clone)]
+pub(crate) struct ParsedBody(std::sync::Arc<Reading>);
+
+struct Reading {
     bytes: bytes::Bytes,
-    body: std::sync::Arc<Body>,
+    with_arguments: bool,
+    body: std::sync::OnceLock<Body>,
 }
 
 impl ParsedBody {
+    /// `bytes` and what they were read as already.
+    #[cfg(test)]
     pub(crate) fn new(bytes: bytes::Bytes, body: Body) -> Self {
-        Self {
+        Self(std::sync::Arc::new(Reading {
             bytes,
-            body: std::sync::Arc::new(body),
-        }
+            with_arguments: false,
+            body: std::sync::OnceLock::from(body),
+        }))
     }
 
-    /// The parsed body, if it was parsed from exactly `bytes`.
-    pub(crate) fn of(&self, bytes: &[u8]) -> Option<std::sync::Arc<Body>> {
-        (self.bytes[..] == *bytes).then(|| self.body.clone())
+    /// `bytes`, read when first asked (`tools/call` arguments too, when `with_arguments`).
+    pub(crate) fn lazy(bytes: bytes::Bytes, with_arguments: bool) -> Self {
+        Self(std::sync::Arc::new(Reading {
+            bytes,
+            with_arguments,
+            body: std::sync::OnceLock::new(),
+        }))
     }
 
-    /// The bytes it was parsed from.
+    /// This reading, if it is of exactly `bytes`: the same buffer (a clone of the request's
+    /// body: no comparison), or equal bytes.
+    pub(crate) fn of(&self, bytes: &[u8]) -> Option<Self> {
+        let own = &self.0.bytes;
+        let same =
+            (own.as_ptr() == bytes.as_ptr() && own.len() == bytes.len()) || own[..] == *bytes;
+        same.then(|| self.clone())
+    }
+
+    /// The bytes it reads.
     pub(crate) fn bytes(&self) -> &[u8] {
-        &self.bytes
+        &self.0.bytes
     }
 
-    /// The parsed body.
-    pub(crate) fn body(&self) -> std::sync::Arc<Body> {
-        self.body.clone()
+    /// What the body holds: read now if no layer asked before.
+    pub(crate) fn body(&self) -> &Body {
+        let reading = &*self.0;
+        reading
+            .body
+            .get_or_init(|| Body::parse(&reading.bytes, reading.with_arguments))
+    }
+}
+
+impl std::fmt::Debug for ParsedBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the bytes: a request's arguments are the app's.
+        f.debug_struct("ParsedBody")
+            .field("len", &self.0.bytes.len())
+            .field("read", &self.0.body.get().is_some())
+            .finish()
     }
 }
 
@@ -135,8 +168,9 @@ macro_rules! read_others_as {
     };
 }
 
-/// A message with its `params` read in the one pass.
-type WireMessage<'a> = Wire<'a, WireParams<'a>>;
+/// A message with its `params` read in the one pass (`tools/call` arguments kept when
+/// `ARGUMENTS`).
+type WireMessage<'a, const ARGUMENTS: bool> = Wire<'a, WireParams<'a, ARGUMENTS>>;
 
 /// A string or null, as serde reads an `Option<Cow<str>>` — but borrowed from the body when
 /// it holds no escape (serde's own reading of a `Cow` in an `Option` always copies it).
@@ -182,39 +216,40 @@ fn borrowed<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, st
 /// and read as nothing known when they fail.
 type RawWireMessage<'a> = Wire<'a, &'a RawValue>;
 
-impl<'a> From<RawWireMessage<'a>> for WireMessage<'a> {
+impl<'a, const ARGUMENTS: bool> From<RawWireMessage<'a>> for WireMessage<'a, ARGUMENTS> {
     fn from(raw: RawWireMessage<'a>) -> Self {
         Wire {
             method: raw.method,
             id: raw.id,
             result: raw.result,
             error: raw.error,
-            params: raw
-                .params
-                .and_then(|params| serde_json::from_str::<WireParams<'a>>(params.get()).ok()),
+            params: raw.params.and_then(|params| {
+                serde_json::from_str::<WireParams<'a, ARGUMENTS>>(params.get()).ok()
+            }),
         }
     }
 }
 
 /// `params`, read in the same pass as the message (the body is scanned once): `name` and `uri`
-/// when they are strings, `arguments` as the raw JSON it is. When `params` is not an object, or
+/// when they are strings, `arguments` as the raw JSON it is when `ARGUMENTS` (else skipped,
+/// as JSON's structure only: serde checks a raw value's UTF-8 as well). When `params` is not an object, or
 /// `name` or `uri` is there but not a string (or null), or a member is repeated, it reads as
 /// nothing known ([`WireParams::usable`] is false), never as an error of the message.
 #[derive(Default)]
-struct WireParams<'a> {
+struct WireParams<'a, const ARGUMENTS: bool> {
     named: Named<'a>,
     /// Read whatever else `params` holds: a `_meta` that is no object names no version.
     protocol_version: Option<Cow<'a, str>>,
     usable: bool,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for WireParams<'a> {
+impl<'de: 'a, 'a, const ARGUMENTS: bool> Deserialize<'de> for WireParams<'a, ARGUMENTS> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ParamsVisitor(std::marker::PhantomData))
     }
 }
 
-struct ParamsVisitor<'a>(std::marker::PhantomData<&'a ()>);
+struct ParamsVisitor<'a, const ARGUMENTS: bool>(std::marker::PhantomData<&'a ()>);
 
 /// A member of `params` the layers read, or any other.
 enum ParamsKey {
@@ -292,13 +327,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
-impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
-    type Value = WireParams<'a>;
+impl<'de: 'a, 'a, const ARGUMENTS: bool> serde::de::Visitor<'de> for ParamsVisitor<'a, ARGUMENTS> {
+    type Value = WireParams<'a, ARGUMENTS>;
 
     fn visit_map<A: serde::de::MapAccess<'de>>(
         self,
         mut map: A,
-    ) -> Result<WireParams<'a>, A::Error> {
+    ) -> Result<WireParams<'a, ARGUMENTS>, A::Error> {
         let mut params = WireParams {
             usable: true,
             ..WireParams::default()
@@ -337,11 +372,14 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
                     params.protocol_version = map.next_value::<MetaVersion<'a>>()?.0;
                 }
                 ParamsKey::Arguments => {
-                    let value = map.next_value::<Option<&'a RawValue>>()?;
+                    if ARGUMENTS {
+                        params.named.arguments = map.next_value::<Option<&'a RawValue>>()?;
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
                     if std::mem::replace(&mut arguments, true) {
                         params.usable = false;
                     }
-                    params.named.arguments = value;
                 }
                 ParamsKey::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
@@ -352,7 +390,7 @@ impl<'de: 'a, 'a> serde::de::Visitor<'de> for ParamsVisitor<'a> {
     }
 
     // Anything but an object: consumed, and nothing known.
-    read_others_as!(WireParams<'a>, WireParams::default(), strings and null);
+    read_others_as!(WireParams<'a, ARGUMENTS>, WireParams::default(), strings and null);
 }
 
 /// `_meta`'s protocol version: the string under
@@ -396,19 +434,25 @@ impl Body {
     /// Reads a request body, in one pass (a second one only for a body the first refused).
     /// `with_arguments` parses `tools/call` arguments too.
     pub(crate) fn parse(bytes: &[u8], with_arguments: bool) -> Body {
-        match Self::parse_as::<WireMessage<'_>>(bytes, with_arguments) {
-            Body::Unparsable => Self::parse_as::<RawWireMessage<'_>>(bytes, with_arguments),
+        if with_arguments {
+            Self::parse_with::<true>(bytes)
+        } else {
+            Self::parse_with::<false>(bytes)
+        }
+    }
+
+    fn parse_with<const ARGUMENTS: bool>(bytes: &[u8]) -> Body {
+        match Self::parse_as::<WireMessage<'_, ARGUMENTS>, ARGUMENTS>(bytes) {
+            Body::Unparsable => Self::parse_as::<RawWireMessage<'_>, ARGUMENTS>(bytes),
             body => body,
         }
     }
 
-    fn parse_as<'a, W>(bytes: &'a [u8], with_arguments: bool) -> Body
+    fn parse_as<'a, W, const ARGUMENTS: bool>(bytes: &'a [u8]) -> Body
     where
-        W: Deserialize<'a> + Into<WireMessage<'a>>,
+        W: Deserialize<'a> + Into<WireMessage<'a, ARGUMENTS>>,
     {
-        Self::from_wires(bytes, |wire: W| {
-            Message::from_wire(wire.into(), with_arguments)
-        })
+        Self::from_wires(bytes, |wire: W| Message::from_wire(wire.into(), ARGUMENTS))
     }
 
     /// A body of one message or a non-empty batch, each read as a `W` and made a message by
@@ -470,7 +514,10 @@ fn mcp_method(method: &str) -> Option<&'static str> {
 }
 
 impl Message {
-    fn from_wire(wire: WireMessage<'_>, with_arguments: bool) -> Option<Message> {
+    fn from_wire<const ARGUMENTS: bool>(
+        wire: WireMessage<'_, ARGUMENTS>,
+        with_arguments: bool,
+    ) -> Option<Message> {
         let kind = MessageKind::of(wire.method.is_some(), wire.id, wire.result || wire.error)?;
         let method = wire.method.map(|method| match mcp_method(&method) {
             Some(known) => Cow::Borrowed(known),

@@ -109,8 +109,11 @@
 //! came back, who decided what, on whose permission and assumption — and that the effect is
 //! unknown.
 //!
-//! A request body is read once per call, before the first attempt, from a clone (MCP bodies
-//! are small and buffered); the guard needs `ReqBody: Body + Clone`.
+//! A request body is collected once per call, before the first attempt, from a clone (MCP
+//! bodies are small and buffered); the guard needs `ReqBody: Body + Clone`. It is parsed as
+//! JSON-RPC at most once per call, by whichever layer asks first: the guard asks when the call
+//! first fails (the rule is made then, once), and a call that succeeds at once is parsed only
+//! if a layer below needs it (the signer, for the routing headers a client did not set).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -271,17 +274,12 @@ impl Declarations {
         Arc::as_ptr(self).cast::<()>() as usize
     }
 
-    /// The classifier of a call with this body: it learns from the answer of a `tools/list`.
-    fn classifier_for(&self, body: &JsonRpcBody) -> MayHaveRunOrNeverSent {
-        let learn = match (&self.learned, body) {
-            (Some(learned), JsonRpcBody::Single(m))
-                if m.method.as_deref() == Some("tools/list") =>
-            {
-                Some(learned.clone())
-            }
-            _ => None,
-        };
-        MayHaveRunOrNeverSent { learn }
+    /// The classifier of a call with this body: it learns from the answer of a `tools/list`
+    /// (the body is read for it only when hints are learned, and an answer came).
+    fn classifier_for(&self, body: ParsedBody) -> MayHaveRunOrNeverSent {
+        MayHaveRunOrNeverSent {
+            learn: self.learned.clone().map(|learned| (learned, body)),
+        }
     }
 
     /// The rule for one request: its HTTP method, its body, the app's override.
@@ -290,7 +288,7 @@ impl Declarations {
         method: &Method,
         body: &JsonRpcBody,
         choice: Option<ReplayOverride>,
-    ) -> GuardRule {
+    ) -> Decided {
         let (replayable, strict) = match choice {
             Some(ReplayOverride::Replayable) => (Ok(By::AppDeclaration), None),
             Some(ReplayOverride::NotReplayable) => (
@@ -333,26 +331,54 @@ impl Declarations {
             Some(why) => Err(why.clone()),
             None => replayable,
         };
-        GuardRule { replayable, strict }
+        Decided { replayable, strict }
     }
 }
 
-/// The guard's rule for one request.
-#[derive(Debug)]
+/// The guard's rule for one request, decided when first asked — at the call's first failure:
+/// a call that never fails never has its body read for it.
 struct GuardRule {
+    declarations: Arc<Declarations>,
+    method: Method,
+    choice: Option<ReplayOverride>,
+    body: ParsedBody,
+    decided: std::sync::OnceLock<Decided>,
+}
+
+/// What the guard's rule decided for one request.
+#[derive(Debug)]
+struct Decided {
     replayable: Result<By, String>,
     strict: Option<String>,
+}
+
+impl GuardRule {
+    fn decided(&self) -> &Decided {
+        self.decided.get_or_init(|| {
+            (self.declarations).rule_for(&self.method, self.body.body(), self.choice)
+        })
+    }
+}
+
+impl fmt::Debug for GuardRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardRule")
+            .field("method", &self.method)
+            .field("choice", &self.choice)
+            .field("decided", &self.decided.get())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReplayRule for GuardRule {
     fn permission(&self, failure: &Failure) -> Result<Permission, String> {
         match failure {
             Failure::NeverDelivered => failure.default_permission(),
-            Failure::Refused(refusal) => match &self.strict {
+            Failure::Refused(refusal) => match &self.decided().strict {
                 Some(why) => Err(why.clone()),
                 None => Ok(Permission::new(By::Adapter, refusal.assumption())),
             },
-            Failure::MayHaveRun(_) => match &self.replayable {
+            Failure::MayHaveRun(_) => match &self.decided().replayable {
                 Ok(by) => Ok(Permission::new(*by, Assumption::Idempotent)),
                 Err(why) => Err(why.clone()),
             },
@@ -452,7 +478,7 @@ impl<R> RetryLayer<ReplayDeclarations, R> {
 
     /// Declares replayable whatever `predicate` accepts: it is asked about every message whose
     /// method is not already replayable, with the method, the tool and the arguments of a
-    /// `tools/call`.
+    /// `tools/call` — once per call, when the call first fails (never for a call that does not).
     pub fn replayable_if(
         self,
         predicate: impl Fn(&ReplayCandidate<'_>) -> bool + Send + Sync + 'static,
@@ -514,7 +540,7 @@ where
             && let Some(body) = context.first_parse()
         {
             return Prepare::Done {
-                classifier: Some(declarations.classifier_for(&body)),
+                classifier: Some(declarations.classifier_for(body)),
             };
         }
         Prepare::Reading {
@@ -578,18 +604,21 @@ mod imp {
                         method,
                         context,
                     } = job.take().expect("Prepare polled after it completed");
-                    let wants_arguments = declarations.predicate.is_some();
-                    let parsed = ParsedBody::new(
-                        bytes.clone().unwrap_or_default(),
-                        bytes.map_or(JsonRpcBody::Unparsable, |b| {
-                            JsonRpcBody::parse(&b, wants_arguments)
-                        }),
+                    // Read when the rule is first asked (or a layer below asks first).
+                    let body = ParsedBody::lazy(
+                        bytes.unwrap_or_default(),
+                        declarations.predicate.is_some(),
                     );
-                    let body = parsed.body();
-                    let rule = SharedReplayRule::new(declarations.rule_for(&method, &body, choice));
-                    context.add_rule(declarations.key(), rule);
-                    context.set_parsed(parsed);
-                    Poll::Ready(declarations.classifier_for(&body))
+                    let rule = GuardRule {
+                        declarations: declarations.clone(),
+                        method,
+                        choice,
+                        body: body.clone(),
+                        decided: std::sync::OnceLock::new(),
+                    };
+                    context.add_rule(declarations.key(), SharedReplayRule::new(rule));
+                    context.set_parsed(body.clone());
+                    Poll::Ready(declarations.classifier_for(body))
                 }
             }
         }
@@ -599,7 +628,8 @@ mod imp {
     /// which the rule then permits or forbids.
     #[derive(Clone, Debug)]
     pub struct MayHaveRunOrNeverSent {
-        pub(super) learn: Option<Arc<RwLock<HashSet<String>>>>,
+        /// The tools learned, and the request: learning is from a `tools/list`'s answer.
+        pub(super) learn: Option<(Arc<RwLock<HashSet<String>>>, ParsedBody)>,
     }
 
     impl<B: HttpBody> Judge<B> for MayHaveRunOrNeverSent {
@@ -661,7 +691,9 @@ mod imp {
 
         fn wrap(&self, response: Response<PeekedBody<B>>) -> Response<ObservedBody<PeekedBody<B>>> {
             match &self.learn {
-                Some(learned) if response.status().is_success() => {
+                Some((learned, request))
+                    if response.status().is_success() && lists_tools(request.body()) =>
+                {
                     let sse = !crate::jsonrpc::is_json_content_type(response.headers());
                     let learned = learned.clone();
                     response.map(|body| {
@@ -677,6 +709,11 @@ mod imp {
 }
 
 use imp::{Job, MayHaveRunOrNeverSent, Prepare};
+
+/// Whether a request body is a `tools/list`.
+fn lists_tools(body: &JsonRpcBody) -> bool {
+    matches!(body, JsonRpcBody::Single(m) if m.method.as_deref() == Some("tools/list"))
+}
 
 /// Learns `readOnlyHint`, `idempotentHint` and `destructiveHint` from a `tools/list` answer
 /// (JSON, or SSE events whose data is JSON). A tool both idempotent and destructive is not

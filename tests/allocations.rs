@@ -274,9 +274,9 @@ fn allocations_per_call_stay_within_their_ceilings() {
     // crate's own (no longer a call of aws-sigv4's `sign`, whose count was subtracted here).
     let ceilings = [
         ("signer alone", alone - bare, 33.0),
-        ("guard + throttle + session busy", layers - bare, 28.0),
-        ("full stack", stack - bare, 43.0),
-        ("full stack over an MCP endpoint", gateway - bare, 43.0),
+        ("guard + throttle + session busy", layers - bare, 26.0),
+        ("full stack", stack - bare, 42.0),
+        ("full stack over an MCP endpoint", gateway - bare, 41.0),
         ("session recovery", recovering - issuing_bare, 23.0),
     ];
     let mut over = Vec::new();

@@ -9,6 +9,8 @@
 //! * `raw` — the same wire request built and signed with `aws_sigv4` (`signing/raw`);
 //! * `stack` — the full stack over the in-memory service (`sdk/ours`).
 //!
+//! The request body is a 1 KiB `tools/call`, or `BODY_KIB` KiB when a third argument is given.
+//!
 //! Instructions per call, as the difference of two runs so that start-up cancels out:
 //!
 //! ```text
@@ -47,8 +49,13 @@ fn main() {
         None => 1_000,
         Some(Err(_)) => usage(),
     };
+    let kib: usize = match args.next().map(|n| n.parse()) {
+        Some(Ok(n)) if n > 0 => n,
+        None => 1,
+        Some(_) => usage(),
+    };
     let runtime = current_thread_runtime();
-    let body = tools_call(1024);
+    let body = tools_call(kib * 1024);
     let answer = answer(1024);
     macro_rules! run {
         ($service:expr) => {{
@@ -85,6 +92,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: calls bare|layers|signer|raw|stack [CALLS]");
+    eprintln!("usage: calls bare|layers|signer|raw|stack [CALLS [BODY_KIB]]");
     std::process::exit(2)
 }

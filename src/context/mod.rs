@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use crate::allowance::Spent;
 use crate::budget::{CallBudget, RetryBudget};
 use crate::error::Error;
-use crate::jsonrpc::{Body as JsonRpcBody, ParsedBody};
+use crate::jsonrpc::ParsedBody;
 use crate::record::{AttemptRecord, Decision, Dispatch, Outcome};
 use crate::rule::{FailureKind, SharedReplayRule};
 use crate::telemetry::{self, AppTraceHeaders, CallMetrics, TraceContext};
@@ -482,11 +482,10 @@ impl CallContext {
         if !state.described {
             state.described = true;
             if let Some(parsed) = &state.parsed {
-                let body = parsed.body();
                 telemetry::describe_call(
                     &state.span,
                     (state.named, state.versioned),
-                    &body,
+                    parsed.body(),
                     Some(parsed.bytes()),
                 );
                 state.named = true;
@@ -532,17 +531,19 @@ impl CallContext {
         if state.span.is_disabled() || state.described {
             return;
         }
-        let parsed = JsonRpcBody::parse(bytes, false);
+        let parsed = (state.parsed.as_ref())
+            .and_then(|kept| kept.of(bytes))
+            .unwrap_or_else(|| ParsedBody::lazy(bytes.clone(), false));
         telemetry::describe_call(
             &state.span,
             (state.named, state.versioned),
-            &parsed,
+            parsed.body(),
             Some(bytes),
         );
         state.named = true;
         state.described = true;
         if state.parsed.is_none() {
-            state.parsed = Some(ParsedBody::new(bytes.clone(), parsed));
+            state.parsed = Some(parsed);
         }
     }
 
@@ -582,20 +583,19 @@ impl CallContext {
         drop(ended);
     }
 
-    /// The request body as a layer parsed it, if it was parsed from exactly `bytes`.
-    pub(crate) fn parsed(&self, bytes: &[u8]) -> Option<Arc<JsonRpcBody>> {
-        self.lock()
-            .parsed
-            .as_ref()
-            .and_then(|parsed| parsed.of(bytes))
+    /// The reading of the request body a layer kept, if it is of exactly `bytes` (read, or
+    /// read when first asked: outside the context's lock).
+    pub(crate) fn parsed(&self, bytes: &[u8]) -> Option<ParsedBody> {
+        let kept = self.lock().parsed.clone()?;
+        kept.of(bytes)
     }
 
-    /// The request body as the first layer that parsed it saw it, whatever its bytes.
-    pub(crate) fn first_parse(&self) -> Option<Arc<JsonRpcBody>> {
-        self.lock().parsed.as_ref().map(ParsedBody::body)
+    /// The reading of the request body the first layer that kept one kept, whatever its bytes.
+    pub(crate) fn first_parse(&self) -> Option<ParsedBody> {
+        self.lock().parsed.clone()
     }
 
-    /// Keeps the parsed body for the layers below and the attempts after.
+    /// Keeps the reading of the body for the layers below and the attempts after.
     pub(crate) fn set_parsed(&self, parsed: ParsedBody) {
         self.lock().parsed = Some(parsed);
     }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::{CallContext, Owner};
 use crate::error::Error;
+use crate::jsonrpc::ParsedBody;
 use crate::record::{Decision, Verdict};
 use crate::rule::FailureKind;
 use crate::telemetry::{self, CallError};
@@ -53,7 +54,7 @@ impl Ownership {
                 self.context
                     .lock()
                     .metrics
-                    .call_ended(body.as_deref(), error);
+                    .call_ended(body.as_ref().map(ParsedBody::body), error);
             }
         }
         self.finish(succeeded);

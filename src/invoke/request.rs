@@ -87,20 +87,19 @@ fn routed_method(method: Option<&str>, every: bool) -> Option<(&str, bool)> {
     matches!(method, "tools/call" | "resources/read" | "prompts/get").then_some((method, true))
 }
 
-/// The body as JSON-RPC: as a layer above (the guard), or an earlier attempt, read these very
-/// bytes, else read now and kept for the layers below and the attempts after.
-fn parsed_body(context: &CallContext, body: &Bytes) -> std::sync::Arc<JsonRpcBody> {
+/// The body's reading: the one a layer above (the guard), or an earlier attempt, kept for these
+/// very bytes, else a new one kept for the layers below and the attempts after.
+fn parsed_body(context: &CallContext, body: &Bytes) -> ParsedBody {
     context.parsed(body).unwrap_or_else(|| {
-        let parsed = ParsedBody::new(body.clone(), JsonRpcBody::parse(body, false));
-        let read = parsed.body();
-        context.set_parsed(parsed);
-        read
+        let parsed = ParsedBody::lazy(body.clone(), false);
+        context.set_parsed(parsed.clone());
+        parsed
     })
 }
 
 /// Whether the body is an `initialize`: the request opens an MCP session.
 pub(crate) fn opens_session(context: &CallContext, body: &Bytes) -> bool {
-    matches!(&*parsed_body(context, body), JsonRpcBody::Single(message)
+    matches!(parsed_body(context, body).body(), JsonRpcBody::Single(message)
         if message.method.as_deref() == Some("initialize"))
 }
 
@@ -200,7 +199,7 @@ fn routing_headers<'a>(
     body: &Bytes,
 ) {
     let parsed = parsed_body(context, body);
-    let message = match &*parsed {
+    let message = match parsed.body() {
         JsonRpcBody::Single(message) => Some(message),
         _ => None,
     };

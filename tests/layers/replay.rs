@@ -393,6 +393,25 @@ async fn a_predicate_sees_method_tool_and_arguments() {
     assert_eq!(met.len(), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_rule_is_made_once_and_only_when_a_failure_asks_for_it() {
+    // The predicate runs when the guard makes the call's rule: never for a call that succeeds
+    // at once, once for a call that failed twice (each a failure that may have run).
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    let guard = ReplayGuardLayer::new().replayable_if(move |c| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        c.tool() == Some("charge")
+    });
+    let (_, met, _) = run(guard.clone(), &[Fault::Ok], tools_call("charge")).await;
+    assert_eq!(met.len(), 1);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let faults = [Fault::DropAfterRun, Fault::ServerError, Fault::Ok];
+    let (_, met, _) = run(guard, &faults, tools_call("charge")).await;
+    assert_eq!(met.len(), 3);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 /// A `tools/call` of `tool` carrying the per-request `override_`.
 fn overridden(tool: &str, override_: ReplayOverride) -> Request<Full<Bytes>> {
     let mut request = tools_call(tool);
