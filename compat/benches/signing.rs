@@ -16,9 +16,11 @@
 //! Goal (from the issue): `ours` at most 1.15 × `raw` at each size. Nothing is asserted about
 //! time here.
 //!
-//! After the group, under `cargo bench`, an interleaved A/B check prints the median ratio ours /
+//! After the group, under `cargo bench`, interleaved A/B checks print the median ratio ours /
 //! raw at each size over 21 rounds, alternating: robust to the machine's speed drifting between
-//! criterion's measurements. `NO_AB=1` skips it.
+//! criterion's measurements; then the same with `mcp-method` and `mcp-name` sent by the client,
+//! as MCP 2026-07-28 clients send them (the layer then has nothing to read in the body).
+//! `NO_AB=1` skips them.
 //!
 //! Run: `cargo bench --bench signing`.
 
@@ -134,7 +136,42 @@ fn signing(c: &mut Criterion) {
                 &ratios,
             );
         }
+        // A client that names the method and the tool itself (as MCP 2026-07-28 requires of
+        // every client): the layer has nothing to read in the body.
+        for (label, body) in &bodies {
+            let calls = if body.len() > 4096 { 1_000 } else { 10_000 };
+            let ratios = interleaved(
+                21,
+                || timed(&runtime, calls, || call_named(&ours, body)),
+                || {
+                    let start = Instant::now();
+                    for _ in 0..calls {
+                        black_box(raw(&uri, body, &identity));
+                    }
+                    start.elapsed()
+                },
+                time_ratio,
+            );
+            print_median(
+                &format!(
+                    "signing {label}, mcp-method and mcp-name sent by the client: interleaved A/B, time per call ours / raw"
+                ),
+                &ratios,
+            );
+        }
     }
+}
+
+/// One call through `service` of the benches' MCP request with `mcp-method` and `mcp-name` set
+/// as the layer would set them: the same request on the wire.
+async fn call_named<S: support::Callable>(service: &S, body: &Bytes) -> Bytes {
+    let mut request = mcp_request(body);
+    let headers = request.headers_mut();
+    headers.insert("mcp-method", http::HeaderValue::from_static("tools/call"));
+    headers.insert("mcp-name", http::HeaderValue::from_static("echo"));
+    let response = service.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body().collect().await.unwrap().to_bytes()
 }
 
 criterion_group!(benches, signing);
