@@ -5,6 +5,8 @@
 //! The cases are the benches' own, built by `benches/support`:
 //! * `bare` — the in-memory service alone (a 1 KiB JSON-RPC answer);
 //! * `layers` — guard → throttle → session busy over it (`layers/stack`);
+//! * `recommended` — the same three as `RecommendedLayers` stacks them (the upper two keep the
+//!   answer the lowest read ahead), with no signer;
 //! * `signer` — `SigV4InvokeLayer` over a service answering an empty 200 (`signing/ours`);
 //! * `raw` — the same wire request built and signed with `aws_sigv4` (`signing/raw`);
 //! * `stack` — the full stack over the in-memory service (`sdk/ours`).
@@ -70,6 +72,10 @@ fn main() {
     match case.as_str() {
         "bare" => run!(inner(answer)),
         "layers" => run!(retry_layers().service(inner(answer))),
+        "recommended" => run!(
+            agentcore_tower::RecommendedLayers::new(tower::layer::util::Identity::new())
+                .layer(inner(answer))
+        ),
         "signer" => run!(signer().layer(inner(Bytes::new()))),
         "stack" => run!(our_stack(answer)),
         "raw" => {
@@ -92,6 +98,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: calls bare|layers|signer|raw|stack [CALLS [BODY_KIB]]");
+    eprintln!("usage: calls bare|layers|recommended|signer|raw|stack [CALLS [BODY_KIB]]");
     std::process::exit(2)
 }
