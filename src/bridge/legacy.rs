@@ -9,17 +9,16 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderValue, Request};
 use http_body::Body;
 use serde_json::{Value, json};
-use tower::Service;
 
 use super::ProtocolBridgeLayer;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
-use crate::error::BoxError;
 use crate::exchange::exchange;
 use crate::protocol;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// The id of the bridge's own `initialize`.
 const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
@@ -94,8 +93,7 @@ pub(super) async fn open<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Option<LegacySession>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {
@@ -127,8 +125,7 @@ async fn initialize<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Option<LegacySession>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {
@@ -195,8 +192,7 @@ pub(super) async fn respond<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<(), String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {

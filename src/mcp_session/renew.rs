@@ -7,11 +7,12 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body::Body;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use super::table::{Session, opened_id};
 use super::{LAYER, READ_LIMIT};
 use crate::error::{BoxError, Error};
+use crate::sends::Sends;
 
 /// What the requests that open a new session carry of the request that met the expiry.
 #[derive(Clone, Copy)]
@@ -31,11 +32,9 @@ pub(super) async fn renew<S, ReqB, ResB>(
     opening: Opening<'_>,
 ) -> Result<Arc<str>, String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: Clone + 'static,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let failures = session.failures.load(Ordering::Acquire);
     let _renewing = session.renewing.lock().await;
@@ -111,8 +110,7 @@ async fn call<S, ReqB, ResB>(
     request: Request<ReqB>,
 ) -> Result<Response<ResB>, String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
 {
     let failed = |e: S::Error| {
         let error = Error::from_service(e);

@@ -3,16 +3,15 @@
 //! send one (a 2025 client opens a session with `initialize` instead).
 
 use bytes::Bytes;
+use http::Request;
 use http::request::Parts;
-use http::{Request, Response};
 use http_body::Body;
 use serde_json::json;
-use tower::Service;
 
 use super::table::PREFIX;
 use super::wire;
-use crate::error::BoxError;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// What the probe learned.
 pub(super) enum Learned {
@@ -32,8 +31,7 @@ pub(super) async fn probe<S, ReqB, ResB>(
     timeout: std::time::Duration,
 ) -> Learned
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {

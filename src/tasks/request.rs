@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body::Body;
 use serde_json::{Map, Value};
-use tower::Service;
 
 use super::wire;
-use crate::error::BoxError;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// What every request about one task is made from: the client's request, its head and `_meta`.
 #[derive(Clone)]
@@ -62,8 +61,7 @@ pub(super) async fn cancel<S, ReqB, ResB>(
     task: &str,
     timeout: Duration,
 ) where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {
