@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::tasks::{TaskBody, TaskPolling, TaskPollingLayer};
@@ -112,11 +113,8 @@ impl Service<Request<Full<Bytes>>> for TaskServer {
     type Error = Infallible;
     type Future = futures_util::future::BoxFuture<'static, Result<Response<TestBody>, Infallible>>;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
