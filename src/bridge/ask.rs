@@ -62,7 +62,7 @@ fn write(sink: &mpsc::UnboundedSender<Bytes>, message: &Value) {
     let _ = sink.send(super::events::event(message));
 }
 
-async fn drive<S, ReqB, ResB>(
+async fn drive<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     mut inner: S,
     parts: Parts,
     mut message: Value,
@@ -70,11 +70,7 @@ async fn drive<S, ReqB, ResB>(
     client: Client,
     layer: ProtocolBridgeLayer,
     sink: mpsc::UnboundedSender<Bytes>,
-) where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     while asks(&answer) {
         let result = &answer["result"];

@@ -86,17 +86,12 @@ fn client_key(message: &Value) -> String {
 
 /// The session the bridge holds with the target for the client of `message`, opened now if
 /// it has none: `None` when the server does not take an `initialize` either.
-pub(super) async fn open<S, ReqB, ResB>(
+pub(super) async fn open<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     message: &Value,
     layer: &ProtocolBridgeLayer,
-) -> Option<LegacySession>
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<LegacySession> {
     let key = client_key(message);
     let mut held = layer.legacy.held.lock().await;
     if let Some(session) = held.by_client.get(&key) {
@@ -117,18 +112,13 @@ where
 
 /// Opens a session for the client of `message`: `initialize` (its information and
 /// capabilities, the newest version of the era), then `notifications/initialized`.
-async fn initialize<S, ReqB, ResB>(
+async fn initialize<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     message: &Value,
     key: String,
     layer: &ProtocolBridgeLayer,
-) -> Option<LegacySession>
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<LegacySession> {
     let meta = message
         .pointer("/params/_meta")
         .cloned()
@@ -184,18 +174,13 @@ pub(super) fn legacy_post<ReqB: From<Bytes>>(
 
 /// Posts one message of the client's (a response to a request of the server's) in `session`:
 /// whether the server took it.
-pub(super) async fn respond<S, ReqB, ResB>(
+pub(super) async fn respond<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     response: &Value,
     session: &LegacySession,
     layer: &ProtocolBridgeLayer,
-) -> Result<(), String>
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Result<(), String> {
     let request = legacy_post(client, response, Some(session));
     let (head, _) = exchange(inner, request, layer.discover_timeout).await?;
     if head.status.is_success() {

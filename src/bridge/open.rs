@@ -109,18 +109,13 @@ fn refused(head: &Response<()>, answer: Option<&Value>) -> bool {
 
 /// The answer to the client's `initialize` from the server's `server/discover`, in a session
 /// of the bridge's own: `None` when the server does not speak 2026-07-28 either.
-async fn bridged<S, ReqB, ResB>(
+async fn bridged<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     parts: &http::request::Parts,
     message: &Value,
     layer: &ProtocolBridgeLayer,
     runtime_session: Option<HeaderValue>,
-) -> Option<Response<BridgeBody<ResB>>>
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<Response<BridgeBody<ResB>>> {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     let client = Client {
         version: client_version(&params),

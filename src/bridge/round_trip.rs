@@ -64,18 +64,14 @@ where
     event_stream(|sink| drive(inner, parts, stream, call, layer, sink))
 }
 
-async fn drive<S, ReqB, ResB>(
+async fn drive<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     mut inner: S,
     parts: Parts,
     mut stream: EventReader,
     call: Call,
     layer: ProtocolBridgeLayer,
     sink: mpsc::UnboundedSender<Bytes>,
-) where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let write = |message: &Value| {
         let _ = sink.send(event(message));
     };

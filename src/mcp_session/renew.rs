@@ -105,13 +105,10 @@ where
 }
 
 /// One request of the re-opening, through the layers below: its own call.
-async fn call<S, ReqB, ResB>(
+async fn call<S: Sends<ReqB, ResB>, ReqB, ResB>(
     service: &mut S,
     request: Request<ReqB>,
-) -> Result<Response<ResB>, String>
-where
-    S: Sends<ReqB, ResB>,
-{
+) -> Result<Response<ResB>, String> {
     let failed = |e: S::Error| {
         let error = Error::from_service(e);
         format!("the new session could not be opened: {error}")
@@ -123,10 +120,7 @@ where
 /// Reads an answer of the re-opening until it holds a JSON-RPC result, or to its end (at most
 /// [`READ_LIMIT`] bytes): whether it held one. A server may keep an event stream open after
 /// the result; the rest is dropped unread.
-async fn read_to_result<B>(body: B) -> Result<bool, String>
-where
-    B: Body<Data = Bytes>,
-{
+async fn read_to_result<B: Body<Data = Bytes>>(body: B) -> Result<bool, String> {
     use http_body_util::BodyExt;
     let mut body = std::pin::pin!(body);
     let mut read = bytes::BytesMut::new();

@@ -294,14 +294,11 @@ fn noted<B>(
 }
 
 /// Sends one attempt of the call: recorded as it is handed down, completed when it is answered.
-async fn send<S, ReqB, ResB>(
+async fn send<S: Sends<ReqB, ResB>, ReqB, ResB>(
     service: &mut S,
     mut request: Request<ReqB>,
     context: &CallContext,
-) -> Result<Response<ResB>, Error>
-where
-    S: Sends<ReqB, ResB>,
-{
+) -> Result<Response<ResB>, Error> {
     let record = context.record();
     let mut handed = Handed::of(record, &request);
     handed.sent();
@@ -316,10 +313,7 @@ where
 /// Whether a request body is one JSON-RPC message whose method is `method`. A body in which
 /// the method's name does not occur is not parsed (a clone of the body is read: for the
 /// bodies MCP clients send, a count, not a copy).
-async fn is_message<B>(request: &Request<B>, method: &str) -> bool
-where
-    B: Body<Data = Bytes> + Clone,
-{
+async fn is_message<B: Body<Data = Bytes> + Clone>(request: &Request<B>, method: &str) -> bool {
     let Ok(bytes) = ReadToBytes::new(request.body().clone(), READ_LIMIT).await else {
         return false;
     };

@@ -25,16 +25,11 @@ pub(super) enum Learned {
 /// credentials; not its MCP session, which a 2026-07-28 request has none of) and reads whether
 /// the answer offers the extension. Any JSON-RPC answer teaches: an error (a server of the
 /// 2025 era knows no `server/discover`) is "not offered".
-pub(super) async fn probe<S, ReqB, ResB>(
+pub(super) async fn probe<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     service: &mut S,
     client: &Parts,
     timeout: std::time::Duration,
-) -> Learned
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Learned {
     let id = format!("{PREFIX}discover");
     match crate::exchange::ask(service, discover_request(client, &id), &id, timeout).await {
         Ok(answer) if wire::offers_tasks(&answer) => Learned::Offered,

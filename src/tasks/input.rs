@@ -30,16 +30,11 @@ use super::wire;
 use crate::sends::Sends;
 
 /// Puts the server's `outstanding` requests to the client, in its revision's way.
-pub(super) async fn relay<S, ReqB, ResB>(
+pub(super) async fn relay<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     job: &mut Job<S, ReqB, ResB>,
     outstanding: Map<String, Value>,
     cancelled: &Notify,
-) -> Next
-where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Next {
     let task = job.state.task.id.clone();
     if job.client.stateless {
         return pause(job, outstanding);
@@ -143,12 +138,10 @@ enum Stopped {
 }
 
 impl Stopped {
-    async fn end<S, ReqB, ResB>(self, job: &mut Job<S, ReqB, ResB>) -> Next
-    where
-        S: Sends<ReqB, ResB>,
-        ReqB: From<Bytes>,
-        ResB: Body<Data = Bytes>,
-    {
+    async fn end<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
+        self,
+        job: &mut Job<S, ReqB, ResB>,
+    ) -> Next {
         let task = job.state.task.id.clone();
         match self {
             Stopped::Cancelled => job.cancelled().await,

@@ -55,16 +55,12 @@ impl Template {
 
 /// Sends `tasks/cancel` for `task` and reads its answer (whatever it says: cancelling is
 /// cooperative, and the layer gives the client its own answer).
-pub(super) async fn cancel<S, ReqB, ResB>(
+pub(super) async fn cancel<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     service: &mut S,
     template: &Template,
     task: &str,
     timeout: Duration,
-) where
-    S: Sends<ReqB, ResB>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let id = "agentcore-tower/tasks/cancel";
     let request = template.request("tasks/cancel", id, task, None);
     if let Err(why) = crate::exchange::ask(service, request, id, timeout).await {
