@@ -10,11 +10,12 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response};
 use http_body::Body;
 use serde_json::Value;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use crate::body::{PeekedBody, ReadError, ReadToBytes};
 use crate::error::BoxError;
 use crate::protocol::{self, ParamHeaders};
+use crate::sends::Sends;
 
 /// How much of an answer to a layer's own request is read: a completed task carries a tool's
 /// whole result.
@@ -29,8 +30,7 @@ pub(crate) async fn ask<S, ReqB, ResB>(
     timeout: Duration,
 ) -> Result<Value, String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ResB: Body<Data = Bytes>,
 {
     let (head, body) = exchange(service, request, timeout).await?;
@@ -46,8 +46,7 @@ pub(crate) async fn exchange<S, ReqB, ResB>(
     timeout: Duration,
 ) -> Result<(http::response::Parts, Bytes), String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ResB: Body<Data = Bytes>,
 {
     tokio::time::timeout(timeout, exchange_unbounded(service, request))
@@ -60,8 +59,7 @@ async fn exchange_unbounded<S, ReqB, ResB>(
     request: Request<ReqB>,
 ) -> Result<(http::response::Parts, Bytes), String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ResB: Body<Data = Bytes>,
 {
     let failed = |e: S::Error| crate::error::Error::from_service(e).to_string();

@@ -178,6 +178,7 @@ pub mod retry;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 pub mod rule;
+mod sends;
 pub mod session_busy;
 mod stack;
 pub mod tasks;

@@ -9,36 +9,18 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 /// Controls, space and `/ : , ? # [ ] { } | @ ! $ & ' ( ) * + ; = % < > " ^` `` ` `` `\`;
 /// non-ASCII as UTF-8 bytes. Letters, digits, `-`, `.`, `_`, `~` stay as they are.
-const LABEL: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'/')
-    .add(b':')
-    .add(b',')
-    .add(b'?')
-    .add(b'#')
-    .add(b'[')
-    .add(b']')
-    .add(b'{')
-    .add(b'}')
-    .add(b'|')
-    .add(b'@')
-    .add(b'!')
-    .add(b'$')
-    .add(b'&')
-    .add(b'\'')
-    .add(b'(')
-    .add(b')')
-    .add(b'*')
-    .add(b'+')
-    .add(b';')
-    .add(b'=')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'"')
-    .add(b'^')
-    .add(b'`')
-    .add(b'\\');
+const LABEL: &AsciiSet = &with(CONTROLS, b" /:,?#[]{}|@!$&'()*+;=%<>\"^`\\");
+
+/// `set` with each of `bytes` (at least one) added.
+const fn with(set: &AsciiSet, bytes: &[u8]) -> AsciiSet {
+    let mut out = set.add(bytes[0]);
+    let mut at = 1;
+    while at < bytes.len() {
+        out = out.add(bytes[at]);
+        at += 1;
+    }
+    out
+}
 
 /// `value` percent-encoded as a path label.
 pub(crate) fn encode_label(value: &str) -> impl fmt::Display + '_ {

@@ -473,6 +473,18 @@ fn request(door: &Door, call: &Call, large: &Bytes) -> Request<Full<Bytes>> {
 /// Sends a request through a layer, on a runtime of its own; the layer's error as text.
 type Sender = Box<dyn FnMut(Request<Full<Bytes>>) -> Result<(), String>>;
 
+/// Sends through `service` on `runtime`, each request on a clone of it.
+fn sending<S>(service: S, runtime: tokio::runtime::Runtime) -> Sender
+where
+    S: Service<Request<Full<Bytes>>> + Clone + 'static,
+    S::Error: std::fmt::Display,
+{
+    Box::new(move |request| {
+        let response = runtime.block_on(service.clone().oneshot(request));
+        response.map(drop).map_err(|e| e.to_string())
+    })
+}
+
 /// The layer of `door`, dated by `clock`, with credentials from `current`.
 fn service(
     door: &Door,
@@ -512,11 +524,7 @@ fn service(
                 .clock(clock)
                 .build()
                 .map_err(|e| e.to_string())?;
-            let service = layer.layer(inner);
-            Ok(Box::new(move |request| {
-                let response = runtime.block_on(service.clone().oneshot(request));
-                response.map(drop).map_err(|e| e.to_string())
-            }))
+            Ok(sending(layer.layer(inner), runtime))
         }
         Door::Endpoint {
             region, service, ..
@@ -527,11 +535,7 @@ fn service(
                 .clock(clock)
                 .build()
                 .map_err(|e| e.to_string())?;
-            let service = layer.layer(inner);
-            Ok(Box::new(move |request| {
-                let response = runtime.block_on(service.clone().oneshot(request));
-                response.map(drop).map_err(|e| e.to_string())
-            }))
+            Ok(sending(layer.layer(inner), runtime))
         }
     }
 }

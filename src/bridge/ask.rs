@@ -12,18 +12,17 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::Response;
 use http::request::Parts;
-use http::{Request, Response};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tower::Service;
 
 use super::local::event_stream;
 use super::sessions::Client;
 use super::{BridgeBody, ProtocolBridgeLayer};
-use crate::error::BoxError;
 use crate::exchange::{answer_in, exchange, modern_post};
+use crate::sends::Sends;
 
 /// What every id of a request the bridge puts to a client starts with.
 pub(super) const INPUT_PREFIX: &str = "agentcore-tower/bridge/input/";
@@ -51,9 +50,7 @@ pub(super) fn relay<S, ReqB, ResB>(
     layer: ProtocolBridgeLayer,
 ) -> Response<BridgeBody<ResB>>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Send + 'static,
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Send + 'static,
 {
@@ -65,7 +62,7 @@ fn write(sink: &mpsc::UnboundedSender<Bytes>, message: &Value) {
     let _ = sink.send(super::events::event(message));
 }
 
-async fn drive<S, ReqB, ResB>(
+async fn drive<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     mut inner: S,
     parts: Parts,
     mut message: Value,
@@ -73,12 +70,7 @@ async fn drive<S, ReqB, ResB>(
     client: Client,
     layer: ProtocolBridgeLayer,
     sink: mpsc::UnboundedSender<Bytes>,
-) where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     while asks(&answer) {
         let result = &answer["result"];

@@ -83,8 +83,7 @@ impl<B: Body> BridgeBody<B> {
 
 impl<B> Body for BridgeBody<B>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     type Data = Bytes;
     type Error = BoxError;

@@ -7,14 +7,13 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Map, Value, json};
-use tower::Service;
 
 use super::local::local;
 use super::sessions::Client;
 use super::{BridgeBody, ProtocolBridgeLayer, ask};
-use crate::error::BoxError;
 use crate::exchange::{Peeked, modern_post};
 use crate::protocol;
+use crate::sends::Sends;
 
 /// A POST of a bridged session, its one JSON-RPC `message`.
 pub(super) async fn post<S, ReqB, ResB>(
@@ -25,9 +24,7 @@ pub(super) async fn post<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Clone + Send + 'static,
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Unpin + Send + 'static,
 {

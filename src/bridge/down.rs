@@ -21,6 +21,7 @@ use crate::body::{PeekedBody, ReadToBytes};
 use crate::error::BoxError;
 use crate::exchange::Peeked;
 use crate::protocol;
+use crate::sends::Sends;
 
 /// How much of a request body is read to tell what it is.
 pub(super) const REQUEST_LIMIT: usize = 4 << 20;
@@ -51,12 +52,9 @@ pub(super) async fn request<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Clone + Send + 'static,
     ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + 'static,
-    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
 {
     let (parts, body) = request.into_parts();
     if layer.bridges_down()
@@ -119,12 +117,9 @@ async fn bridged<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Clone + Send + 'static,
     ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
-    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
 {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(session) = open(&mut inner, &parts, &message, layer).await else {
@@ -246,12 +241,9 @@ async fn carry<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Clone + Send + 'static,
     ReqB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
-    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
 {
     let mut legacy_message = message.clone();
     without_modern_meta(&mut legacy_message);

@@ -25,8 +25,7 @@ impl EventReader {
     /// The stream of `body`.
     pub(super) fn new<B>(body: B) -> Self
     where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
+        B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
     {
         Self {
             body: body.map_err(Into::into).boxed_unsync(),

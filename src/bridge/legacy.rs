@@ -9,17 +9,16 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderValue, Request};
 use http_body::Body;
 use serde_json::{Value, json};
-use tower::Service;
 
 use super::ProtocolBridgeLayer;
 use crate::contract::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
-use crate::error::BoxError;
 use crate::exchange::exchange;
 use crate::protocol;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// The id of the bridge's own `initialize`.
 const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
@@ -87,18 +86,12 @@ fn client_key(message: &Value) -> String {
 
 /// The session the bridge holds with the target for the client of `message`, opened now if
 /// it has none: `None` when the server does not take an `initialize` either.
-pub(super) async fn open<S, ReqB, ResB>(
+pub(super) async fn open<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     message: &Value,
     layer: &ProtocolBridgeLayer,
-) -> Option<LegacySession>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<LegacySession> {
     let key = client_key(message);
     let mut held = layer.legacy.held.lock().await;
     if let Some(session) = held.by_client.get(&key) {
@@ -119,19 +112,13 @@ where
 
 /// Opens a session for the client of `message`: `initialize` (its information and
 /// capabilities, the newest version of the era), then `notifications/initialized`.
-async fn initialize<S, ReqB, ResB>(
+async fn initialize<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     message: &Value,
     key: String,
     layer: &ProtocolBridgeLayer,
-) -> Option<LegacySession>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<LegacySession> {
     let meta = message
         .pointer("/params/_meta")
         .cloned()
@@ -187,19 +174,13 @@ pub(super) fn legacy_post<ReqB: From<Bytes>>(
 
 /// Posts one message of the client's (a response to a request of the server's) in `session`:
 /// whether the server took it.
-pub(super) async fn respond<S, ReqB, ResB>(
+pub(super) async fn respond<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     client: &Parts,
     response: &Value,
     session: &LegacySession,
     layer: &ProtocolBridgeLayer,
-) -> Result<(), String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Result<(), String> {
     let request = legacy_post(client, response, Some(session));
     let (head, _) = exchange(inner, request, layer.discover_timeout).await?;
     if head.status.is_success() {

@@ -36,8 +36,7 @@ pub(super) async fn open<S, ReqB, ResB>(
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes> + Send + 'static,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     if !accepts_event_stream(request.headers()) {
         return Ok(local(StatusCode::METHOD_NOT_ALLOWED, None));

@@ -6,16 +6,15 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
-use tower::Service;
 
 use super::local::local;
 use super::sessions::Client;
 use super::{BridgeBody, ProtocolBridgeLayer};
-use crate::error::BoxError;
 use crate::exchange::{Peeked, ask, modern_post, own_meta};
 use crate::protocol;
 use crate::record::AttemptRecord;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// The header that names a request's runtime session (the one its answer came from).
 const RUNTIME_SESSION: http::HeaderName =
@@ -32,8 +31,7 @@ pub(super) async fn initialize<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: Body<Data = Bytes> + From<Bytes>,
     ResB: Body<Data = Bytes> + Unpin,
 {
@@ -111,19 +109,13 @@ fn refused(head: &Response<()>, answer: Option<&Value>) -> bool {
 
 /// The answer to the client's `initialize` from the server's `server/discover`, in a session
 /// of the bridge's own: `None` when the server does not speak 2026-07-28 either.
-async fn bridged<S, ReqB, ResB>(
+async fn bridged<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     inner: &mut S,
     parts: &http::request::Parts,
     message: &Value,
     layer: &ProtocolBridgeLayer,
     runtime_session: Option<HeaderValue>,
-) -> Option<Response<BridgeBody<ResB>>>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Option<Response<BridgeBody<ResB>>> {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     let client = Client {
         version: client_version(&params),

@@ -12,11 +12,10 @@
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body::Body;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tower::Service;
 
 use super::events::{EventReader, event};
 use super::legacy::{LegacySession, respond};
@@ -25,7 +24,7 @@ use super::local::local;
 use super::paused::{Paused, STATE_PREFIX};
 use super::typed::type_result;
 use super::{BridgeBody, ProtocolBridgeLayer};
-use crate::error::BoxError;
+use crate::sends::Sends;
 
 /// A client's call as the bridge carries it in its session.
 #[derive(Debug)]
@@ -58,28 +57,21 @@ pub(super) fn relay<S, ReqB, ResB>(
     layer: ProtocolBridgeLayer,
 ) -> Response<BridgeBody<ResB>>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Send + 'static,
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Send + 'static,
 {
     event_stream(|sink| drive(inner, parts, stream, call, layer, sink))
 }
 
-async fn drive<S, ReqB, ResB>(
+async fn drive<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     mut inner: S,
     parts: Parts,
     mut stream: EventReader,
     call: Call,
     layer: ProtocolBridgeLayer,
     sink: mpsc::UnboundedSender<Bytes>,
-) where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let write = |message: &Value| {
         let _ = sink.send(event(message));
     };
@@ -149,9 +141,7 @@ pub(super) async fn resume<S, ReqB, ResB>(
     layer: &ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Send + 'static,
     ReqB: From<Bytes> + Send + 'static,
     ResB: Body<Data = Bytes> + Send + 'static,
 {

@@ -17,6 +17,7 @@ use super::{BridgeBody, ProtocolBridgeLayer, carry, down, open};
 use crate::body::{PeekedBody, ReadToBytes};
 use crate::error::BoxError;
 use crate::exchange::read_message;
+use crate::sends::Sends;
 
 /// The service [`ProtocolBridgeLayer`] builds.
 #[derive(Clone, Debug)]
@@ -101,12 +102,9 @@ async fn serve<S, ReqB, ResB>(
     layer: ProtocolBridgeLayer,
 ) -> Result<Response<BridgeBody<ResB>>, S::Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
+    S: Sends<ReqB, ResB, Future: Send> + Clone + Send + 'static,
     ReqB: Body<Data = Bytes> + From<Bytes> + Clone + Send + 'static,
-    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
 {
     let session = request
         .headers()

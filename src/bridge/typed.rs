@@ -46,8 +46,7 @@ impl<B> ResultTyped<B> {
 
 impl<B> Body for ResultTyped<B>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     type Data = Bytes;
     type Error = BoxError;

@@ -7,11 +7,12 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use http_body::Body;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use super::table::{Session, opened_id};
 use super::{LAYER, READ_LIMIT};
 use crate::error::{BoxError, Error};
+use crate::sends::Sends;
 
 /// What the requests that open a new session carry of the request that met the expiry.
 #[derive(Clone, Copy)]
@@ -31,11 +32,9 @@ pub(super) async fn renew<S, ReqB, ResB>(
     opening: Opening<'_>,
 ) -> Result<Arc<str>, String>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: Clone + 'static,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let failures = session.failures.load(Ordering::Acquire);
     let _renewing = session.renewing.lock().await;
@@ -106,14 +105,10 @@ where
 }
 
 /// One request of the re-opening, through the layers below: its own call.
-async fn call<S, ReqB, ResB>(
+async fn call<S: Sends<ReqB, ResB>, ReqB, ResB>(
     service: &mut S,
     request: Request<ReqB>,
-) -> Result<Response<ResB>, String>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-{
+) -> Result<Response<ResB>, String> {
     let failed = |e: S::Error| {
         let error = Error::from_service(e);
         format!("the new session could not be opened: {error}")
@@ -125,10 +120,7 @@ where
 /// Reads an answer of the re-opening until it holds a JSON-RPC result, or to its end (at most
 /// [`READ_LIMIT`] bytes): whether it held one. A server may keep an event stream open after
 /// the result; the rest is dropped unread.
-async fn read_to_result<B>(body: B) -> Result<bool, String>
-where
-    B: Body<Data = Bytes>,
-{
+async fn read_to_result<B: Body<Data = Bytes>>(body: B) -> Result<bool, String> {
     use http_body_util::BodyExt;
     let mut body = std::pin::pin!(body);
     let mut read = bytes::BytesMut::new();

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use super::renew::{Opening, renew};
 use super::table::{Kept, Session, Sessions, opened_id};
@@ -21,6 +21,7 @@ use crate::error::{BoxError, Error};
 use crate::jsonrpc::Body as JsonRpcBody;
 use crate::record::{Decision, Handed, Verdict};
 use crate::rule::{Failure, Refusal};
+use crate::sends::Sends;
 
 /// The `error.type` of a session whose 404 reached the client: the server no longer knows it
 /// and it was not opened again.
@@ -45,12 +46,9 @@ pub(super) async fn serve<S, ReqB, ResB>(
     context: &CallContext,
 ) -> Result<Response<ResB>, Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
-    ReqB::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB> + Clone,
+    ReqB: Body<Data = Bytes, Error: Into<BoxError>> + Clone + Send + Sync + 'static,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let role = match crate::invoke::mcp_session_of(request.headers()) {
         Some(id) => sessions
@@ -84,12 +82,9 @@ async fn initialize<S, ReqB, ResB>(
     context: &CallContext,
 ) -> Result<Response<ResB>, Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
-    ReqB::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB> + Clone,
+    ReqB: Body<Data = Bytes, Error: Into<BoxError>> + Clone + Send + Sync + 'static,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let initialize = Kept::of(&request, context);
     let answer = send(&mut service, request, context).await?;
@@ -141,12 +136,9 @@ async fn in_session<S, ReqB, ResB>(
     initialized: bool,
 ) -> Result<Response<ResB>, Error>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
-    ReqB::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB> + Clone,
+    ReqB: Body<Data = Bytes, Error: Into<BoxError>> + Clone + Send + Sync + 'static,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     // The session's id now, which the request carries in place of the client's.
     let sent_with = session.current();
@@ -219,12 +211,9 @@ async fn reopen<S, ReqB, ResB>(
     context: &CallContext,
 ) -> Option<Arc<str>>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    ReqB: Body<Data = Bytes> + Clone + Send + Sync + 'static,
-    ReqB::Error: Into<BoxError>,
-    ResB: Body<Data = Bytes>,
-    ResB::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB> + Clone,
+    ReqB: Body<Data = Bytes, Error: Into<BoxError>> + Clone + Send + Sync + 'static,
+    ResB: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let record = context.record();
     let failure = Failure::Refused(Refusal::SessionExpired);
@@ -305,15 +294,11 @@ fn noted<B>(
 }
 
 /// Sends one attempt of the call: recorded as it is handed down, completed when it is answered.
-async fn send<S, ReqB, ResB>(
+async fn send<S: Sends<ReqB, ResB>, ReqB, ResB>(
     service: &mut S,
     mut request: Request<ReqB>,
     context: &CallContext,
-) -> Result<Response<ResB>, Error>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-{
+) -> Result<Response<ResB>, Error> {
     let record = context.record();
     let mut handed = Handed::of(record, &request);
     handed.sent();
@@ -328,10 +313,7 @@ where
 /// Whether a request body is one JSON-RPC message whose method is `method`. A body in which
 /// the method's name does not occur is not parsed (a clone of the body is read: for the
 /// bodies MCP clients send, a count, not a copy).
-async fn is_message<B>(request: &Request<B>, method: &str) -> bool
-where
-    B: Body<Data = Bytes> + Clone,
-{
+async fn is_message<B: Body<Data = Bytes> + Clone>(request: &Request<B>, method: &str) -> bool {
     let Ok(bytes) = ReadToBytes::new(request.body().clone(), READ_LIMIT).await else {
         return false;
     };

@@ -37,8 +37,7 @@ pub(super) async fn post_answer<B>(
     limits: StreamableHttpResponseLimits,
 ) -> Result<StreamableHttpPostResponse, HttpError>
 where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     let (parts, body) = response.into_parts();
     let (status, headers) = (parts.status, &parts.headers);
@@ -103,8 +102,7 @@ async fn failed<B>(
     limits: StreamableHttpResponseLimits,
 ) -> Result<StreamableHttpPostResponse, HttpError>
 where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     let Head {
         status,
@@ -157,8 +155,7 @@ async fn succeeded<B>(
     limits: StreamableHttpResponseLimits,
 ) -> Result<StreamableHttpPostResponse, HttpError>
 where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     let Head {
         status,
@@ -244,8 +241,7 @@ async fn legacy_server<B>(
     session_id: Option<String>,
 ) -> StreamableHttpPostResponse
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let read = read_limited(body, length, limits.max_error_response_size).await;
     let error = match &read {
@@ -274,8 +270,7 @@ where
 /// The error for a GET or DELETE answered with a failure other than 405.
 pub(super) async fn refusal<B>(response: Response<B>) -> HttpError
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let (parts, body) = response.into_parts();
     if let Some(error) = auth_challenge(parts.status, &parts.headers) {
@@ -348,8 +343,7 @@ fn unexpected(status: StatusCode, headers: &HeaderMap, detail: &str) -> HttpErro
 /// Reads a whole body, refusing more than `max` bytes (early when `content-length` says so).
 async fn read_limited<B>(body: B, length: Option<u64>, max: usize) -> Result<Vec<u8>, HttpError>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let too_large = || StreamableHttpError::ResponseBodyTooLarge { max_size: max };
     if length.is_some_and(|n| n > max as u64) {
@@ -370,8 +364,7 @@ where
 /// At most `max` bytes of an error body, as text for a message; the rest is not read.
 async fn diagnostic<B>(body: B, max: usize) -> String
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     let mut chunks = std::pin::pin!(body.into_data_stream());
     let mut bytes = Vec::new();

@@ -93,8 +93,7 @@ where
     S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     type Error = TowerClientError;
 

@@ -15,8 +15,7 @@ pub(super) type SseEvents = BoxStream<'static, Result<Sse, SseError>>;
 /// The SSE events of a body, each held to `max_event` bytes.
 pub(super) fn sse_events<B>(body: B, max_event: usize) -> SseEvents
 where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
     let bytes = body
         .into_data_stream()

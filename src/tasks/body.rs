@@ -97,8 +97,7 @@ impl<B: Body> From<B> for TaskBody<B> {
 
 impl<B> Body for TaskBody<B>
 where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
+    B: Body<Data = Bytes, Error: Into<BoxError>>,
 {
     type Data = Bytes;
     type Error = BoxError;

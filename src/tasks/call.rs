@@ -12,7 +12,7 @@ use http::{HeaderValue, Request, Response};
 use http_body::Body;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tower::{Service, ServiceExt};
+use tower::ServiceExt;
 
 use super::body::{JobBody, OnAbandon, TaskBody, Watch};
 use super::client::Client;
@@ -23,36 +23,22 @@ use super::request::{self, Template};
 use super::table::request_key;
 use super::wire;
 use super::{LAYER, TaskPollingLayer};
-use crate::error::BoxError;
 use crate::exchange::Peeked;
 use crate::record::{AttemptRecord, Decision, Verdict};
 use crate::rule::{Assumption, By, Permission};
+use crate::sends::Sends;
 
 /// What the record says of a call the server refused for want of the extension.
 const MISSING: &str = "missing client capability io.modelcontextprotocol/tasks (-32021)";
 
 /// The services the layer sends through.
 pub(super) trait Below<ReqB, ResB>:
-    Service<
-        Request<ReqB>,
-        Response = Response<ResB>,
-        Error: Into<BoxError> + Send + 'static,
-        Future: Send + 'static,
-    > + Clone
-    + Send
-    + 'static
+    Sends<ReqB, ResB, Error: Send + 'static, Future: Send + 'static> + Clone + Send + 'static
 {
 }
 
 impl<T, ReqB, ResB> Below<ReqB, ResB> for T where
-    T: Service<
-            Request<ReqB>,
-            Response = Response<ResB>,
-            Error: Into<BoxError> + Send + 'static,
-            Future: Send + 'static,
-        > + Clone
-        + Send
-        + 'static
+    T: Sends<ReqB, ResB, Error: Send + 'static, Future: Send + 'static> + Clone + Send + 'static
 {
 }
 
@@ -73,17 +59,12 @@ pub(super) trait ResponseBody:
 impl<T> ResponseBody for T where T: Body<Data = Bytes, Error: Send> + Unpin + Send + 'static {}
 
 /// A `tools/call` the client did not declare the extension on.
-pub(super) async fn tool_call<S, ReqB, ResB>(
+pub(super) async fn tool_call<S: Below<ReqB, ResB>, ReqB: RequestBody, ResB: ResponseBody>(
     mut inner: S,
     request: Request<ReqB>,
     mut message: Value,
     layer: TaskPollingLayer,
-) -> Result<Response<TaskBody<ResB>>, S::Error>
-where
-    S: Below<ReqB, ResB>,
-    ReqB: RequestBody,
-    ResB: ResponseBody,
-{
+) -> Result<Response<TaskBody<ResB>>, S::Error> {
     let (mut parts, body) = request.into_parts();
     // Both sends write one record: the app's, or one the layer puts in the request.
     let record = parts
@@ -141,18 +122,13 @@ where
 /// The `tools/call` a 2026-07-28 client sends back with its answers to the server's requests
 /// and the layer's `requestState`: the answers go with `tasks/update`, and the job goes on,
 /// answering this call.
-pub(super) async fn resume<S, ReqB, ResB>(
+pub(super) async fn resume<S: Below<ReqB, ResB>, ReqB: RequestBody, ResB: ResponseBody>(
     mut inner: S,
     request: Request<ReqB>,
     message: Value,
     state: &str,
     layer: TaskPollingLayer,
-) -> Result<Response<TaskBody<ResB>>, S::Error>
-where
-    S: Below<ReqB, ResB>,
-    ReqB: RequestBody,
-    ResB: ResponseBody,
-{
+) -> Result<Response<TaskBody<ResB>>, S::Error> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let Some(paused) = layer.table.resume(state) else {
         return Ok(TaskBody::local_error(
@@ -189,19 +165,14 @@ where
 /// The client's answer to a call the layer polls a task for: the head now (the server's, for
 /// the record it carries), the body written as the task is polled; `responses` sent first
 /// with `tasks/update` when the job resumes after the client's input.
-fn start<S, ReqB, ResB>(
+fn start<S: Below<ReqB, ResB>, ReqB: RequestBody, ResB: ResponseBody>(
     inner: S,
     job: JobState,
     parts: &Parts,
     message: &Value,
     head: Response<()>,
     layer: &TaskPollingLayer,
-) -> Response<TaskBody<ResB>>
-where
-    S: Below<ReqB, ResB>,
-    ReqB: RequestBody,
-    ResB: ResponseBody,
-{
+) -> Response<TaskBody<ResB>> {
     let event_stream = crate::exchange::accepts_event_stream(&parts.headers);
     let (sink, events) = mpsc::unbounded_channel();
     let id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -252,12 +223,9 @@ where
 
 /// The job: the polls, and the client's input asked for whenever the task wants it, until the
 /// job ends.
-async fn drive<S, ReqB, ResB>(mut job: Job<S, ReqB, ResB>)
-where
-    S: Below<ReqB, ResB>,
-    ReqB: RequestBody,
-    ResB: ResponseBody,
-{
+async fn drive<S: Below<ReqB, ResB>, ReqB: RequestBody, ResB: ResponseBody>(
+    mut job: Job<S, ReqB, ResB>,
+) {
     let cancelled = job.table.running(job.key.clone());
     job.watch.polling(&job.state.task.id);
     let mut next = Next::Poll;
@@ -272,12 +240,12 @@ where
 
 /// A task whose answer the client dropped before it ended: `tasks/cancel`, sent on the tokio
 /// runtime the drop happened on (none: nothing is sent, and the server's TTL ends the task).
-fn abandon<S, ReqB, ResB>(mut inner: S, template: Template, task: String, timeout: Duration)
-where
-    S: Below<ReqB, ResB>,
-    ReqB: RequestBody,
-    ResB: ResponseBody,
-{
+fn abandon<S: Below<ReqB, ResB>, ReqB: RequestBody, ResB: ResponseBody>(
+    mut inner: S,
+    template: Template,
+    task: String,
+    timeout: Duration,
+) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime

@@ -3,16 +3,15 @@
 //! send one (a 2025 client opens a session with `initialize` instead).
 
 use bytes::Bytes;
+use http::Request;
 use http::request::Parts;
-use http::{Request, Response};
 use http_body::Body;
 use serde_json::json;
-use tower::Service;
 
 use super::table::PREFIX;
 use super::wire;
-use crate::error::BoxError;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// What the probe learned.
 pub(super) enum Learned {
@@ -26,17 +25,11 @@ pub(super) enum Learned {
 /// credentials; not its MCP session, which a 2026-07-28 request has none of) and reads whether
 /// the answer offers the extension. Any JSON-RPC answer teaches: an error (a server of the
 /// 2025 era knows no `server/discover`) is "not offered".
-pub(super) async fn probe<S, ReqB, ResB>(
+pub(super) async fn probe<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     service: &mut S,
     client: &Parts,
     timeout: std::time::Duration,
-) -> Learned
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Learned {
     let id = format!("{PREFIX}discover");
     match crate::exchange::ask(service, discover_request(client, &id), &id, timeout).await {
         Ok(answer) if wire::offers_tasks(&answer) => Learned::Offered,

@@ -15,12 +15,10 @@
 //!   task is cancelled and the client told (`data.kind: task_input_required`).
 
 use bytes::Bytes;
-use http::{Request, Response};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
-use tower::Service;
 
 use std::time::Duration;
 
@@ -29,20 +27,14 @@ use super::job::{Job, Next};
 use super::table::{PREFIX, Paused};
 use super::wait::{Either, first, wait_until};
 use super::wire;
-use crate::error::BoxError;
+use crate::sends::Sends;
 
 /// Puts the server's `outstanding` requests to the client, in its revision's way.
-pub(super) async fn relay<S, ReqB, ResB>(
+pub(super) async fn relay<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     job: &mut Job<S, ReqB, ResB>,
     outstanding: Map<String, Value>,
     cancelled: &Notify,
-) -> Next
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) -> Next {
     let task = job.state.task.id.clone();
     if job.client.stateless {
         return pause(job, outstanding);
@@ -146,13 +138,10 @@ enum Stopped {
 }
 
 impl Stopped {
-    async fn end<S, ReqB, ResB>(self, job: &mut Job<S, ReqB, ResB>) -> Next
-    where
-        S: Service<Request<ReqB>, Response = Response<ResB>>,
-        S::Error: Into<BoxError>,
-        ReqB: From<Bytes>,
-        ResB: Body<Data = Bytes>,
-    {
+    async fn end<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
+        self,
+        job: &mut Job<S, ReqB, ResB>,
+    ) -> Next {
         let task = job.state.task.id.clone();
         match self {
             Stopped::Cancelled => job.cancelled().await,

@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
 use http_body::Body;
 use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use tower::Service;
 
 use super::body::Watch;
 use super::client::Client;
@@ -21,7 +19,7 @@ use super::request::{self, Template};
 use super::table::Table;
 use super::wait::wait_until;
 use super::wire::{self, Status, Task};
-use crate::error::BoxError;
+use crate::sends::Sends;
 
 /// How the job is bounded.
 #[derive(Clone, Copy, Debug)]
@@ -81,8 +79,7 @@ impl JobState {
         timeout: Duration,
     ) -> Result<(), String>
     where
-        S: Service<Request<ReqB>, Response = Response<ResB>>,
-        S::Error: Into<BoxError>,
+        S: Sends<ReqB, ResB>,
         ReqB: From<Bytes>,
         ResB: Body<Data = Bytes>,
     {
@@ -132,8 +129,7 @@ pub(super) enum Next {
 
 impl<S, ReqB, ResB> Job<S, ReqB, ResB>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
+    S: Sends<ReqB, ResB>,
     ReqB: From<Bytes>,
     ResB: Body<Data = Bytes>,
 {

@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body::Body;
 use serde_json::{Map, Value};
-use tower::Service;
 
 use super::wire;
-use crate::error::BoxError;
 use crate::replay::ReplayOverride;
+use crate::sends::Sends;
 
 /// What every request about one task is made from: the client's request, its head and `_meta`.
 #[derive(Clone)]
@@ -56,17 +55,12 @@ impl Template {
 
 /// Sends `tasks/cancel` for `task` and reads its answer (whatever it says: cancelling is
 /// cooperative, and the layer gives the client its own answer).
-pub(super) async fn cancel<S, ReqB, ResB>(
+pub(super) async fn cancel<S: Sends<ReqB, ResB>, ReqB: From<Bytes>, ResB: Body<Data = Bytes>>(
     service: &mut S,
     template: &Template,
     task: &str,
     timeout: Duration,
-) where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    ReqB: From<Bytes>,
-    ResB: Body<Data = Bytes>,
-{
+) {
     let id = "agentcore-tower/tasks/cancel";
     let request = template.request("tasks/cancel", id, task, None);
     if let Err(why) = crate::exchange::ask(service, request, id, timeout).await {

@@ -34,6 +34,15 @@ pub struct Seen {
     pub runtime_session: Option<String>,
 }
 
+/// The signatures of every request the hostile server received, in order.
+pub fn signatures(seen: &Mutex<Vec<Seen>>) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.signature.clone())
+        .collect()
+}
+
 /// JSON-escapes `text` as an encoder might: `/` as `\/`, `+` as `\u002B`.
 pub fn escaped(text: &str) -> String {
     text.replace('/', "\\/").replace('+', "\\u002B")

@@ -36,6 +36,28 @@ pub fn exchanges(records: &Records) -> Vec<String> {
     all
 }
 
+/// What an rmcp MCP session of the `initialize` era exchanges: its GET and DELETE (answered 405
+/// by the signer itself), its handshake and `posts`, sorted as [`exchanges`] sorts them.
+#[allow(
+    dead_code,
+    reason = "the interop tests include this file for its tap, not for this"
+)]
+pub fn session_exchanges(posts: &[&str]) -> Vec<String> {
+    let handshake = [
+        "DELETE",
+        "GET",
+        "POST initialize",
+        "POST notifications/initialized",
+    ];
+    let mut all: Vec<String> = handshake
+        .iter()
+        .chain(posts)
+        .map(|e| e.to_string())
+        .collect();
+    all.sort();
+    all
+}
+
 /// The arguments of a `tools/call` of the emulator's `add`.
 pub fn add(a: i64, b: i64) -> rmcp::model::CallToolRequestParams {
     rmcp::model::CallToolRequestParams::new("add").with_arguments(

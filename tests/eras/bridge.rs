@@ -19,6 +19,7 @@ use crate::audit::one_runtime_session;
 use crate::common::stack::{Answered, Stack, read_whole, send_through};
 use crate::common::{http_client, mcp_post};
 use crate::emulator::start;
+use crate::emulator_eras::EVERY_VERSION;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -678,14 +679,6 @@ const INITIALIZE_ID: &str = "agentcore-tower/bridge/initialize";
 /// The 400 a server of the `initialize` era answers a request of 2026-07-28 (the MCP
 /// TypeScript SDK's words).
 const UNSPOKEN_2026: &str = "Bad Request: Unsupported protocol version: 2026-07-28 (supported versions: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)";
-/// Every version the emulator of both eras speaks.
-const EVERY_VERSION: [&str; 5] = [
-    "2024-11-05",
-    "2025-03-26",
-    "2025-06-18",
-    "2025-11-25",
-    "2026-07-28",
-];
 
 /// What the bridge handed to the layers below it, in order: each request's headers and body.
 #[derive(Clone, Default)]

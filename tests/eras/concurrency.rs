@@ -54,6 +54,16 @@ fn throttle() -> Fault {
     }
 }
 
+/// The emulator's next answers: `THROTTLES` throttles, then `BUSY` session-busy refusals.
+fn throttles_then_busy(emulator: &Emulator) {
+    for _ in 0..THROTTLES {
+        emulator.push_fault(throttle());
+    }
+    for _ in 0..BUSY {
+        emulator.push_fault(Fault::Busy);
+    }
+}
+
 fn config() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
@@ -267,12 +277,7 @@ async fn sixteen_calls_at_once_after_a_cold_start_run_once_each_in_one_runtime_s
     let (client, records) = connect(&emulator, ClientLifecycleMode::Initialize).await?;
     let cold_start = emulator.audit().busy_refusals;
     assert!(cold_start > 0, "initialize met the cold start");
-    for _ in 0..THROTTLES {
-        emulator.push_fault(throttle());
-    }
-    for _ in 0..BUSY {
-        emulator.push_fault(Fault::Busy);
-    }
+    throttles_then_busy(&emulator);
 
     sixteen_calls_at_once(&client).await?;
 
@@ -317,12 +322,7 @@ async fn sixteen_calls_at_once_of_2026_07_28_through_a_cold_start_run_once_each_
     );
     // The microVM ends, as after its idle timeout: the calls meet the next one's cold start.
     assert!(emulator.end_microvm(&one_runtime_session(&discovery, 1)));
-    for _ in 0..THROTTLES {
-        emulator.push_fault(throttle());
-    }
-    for _ in 0..BUSY {
-        emulator.push_fault(Fault::Busy);
-    }
+    throttles_then_busy(&emulator);
 
     sixteen_calls_at_once(&client).await?;
 

@@ -15,7 +15,7 @@ use tower::{ServiceBuilder, ServiceExt};
 const RUNTIME_SESSION: &str = "eras-runtime-session-0000000000000001";
 
 /// The versions a server of both eras speaks.
-const EVERY_VERSION: [&str; 5] = [
+pub(crate) const EVERY_VERSION: [&str; 5] = [
     "2024-11-05",
     "2025-03-26",
     "2025-06-18",

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::bridge::{BridgeBody, ProtocolBridgeLayer};
@@ -218,11 +219,8 @@ impl Service<Request<Full<Bytes>>> for LegacyServer {
     type Error = Infallible;
     type Future = std::future::Ready<Result<Response<TestBody>, Infallible>>;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {

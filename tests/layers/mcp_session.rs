@@ -7,6 +7,7 @@ use crate::common;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::record::Verdict;
@@ -86,11 +87,8 @@ impl Service<Request<Full<Bytes>>> for Server {
         Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
     >;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {

@@ -175,12 +175,7 @@ async fn a_hostile_echo_gets_no_secret_to_the_app_by_any_path() {
 
     let logs = logs.text();
     assert!(logs.contains("url.full="), "TRACE logging was on");
-    let signatures: Vec<String> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.signature.clone())
-        .collect();
+    let signatures = signatures(&seen);
     assert_eq!(signatures.len(), 9);
     for (what, text) in [("what the app read", &everything), ("logs", &logs)] {
         assert!(!text.contains(SECRET_KEY), "{what} has the secret key");

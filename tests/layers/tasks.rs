@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use agentcore_tower::tasks::{TaskBody, TaskPolling, TaskPollingLayer};
@@ -112,11 +113,8 @@ impl Service<Request<Full<Bytes>>> for TaskServer {
     type Error = Infallible;
     type Future = futures_util::future::BoxFuture<'static, Result<Response<TestBody>, Infallible>>;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
@@ -221,13 +219,7 @@ async fn a_call_refused_for_want_of_the_extension_is_sent_again_declaring_it_and
     );
     assert_eq!(
         server.methods(),
-        [
-            "tools/call",
-            "tools/call",
-            "tasks/get",
-            "tasks/get",
-            "tasks/get"
-        ]
+        methods("tools/call tools/call tasks/get tasks/get tasks/get")
     );
     let seen = server.seen();
     assert!(
@@ -328,13 +320,7 @@ async fn once_the_target_offers_tasks_every_call_declares_them_from_the_start() 
         discovered.contains(TASKS),
         "the discover answer passes whole: {discovered}"
     );
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(call("report", "application/json", json!({})))
-        .await
-        .unwrap();
+    let answer = send(&mut client, call("report", "application/json", json!({}))).await;
     assert!(body_of(answer).await.contains("\"done\""));
     assert_eq!(
         server.methods(),
@@ -432,13 +418,7 @@ async fn a_job_past_its_limit_is_cancelled_and_the_client_told() {
     );
     assert_eq!(
         server.methods(),
-        [
-            "tools/call",
-            "tools/call",
-            "tasks/get",
-            "tasks/get",
-            "tasks/cancel"
-        ]
+        methods("tools/call tools/call tasks/get tasks/get tasks/cancel")
     );
     assert_eq!(server.seen()[4].mcp_name.as_deref(), Some("t-1"));
     assert_eq!(started.elapsed(), Duration::from_secs(12));
@@ -455,6 +435,19 @@ const ASKED_ONCE: [&str; 6] = [
     "tasks/get",
     "tasks/get",
 ];
+
+/// `list`'s methods, in order: what `TaskServer::methods` is compared with.
+fn methods(list: &str) -> Vec<&str> {
+    list.split(' ').collect()
+}
+
+/// `request` sent through `client` once it is ready, its answer.
+async fn send<S>(client: &mut S, request: Request<Full<Bytes>>) -> S::Response
+where
+    S: Service<Request<Full<Bytes>>, Error: std::fmt::Debug>,
+{
+    client.ready().await.unwrap().call(request).await.unwrap()
+}
 
 /// A poll that shows the task waiting for the user's approval.
 fn needs_approval() -> Value {
@@ -495,13 +488,7 @@ async fn a_2026_client_is_asked_for_input_in_a_round_trip_and_the_job_goes_on_wi
     let mut client = ServiceBuilder::new()
         .layer(TaskPollingLayer::new())
         .service(server.clone());
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(call("report", "application/json", json!({})))
-        .await
-        .unwrap();
+    let answer = send(&mut client, call("report", "application/json", json!({}))).await;
     let first: Value = serde_json::from_str(&body_of(answer).await).unwrap();
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
@@ -565,13 +552,11 @@ async fn a_2025_client_is_asked_on_the_answers_stream_and_its_response_goes_with
     );
     // The client's response, POSTed as MCP says: taken by the layer, never sent on.
     let response = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"ok": true}}});
-    let taken = client
-        .ready()
-        .await
-        .unwrap()
-        .call(legacy_post("application/json, text/event-stream", response))
-        .await
-        .unwrap();
+    let taken = send(
+        &mut client,
+        legacy_post("application/json, text/event-stream", response),
+    )
+    .await;
     assert_eq!(taken.status(), 202);
     let rest = String::from_utf8(body.collect().await.unwrap().to_bytes().to_vec()).unwrap();
     let messages = events(&rest);
@@ -615,13 +600,11 @@ async fn a_2025_clients_cancellation_cancels_its_task_and_ends_the_answer_unansw
     assert_eq!(&frame[..], b": task t-1 working\n\n");
     let cancel =
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
-    let sent = client
-        .ready()
-        .await
-        .unwrap()
-        .call(legacy_post("application/json, text/event-stream", cancel))
-        .await
-        .unwrap();
+    let sent = send(
+        &mut client,
+        legacy_post("application/json, text/event-stream", cancel),
+    )
+    .await;
     assert_eq!(
         sent.status(),
         200,
@@ -634,13 +617,7 @@ async fn a_2025_clients_cancellation_cancels_its_task_and_ends_the_answer_unansw
     );
     assert_eq!(
         server.methods(),
-        [
-            "tools/call",
-            "tools/call",
-            "tasks/get",
-            "notifications/cancelled",
-            "tasks/cancel"
-        ]
+        methods("tools/call tools/call tasks/get notifications/cancelled tasks/cancel")
     );
 }
 
@@ -682,13 +659,7 @@ async fn asked_first_the_target_says_it_offers_tasks_and_a_2025_clients_call_dec
     // Asked once, for the layer: a 2026-07-28 request of its own, in no MCP session.
     assert_eq!(
         server.methods(),
-        [
-            "server/discover",
-            "tools/call",
-            "tasks/get",
-            "tools/call",
-            "tasks/get"
-        ]
+        methods("server/discover tools/call tasks/get tools/call tasks/get")
     );
     let discover = &server.seen()[0];
     assert_eq!(discover.message["id"], "agentcore-tower/tasks/discover");
@@ -747,13 +718,11 @@ async fn first_frame_of_a_legacy_call(
     let mut client = ServiceBuilder::new()
         .layer(TaskPollingLayer::new())
         .service(server.clone());
-    let answer = client
-        .ready()
-        .await
-        .unwrap()
-        .call(legacy_call("application/json, text/event-stream"))
-        .await
-        .unwrap();
+    let answer = send(
+        &mut client,
+        legacy_call("application/json, text/event-stream"),
+    )
+    .await;
     let mut body = answer.into_body();
     let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
     (client, body, frame)

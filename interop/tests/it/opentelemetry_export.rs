@@ -940,12 +940,7 @@ async fn a_hostile_echo_gets_no_sigv4_secret_into_any_export() {
     assert!(text.contains("url.full"), "the spans were exported");
     assert!(text.contains("tools/call requestid"), "{text}");
     assert!(text.contains("http.client.request.duration"), "{text}");
-    let signatures: Vec<String> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.signature.clone())
-        .collect();
+    let signatures = hostile::signatures(&seen);
     // One attempt per mode, but the throttled one: three.
     assert_eq!(signatures.len(), every_mode().count() + 2);
     let mut secrets = vec![

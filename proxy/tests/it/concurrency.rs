@@ -55,6 +55,17 @@ fn add_call(i: u64, is_modern: bool) -> Value {
     }
 }
 
+/// The next sixteen lines of `proxy`, each call answered once ([`each_answered_once`]); then
+/// nothing more, and the proxy exits 0.
+async fn every_call_answered_once(mut proxy: Proxy) {
+    let mut answers = Vec::new();
+    for _ in 0..CALLS {
+        answers.push(proxy.next().await);
+    }
+    each_answered_once(&answers);
+    proxy.closed_cleanly("every call was answered").await;
+}
+
 /// The sixteen answers, in any order: each id answered once, with its own sum.
 fn each_answered_once(answers: &[Value]) {
     let sums: BTreeMap<u64, &str> = answers
@@ -144,12 +155,7 @@ async fn over_stdio_sixteen_calls_written_at_once_after_initialize_run_once_each
     let initialized = proxy.next().await;
     assert_eq!(initialized["id"], 1, "{initialized}");
     assert_eq!(initialized["result"]["protocolVersion"], "2025-06-18");
-    let mut answers = Vec::new();
-    for _ in 0..CALLS {
-        answers.push(proxy.next().await);
-    }
-    each_answered_once(&answers);
-    proxy.closed_cleanly("every call was answered").await;
+    every_call_answered_once(proxy).await;
 
     let audit = emulator.audit();
     ran_once_in_one_runtime_session(&audit, 1);
@@ -168,12 +174,7 @@ async fn over_stdio_sixteen_calls_of_2026_07_28_meet_the_cold_start_together_and
     for i in 0..CALLS {
         proxy.send(&add_call(i, true));
     }
-    let mut answers = Vec::new();
-    for _ in 0..CALLS {
-        answers.push(proxy.next().await);
-    }
-    each_answered_once(&answers);
-    proxy.closed_cleanly("every call was answered").await;
+    every_call_answered_once(proxy).await;
 
     let audit = emulator.audit();
     ran_once_in_one_runtime_session(&audit, 0);
