@@ -51,8 +51,8 @@ mod owner;
 mod rules;
 
 pub(crate) use head::Head;
-pub(crate) use owner::Ownership;
 use owner::error_kind;
+pub(crate) use owner::{Ownership, delivered};
 pub use rules::replay_permission;
 
 /// A hook called with the finished record of a call.

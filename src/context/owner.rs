@@ -6,7 +6,7 @@ use std::fmt;
 use super::{CallContext, Owner};
 use crate::error::Error;
 use crate::jsonrpc::ParsedBody;
-use crate::record::{Decision, Verdict};
+use crate::record::{AttemptRecord, Decision, Verdict};
 use crate::rule::FailureKind;
 use crate::telemetry::{self, CallError};
 
@@ -58,6 +58,33 @@ impl Ownership {
             }
         }
         self.finish(succeeded);
+    }
+}
+
+/// The call's output, `result`, as a layer hands it up: `owner`, when that layer is the call's
+/// first, finishes the call (a success is a 2xx whose record's latest attempt carries no
+/// platform error) and puts the record in the response; an error carries the record either way.
+pub(crate) fn delivered<B>(
+    result: Result<http::Response<B>, Error>,
+    answer_error: Option<CallError>,
+    record: &AttemptRecord,
+    owner: Option<Ownership>,
+) -> Result<http::Response<B>, Error> {
+    let owns = owner.is_some();
+    if let Some(owner) = owner {
+        let succeeded = result
+            .as_ref()
+            .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
+        owner.finish_with(succeeded, &result, answer_error);
+    }
+    match result {
+        Ok(mut response) => {
+            if owns {
+                response.extensions_mut().insert(record.clone());
+            }
+            Ok(response)
+        }
+        Err(error) => Err(error.with_record(record)),
     }
 }
 

@@ -419,23 +419,7 @@ where
         let future = Box::pin(tracing::Instrument::instrument(
             async move {
                 let result = serve(service, sessions, request, &context).await;
-                let record = context.record();
-                let owns = ownership.is_some();
-                if let Some(owner) = ownership {
-                    let succeeded = result
-                        .as_ref()
-                        .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
-                    owner.finish_with(succeeded, &result, None);
-                }
-                match result {
-                    Ok(mut response) => {
-                        if owns {
-                            response.extensions_mut().insert(record.clone());
-                        }
-                        Ok(response)
-                    }
-                    Err(error) => Err(error.with_record(record)),
-                }
+                crate::context::delivered(result, None, context.record(), ownership)
             },
             span,
         ));

@@ -22,11 +22,11 @@ use super::decide::{Next, decide};
 use super::sealed::Judge;
 use super::template::Template;
 use crate::body::{OwnReadAhead, PeekedBody, ReadAhead};
-use crate::context::{CallContext, Ownership};
+use crate::context::{CallContext, Ownership, delivered};
 use crate::contract::Classified;
 use crate::error::{BoxError, Error};
 use crate::peek::{PeekResult, peek_result};
-use crate::record::{AttemptRecord, Handed};
+use crate::record::Handed;
 use crate::telemetry::{self, CallError};
 
 pin_project! {
@@ -286,33 +286,6 @@ fn answer_error<B: Body<Data = Bytes>>(result: &Peeked<B>) -> Option<CallError> 
             .then(|| telemetry::answer_error(&body.held_bytes()))
             .flatten()
     })
-}
-
-/// The call's output, `result`: the owner, if this layer is the call's first, finishes the call
-/// (a success is a 2xx that carries no platform error) and puts the record in the response; an
-/// error carries the record either way.
-fn delivered<B>(
-    result: Output<B>,
-    answer_error: Option<CallError>,
-    record: &AttemptRecord,
-    owner: Option<Ownership>,
-) -> Output<B> {
-    let owns = owner.is_some();
-    if let Some(owner) = owner {
-        let succeeded = result
-            .as_ref()
-            .is_ok_and(|r| r.status().is_success() && record.latest_is_clear());
-        owner.finish_with(succeeded, &result, answer_error);
-    }
-    match result {
-        Ok(mut response) => {
-            if owns {
-                response.extensions_mut().insert(record.clone());
-            }
-            Ok(response)
-        }
-        Err(error) => Err(error.with_record(record)),
-    }
 }
 
 impl<S, ReqB, ResB, P, R> fmt::Debug for ResponseFuture<S, ReqB, ResB, P, R>

@@ -62,13 +62,7 @@ impl<'a> Fields<'a> {
             len: 0,
         };
         for (name, value) in headers {
-            let value = value.to_str().map_err(|_| {
-                Error::new(
-                    ErrorKind::InvalidRequest,
-                    format!("the header `{name}` is not visible ASCII text"),
-                    None,
-                )
-            })?;
+            let value = header_text(name, value)?;
             let name = name.as_str();
             let replaced =
                 name == "x-amz-date" || (token_replaced && name == "x-amz-security-token");
@@ -208,6 +202,21 @@ pub(super) fn write_string_to_sign(
     out.extend_from_slice(scope_tail.as_bytes());
     out.push(b'\n');
     out.extend_from_slice(request_hash);
+}
+
+/// A header's value as the text a signature covers: a value that is not visible ASCII cannot be
+/// signed, and the request is refused.
+pub(super) fn header_text<'a>(
+    name: &http::HeaderName,
+    value: &'a http::HeaderValue,
+) -> Result<&'a str, Error> {
+    value.to_str().map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("the header `{name}` is not visible ASCII text"),
+            None,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -28,14 +28,7 @@ pub(super) fn sign_with_aws_sigv4(
 ) -> Result<Secrets, Error> {
     let mut pairs = Vec::with_capacity(headers.len());
     for (name, value) in headers.iter() {
-        let value = value.to_str().map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidRequest,
-                format!("the header `{name}` is not visible ASCII text"),
-                None,
-            )
-        })?;
-        pairs.push((name.as_str(), value));
+        pairs.push((name.as_str(), super::canonical::header_text(name, value)?));
     }
     let signing_error =
         |e: &dyn std::fmt::Display| Error::new(ErrorKind::Signing, e.to_string(), None);
