@@ -104,14 +104,8 @@ async fn failed<B>(
 where
     B: Body<Data = Bytes, Error: Into<BoxError>> + Send + 'static,
 {
-    let Head {
-        status,
-        headers,
-        is_json,
-        length,
-        session_id,
-        ..
-    } = head;
+    let (status, headers, is_json, length) = (head.status, head.headers, head.is_json, head.length);
+    let session_id = head.session_id;
     if let Some(id) = refused_probe(message, session_attached, status, headers) {
         return Ok(legacy_server(id, status, body, length, &limits, session_id).await);
     }
