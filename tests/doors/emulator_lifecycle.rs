@@ -15,6 +15,8 @@
 use crate::common;
 
 use std::collections::BTreeSet;
+use std::fmt::Arguments;
+use std::ops::Range;
 use std::time::Duration;
 
 use agentcore_tower::contract::PlatformError;
@@ -35,6 +37,13 @@ use tokio::time::{Instant, advance};
 use tower::{ServiceBuilder, ServiceExt};
 
 const RUNTIME_SESSION_ID: &str = "x-amzn-bedrock-agentcore-runtime-session-id";
+/// The headers of an invocation's answer from the MCP server.
+const INVOCATION_HEADERS: [&str; 4] = [
+    "content-length",
+    "content-type",
+    RUNTIME_SESSION_ID,
+    "x-amzn-requestid",
+];
 const SESSION: &str = "lifecycle-runtime-session-000000000000000001";
 const OTHER_SESSION: &str = "lifecycle-runtime-session-000000000000000002";
 
@@ -95,12 +104,13 @@ async fn invoke(
         .runtime_session_id(runtime_session)
         .build()
         .unwrap();
+    invoke_signed(signer, mcp_session, body).await
+}
+
+/// One `InvokeAgentRuntime` signed by `signer`, sent by a plain hyper client: the raw answer.
+async fn invoke_signed(signer: SigV4InvokeLayer, mcp_session: Option<&str>, body: &Value) -> Raw {
     let stack = ServiceBuilder::new().layer(signer).service(http_client());
-    let request = mcp_post(
-        "http://agentcore.invalid/mcp",
-        mcp_session,
-        body.to_string(),
-    );
+    let request = mcp_post(RUNTIME_URL, mcp_session, body.to_string());
     Raw::read(stack.oneshot(request).await.unwrap()).await
 }
 
@@ -115,13 +125,25 @@ async fn gateway_post(emulator: &Emulator, mcp_session: Option<&str>, body: &Val
 /// The audit's lifecycle counts, to compare whole.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Counts {
-    sessions_started: u64,
-    microvms_started: u64,
-    busy_refusals: u64,
-    mcp_sessions_started: u64,
-    mcp_session_refusals: u64,
-    mcp_sessions_not_found: u64,
-    counter_runs: u64,
+    sessions: u64,
+    microvms: u64,
+    busy: u64,
+    mcp_sessions: u64,
+    /// Requests refused for their MCP session (missing or unknown)...
+    refused: u64,
+    /// ... and of those, refused as not found (404).
+    not_found: u64,
+    /// Runs of the `counter` tool.
+    runs: u64,
+}
+
+/// Asserts the audit's counts: those named, every other 0 (then the message, if any).
+macro_rules! assert_counts {
+    ($emulator:expr, $($field:ident: $count:expr),+ $(; $($message:tt)+)?) => {{
+        let mut expected = Counts::default();
+        $(expected.$field = $count;)+
+        assert_eq!(counts($emulator), expected $(, $($message)+)?);
+    }};
 }
 
 fn counts(emulator: &Emulator) -> Counts {
@@ -132,14 +154,24 @@ fn counts(emulator: &Emulator) -> Counts {
         "the counter ran as often as the audit says"
     );
     Counts {
-        sessions_started: audit.sessions_started,
-        microvms_started: audit.microvms_started,
-        busy_refusals: audit.busy_refusals,
-        mcp_sessions_started: audit.mcp_sessions_started,
-        mcp_session_refusals: audit.mcp_session_refusals,
-        mcp_sessions_not_found: audit.mcp_sessions_not_found,
-        counter_runs: audit.executions_of("counter"),
+        sessions: audit.sessions_started,
+        microvms: audit.microvms_started,
+        busy: audit.busy_refusals,
+        mcp_sessions: audit.mcp_sessions_started,
+        refused: audit.mcp_session_refusals,
+        not_found: audit.mcp_sessions_not_found,
+        runs: audit.executions_of("counter"),
     }
+}
+
+/// The config of a runtime whose microVMs take 12 s to provision.
+fn cold_start() -> EmulatorConfig {
+    EmulatorConfig::default().provisioning(Duration::from_secs(12))
+}
+
+/// An emulator started with `config`.
+async fn start(config: EmulatorConfig) -> Emulator {
+    Emulator::start(config).await.unwrap()
 }
 
 /// The session-busy refusal in `form`, for JSON-RPC id `id`, of runtime session `session`.
@@ -182,12 +214,7 @@ fn assert_mcp_404(answer: &Raw, id: Value, session: &str) {
     assert_eq!(answer.status, StatusCode::NOT_FOUND, "{answer:?}");
     assert_eq!(
         answer.header_names(),
-        BTreeSet::from([
-            "content-length",
-            "content-type",
-            RUNTIME_SESSION_ID,
-            "x-amzn-requestid"
-        ]),
+        BTreeSet::from(INVOCATION_HEADERS),
         "no x-amzn-errortype, no Mcp-Session-Id: {answer:?}"
     );
     assert_eq!(answer.header(RUNTIME_SESSION_ID), Some(session));
@@ -222,13 +249,7 @@ async fn initialized_session(
 #[tokio::test(start_paused = true)]
 async fn twelve_seconds_of_provisioning_are_busy_refusals_in_either_form() {
     for form in [BusyForm::JsonRpc200, BusyForm::Conflict409] {
-        let emulator = Emulator::start(
-            EmulatorConfig::default()
-                .provisioning(Duration::from_secs(12))
-                .busy_form(form),
-        )
-        .await
-        .unwrap();
+        let emulator = start(cold_start().busy_form(form)).await;
         let started = Instant::now();
         // Refused at once, half-way, and a millisecond before the twelfth second.
         for (id, wait) in [
@@ -248,16 +269,9 @@ async fn twelve_seconds_of_provisioning_are_busy_refusals_in_either_form() {
         let answer = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
         assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(answer.text(), "1");
-        assert_eq!(
-            counts(&emulator),
-            Counts {
-                sessions_started: 1,
-                microvms_started: 1,
-                busy_refusals: 3,
-                mcp_sessions_started: 1,
-                counter_runs: 1,
-                ..Counts::default()
-            },
+        assert_counts!(
+            &emulator,
+            sessions: 1, microvms: 1, busy: 3, mcp_sessions: 1, runs: 1;
             "{form:?}"
         );
         // Another runtime session is a cold start of its own.
@@ -269,9 +283,7 @@ async fn twelve_seconds_of_provisioning_are_busy_refusals_in_either_form() {
 
 #[tokio::test(start_paused = true)]
 async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mcp_session() {
-    let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
-        .await
-        .unwrap();
+    let emulator = start(cold_start()).await;
     let busy = invoke(&emulator, SESSION, None, &initialize(1)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, 1, SESSION);
     advance(Duration::from_secs(12)).await;
@@ -293,17 +305,7 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
     advance(Duration::from_secs(20 * 60)).await;
     let busy = invoke(&emulator, SESSION, Some(&first), &counter(5)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, 5, SESSION);
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 2,
-            busy_refusals: 2,
-            mcp_sessions_started: 1,
-            counter_runs: 2,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, sessions: 1, microvms: 2, busy: 2, mcp_sessions: 1, runs: 2);
 
     // Provisioned: its MCP server never issued the old Mcp-Session-Id. 404, nothing runs.
     advance(Duration::from_secs(12)).await;
@@ -317,17 +319,9 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
     assert_ne!(second, first);
     let ran = invoke(&emulator, SESSION, Some(&second), &counter(8)).await;
     assert_eq!((ran.status, ran.text()), (StatusCode::OK, "3".to_owned()));
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 2,
-            busy_refusals: 2,
-            mcp_sessions_started: 2,
-            mcp_session_refusals: 2,
-            mcp_sessions_not_found: 2,
-            counter_runs: 3,
-        }
+    assert_counts!(
+        &emulator,
+        sessions: 1, microvms: 2, busy: 2, mcp_sessions: 2, refused: 2, not_found: 2, runs: 3
     );
     let audit = emulator.audit();
     assert_eq!(
@@ -343,13 +337,12 @@ async fn after_20_idle_minutes_a_new_microvm_provisions_and_has_forgotten_the_mc
 #[tokio::test(start_paused = true)]
 async fn the_idle_timeout_is_a_setting() {
     // With no termination delay: the microVM is gone the instant its idle timeout ends it.
-    let emulator = Emulator::start(
+    let emulator = start(
         EmulatorConfig::default()
             .idle_timeout(Duration::from_secs(60))
             .termination_delay(Duration::ZERO),
     )
-    .await
-    .unwrap();
+    .await;
     let mcp_session = initialized_session(&emulator, SESSION, None, 1).await;
     advance(Duration::from_millis(59_999)).await;
     let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(2)).await;
@@ -358,25 +351,15 @@ async fn the_idle_timeout_is_a_setting() {
     // No provisioning configured: the new microVM answers at once, and knows no MCP session.
     let gone = invoke(&emulator, SESSION, Some(&mcp_session), &counter(3)).await;
     assert_mcp_404(&gone, json!(3), SESSION);
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 2,
-            mcp_sessions_started: 1,
-            mcp_session_refusals: 1,
-            mcp_sessions_not_found: 1,
-            counter_runs: 1,
-            ..Counts::default()
-        }
+    assert_counts!(
+        &emulator,
+        sessions: 1, microvms: 2, mcp_sessions: 1, refused: 1, not_found: 1, runs: 1
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
-    let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
-        .await
-        .unwrap();
+    let emulator = start(cold_start()).await;
     let started = Instant::now();
     assert_busy(
         &invoke(&emulator, SESSION, None, &initialize(1)).await,
@@ -431,17 +414,9 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
     id += 1;
     let gone = invoke(&emulator, SESSION, Some(&mcp_session), &counter(id)).await;
     assert_mcp_404(&gone, json!(id), SESSION);
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 2,
-            busy_refusals: 3,
-            mcp_sessions_started: 1,
-            mcp_session_refusals: 1,
-            mcp_sessions_not_found: 1,
-            counter_runs: 48,
-        }
+    assert_counts!(
+        &emulator,
+        sessions: 1, microvms: 2, busy: 3, mcp_sessions: 1, refused: 1, not_found: 1, runs: 48
     );
 }
 
@@ -449,35 +424,23 @@ async fn a_microvm_in_constant_use_still_ends_at_its_8_hour_lifetime() {
 async fn a_lifetime_shorter_than_provisioning_keeps_a_session_busy() {
     // A microVM whose lifetime ends while it still provisions never answers: each request
     // after its end meets a new one, provisioning again (here with no termination delay).
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .provisioning(Duration::from_secs(12))
+    let emulator = start(
+        cold_start()
             .max_lifetime(Duration::from_secs(10))
             .termination_delay(Duration::ZERO),
     )
-    .await
-    .unwrap();
+    .await;
     for (id, wait) in [(1, 0), (2, 9), (3, 1), (4, 9), (5, 1)] {
         advance(Duration::from_secs(wait)).await;
         let answer = invoke(&emulator, SESSION, None, &initialize(id)).await;
         assert_busy(&answer, BusyForm::JsonRpc200, id, SESSION);
     }
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 3,
-            busy_refusals: 5,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, sessions: 1, microvms: 3, busy: 5);
 }
 
 #[tokio::test(start_paused = true)]
 async fn initialize_always_opens_a_new_mcp_session() {
-    let emulator = Emulator::start(EmulatorConfig::default().stateful(true))
-        .await
-        .unwrap();
+    let emulator = start(EmulatorConfig::default().stateful(true)).await;
     let first = initialized_session(&emulator, SESSION, None, 1).await;
     // Carrying an id (its own, or one never issued), initialize still gets a new one.
     let second = initialized_session(&emulator, SESSION, Some(&first), 2).await;
@@ -488,24 +451,13 @@ async fn initialize_always_opens_a_new_mcp_session() {
         let ran = invoke(&emulator, SESSION, Some(session), &counter(id)).await;
         assert_eq!(ran.status, StatusCode::OK, "{ran:?}");
     }
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 1,
-            mcp_sessions_started: 3,
-            counter_runs: 3,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, sessions: 1, microvms: 1, mcp_sessions: 3, runs: 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stateful_server_refuses_what_it_did_not_issue_and_a_lenient_one_takes_it() {
-    let stateful = Emulator::start(EmulatorConfig::default().stateful(true))
-        .await
-        .unwrap();
-    let lenient = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let stateful = start(EmulatorConfig::default().stateful(true)).await;
+    let lenient = start(EmulatorConfig::default()).await;
     let mut issued = Vec::new();
     for emulator in [&stateful, &lenient] {
         let mcp_session = initialized_session(emulator, SESSION, None, 1).await;
@@ -517,15 +469,7 @@ async fn a_stateful_server_refuses_what_it_did_not_issue_and_a_lenient_one_takes
     // No Mcp-Session-Id: the stateful server's 400.
     let missing = invoke(&stateful, SESSION, None, &counter(3)).await;
     assert_eq!(missing.status, StatusCode::BAD_REQUEST, "{missing:?}");
-    assert_eq!(
-        missing.header_names(),
-        BTreeSet::from([
-            "content-length",
-            "content-type",
-            RUNTIME_SESSION_ID,
-            "x-amzn-requestid"
-        ])
-    );
+    assert_eq!(missing.header_names(), BTreeSet::from(INVOCATION_HEADERS));
     assert_eq!(
         missing.json(),
         json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32600, "message": "Bad Request: Missing session ID"}})
@@ -535,17 +479,9 @@ async fn a_stateful_server_refuses_what_it_did_not_issue_and_a_lenient_one_takes
     assert_mcp_404(&made_up, json!(4), SESSION);
     let elsewhere = invoke(&stateful, OTHER_SESSION, Some(&issued[0]), &counter(5)).await;
     assert_mcp_404(&elsewhere, json!(5), OTHER_SESSION);
-    assert_eq!(
-        counts(&stateful),
-        Counts {
-            sessions_started: 2,
-            microvms_started: 2,
-            mcp_sessions_started: 1,
-            mcp_session_refusals: 3,
-            mcp_sessions_not_found: 2,
-            counter_runs: 1,
-            ..Counts::default()
-        }
+    assert_counts!(
+        &stateful,
+        sessions: 2, microvms: 2, mcp_sessions: 1, refused: 3, not_found: 2, runs: 1
     );
 
     // The default server takes all three: none was issued and then lost.
@@ -557,24 +493,13 @@ async fn a_stateful_server_refuses_what_it_did_not_issue_and_a_lenient_one_takes
         let ran = invoke(&lenient, session, mcp_session, &counter(id)).await;
         assert_eq!(ran.status, StatusCode::OK, "{ran:?}");
     }
-    assert_eq!(
-        counts(&lenient),
-        Counts {
-            sessions_started: 2,
-            microvms_started: 2,
-            mcp_sessions_started: 1,
-            counter_runs: 4,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&lenient, sessions: 2, microvms: 2, mcp_sessions: 1, runs: 4);
 }
 
 #[tokio::test(start_paused = true)]
 async fn expire_mcp_session_ends_one_mcp_session_at_a_runtime() {
     for stateful in [false, true] {
-        let emulator = Emulator::start(EmulatorConfig::default().stateful(stateful))
-            .await
-            .unwrap();
+        let emulator = start(EmulatorConfig::default().stateful(stateful)).await;
         let a = initialized_session(&emulator, SESSION, None, 1).await;
         let b = initialized_session(&emulator, SESSION, None, 2).await;
         assert!(emulator.expire_mcp_session(&a));
@@ -589,17 +514,9 @@ async fn expire_mcp_session_ends_one_mcp_session_at_a_runtime() {
         emulator.expire_mcp_sessions();
         let gone = invoke(&emulator, SESSION, Some(&b), &counter(5)).await;
         assert_mcp_404(&gone, json!(5), SESSION);
-        assert_eq!(
-            counts(&emulator),
-            Counts {
-                sessions_started: 1,
-                microvms_started: 1,
-                mcp_sessions_started: 2,
-                mcp_session_refusals: 2,
-                mcp_sessions_not_found: 2,
-                counter_runs: 1,
-                ..Counts::default()
-            },
+        assert_counts!(
+            &emulator,
+            sessions: 1, microvms: 1, mcp_sessions: 2, refused: 2, not_found: 2, runs: 1;
             "stateful: {stateful}"
         );
     }
@@ -607,13 +524,7 @@ async fn expire_mcp_session_ends_one_mcp_session_at_a_runtime() {
 
 #[tokio::test(start_paused = true)]
 async fn end_microvm_makes_the_next_request_a_cold_start() {
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .provisioning(Duration::from_secs(12))
-            .busy_form(BusyForm::Conflict409),
-    )
-    .await
-    .unwrap();
+    let emulator = start(cold_start().busy_form(BusyForm::Conflict409)).await;
     let mut mcp_sessions = Vec::new();
     for (id, session) in [(1, SESSION), (2, OTHER_SESSION)] {
         let busy = invoke(&emulator, session, None, &initialize(id)).await;
@@ -655,23 +566,15 @@ async fn end_microvm_makes_the_next_request_a_cold_start() {
         let busy = invoke(&emulator, session, Some(mcp_session), &counter(id)).await;
         assert_busy(&busy, BusyForm::Conflict409, id, session);
     }
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 2,
-            microvms_started: 5,
-            busy_refusals: 6,
-            mcp_sessions_started: 3,
-            mcp_session_refusals: 1,
-            mcp_sessions_not_found: 1,
-            counter_runs: 2,
-        }
+    assert_counts!(
+        &emulator,
+        sessions: 2, microvms: 5, busy: 6, mcp_sessions: 3, refused: 1, not_found: 1, runs: 2
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_unknown_runtime_is_the_platforms_404_with_its_error_type() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start(EmulatorConfig::default()).await;
     let signer = SigV4InvokeLayer::builder(
         InvokeTarget::arn("arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/other-XyZ789")
             .endpoint(emulator.endpoint()),
@@ -680,13 +583,7 @@ async fn an_unknown_runtime_is_the_platforms_404_with_its_error_type() {
     .runtime_session_id(SESSION)
     .build()
     .unwrap();
-    let stack = ServiceBuilder::new().layer(signer).service(http_client());
-    let request = mcp_post(
-        "http://agentcore.invalid/mcp",
-        Some("any"),
-        counter(1).to_string(),
-    );
-    let answer = Raw::read(stack.oneshot(request).await.unwrap()).await;
+    let answer = invoke_signed(signer, Some("any"), &counter(1)).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND, "{answer:?}");
     assert_eq!(
         answer.header_names(),
@@ -715,9 +612,7 @@ async fn an_unknown_runtime_is_the_platforms_404_with_its_error_type() {
 
 #[tokio::test(start_paused = true)]
 async fn a_gateway_session_times_out_an_hour_after_initialize_however_used() {
-    let emulator = Emulator::start(EmulatorConfig::default().gateway(true))
-        .await
-        .unwrap();
+    let emulator = start(EmulatorConfig::default().gateway(true)).await;
     let started = Instant::now();
     let answer = gateway_post(&emulator, None, &initialize(1)).await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
@@ -755,27 +650,17 @@ async fn a_gateway_session_times_out_an_hour_after_initialize_however_used() {
     assert_ne!(second, first);
     let ran = gateway_post(&emulator, Some(&second), &counter(7)).await;
     assert_eq!(ran.text(), "4");
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            mcp_sessions_started: 2,
-            mcp_session_refusals: 1,
-            mcp_sessions_not_found: 1,
-            counter_runs: 4,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, mcp_sessions: 2, refused: 1, not_found: 1, runs: 4);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_gateway_session_timeout_is_a_setting_and_sessions_expire_one_by_one() {
-    let emulator = Emulator::start(
+    let emulator = start(
         EmulatorConfig::default()
             .gateway(true)
             .gateway_session_timeout(Duration::from_secs(900)),
     )
-    .await
-    .unwrap();
+    .await;
     let a = gateway_post(&emulator, None, &initialize(1))
         .await
         .mcp_session();
@@ -795,16 +680,7 @@ async fn the_gateway_session_timeout_is_a_setting_and_sessions_expire_one_by_one
     assert!(!emulator.expire_mcp_session(&b), "timed out already");
     let gone = gateway_post(&emulator, Some(&b), &counter(6)).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            mcp_sessions_started: 2,
-            mcp_session_refusals: 2,
-            mcp_sessions_not_found: 2,
-            counter_runs: 2,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, mcp_sessions: 2, refused: 2, not_found: 2, runs: 2);
 }
 
 // ---- The lifecycle completed: the initialization limit, termination, routing ----
@@ -831,9 +707,7 @@ async fn a_microvm_that_does_not_initialize_in_time_is_answered_when_its_limit_p
 {
     // The JSON-RPC form, met by an `initialize` 10 s into a 12 s cold start: answered when the
     // microVM has been starting for 30 s.
-    let emulator = Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
-        .await
-        .unwrap();
+    let emulator = start(cold_start()).await;
     let started = Instant::now();
     let busy = invoke(&emulator, SESSION, None, &initialize(1)).await;
     assert_busy(&busy, BusyForm::JsonRpc200, 1, SESSION);
@@ -868,24 +742,12 @@ async fn a_microvm_that_does_not_initialize_in_time_is_answered_when_its_limit_p
     let mcp_session = initialized_session(&emulator, SESSION, None, 4).await;
     let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
     assert_eq!(ran.text(), "1");
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 1,
-            microvms_started: 2,
-            busy_refusals: 2,
-            mcp_sessions_started: 1,
-            counter_runs: 1,
-            ..Counts::default()
-        }
-    );
+    assert_counts!(&emulator, sessions: 1, microvms: 2, busy: 2, mcp_sessions: 1, runs: 1);
 
     // The HTTP form, with a 60 s limit, met by a `tools/call` that starts its microVM: held
     // the whole limit, HTTP 424 `RuntimeClientError` with the message, nothing ran.
     let emulator =
-        Emulator::start(EmulatorConfig::default().initialization_limit(Duration::from_secs(60)))
-            .await
-            .unwrap();
+        start(EmulatorConfig::default().initialization_limit(Duration::from_secs(60))).await;
     emulator.push_fault(Fault::InitializationTimedOut {
         form: PlatformForm::Http,
     });
@@ -917,9 +779,7 @@ async fn a_microvm_that_does_not_initialize_in_time_is_answered_when_its_limit_p
 #[tokio::test(start_paused = true)]
 async fn a_microvm_past_its_idle_timeout_terminates_for_15_s_refusing_its_requests_as_busy() {
     for form in [BusyForm::JsonRpc200, BusyForm::Conflict409] {
-        let emulator = Emulator::start(EmulatorConfig::default().busy_form(form))
-            .await
-            .unwrap();
+        let emulator = start(EmulatorConfig::default().busy_form(form)).await;
         let mcp_session = initialized_session(&emulator, SESSION, None, 1).await;
         let ran = invoke(&emulator, SESSION, Some(&mcp_session), &counter(2)).await;
         assert_eq!(ran.text(), "1");
@@ -937,17 +797,9 @@ async fn a_microvm_past_its_idle_timeout_terminates_for_15_s_refusing_its_reques
         advance(Duration::from_millis(1)).await;
         let gone = invoke(&emulator, SESSION, Some(&mcp_session), &counter(5)).await;
         assert_mcp_404(&gone, json!(5), SESSION);
-        assert_eq!(
-            counts(&emulator),
-            Counts {
-                sessions_started: 1,
-                microvms_started: 2,
-                busy_refusals: 2,
-                mcp_sessions_started: 1,
-                mcp_session_refusals: 1,
-                mcp_sessions_not_found: 1,
-                counter_runs: 1,
-            },
+        assert_counts!(
+            &emulator,
+            sessions: 1, microvms: 2, busy: 2, mcp_sessions: 1, refused: 1, not_found: 1, runs: 1;
             "{form:?}"
         );
         assert_eq!(emulator.audit().busy_terminating, 2);
@@ -987,13 +839,7 @@ fn routed(mcp_session: Option<&str>, runtime_session: &str, by_mcp_session: bool
 
 #[tokio::test(start_paused = true)]
 async fn an_invocation_without_a_runtime_session_id_is_routed_by_its_mcp_session() {
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .stateful(true)
-            .provisioning(Duration::from_secs(12)),
-    )
-    .await
-    .unwrap();
+    let emulator = start(cold_start().stateful(true)).await;
     // No runtime session id, no MCP session: a new runtime session, named in the answer; the
     // request that started it is held while it provisions, then served.
     let started = Instant::now();
@@ -1048,17 +894,9 @@ async fn an_invocation_without_a_runtime_session_id_is_routed_by_its_mcp_session
             .iter()
             .all(|r| r.runtime_session_id.is_none())
     );
-    assert_eq!(
-        counts(&emulator),
-        Counts {
-            sessions_started: 3,
-            microvms_started: 4,
-            busy_refusals: 1,
-            mcp_sessions_started: 2,
-            mcp_session_refusals: 2,
-            mcp_sessions_not_found: 2,
-            counter_runs: 2,
-        }
+    assert_counts!(
+        &emulator,
+        sessions: 3, microvms: 4, busy: 1, mcp_sessions: 2, refused: 2, not_found: 2, runs: 2
     );
     // A request that names its runtime session goes there, whatever its MCP session says.
     let named = invoke(&emulator, SESSION, Some(&mcp_session), &initialize(8)).await;
@@ -1100,6 +938,21 @@ async fn open(stack: &Stack, url: &str) -> String {
     mcp_session
 }
 
+/// `counter(id)` sent through `stack` to the runtime, in `mcp_session` when there is one: the
+/// answer, and how long it took.
+async fn timed_call(stack: &Stack, mcp_session: Option<&str>, id: u64) -> (Answered, Duration) {
+    let started = Instant::now();
+    let answer = send(stack, RUNTIME_URL, mcp_session, &counter(id)).await;
+    (answer, started.elapsed())
+}
+
+/// Asserts `took` lies in `range`, in seconds.
+#[track_caller]
+fn assert_took(took: Duration, range: Range<u64>, context: Arguments) {
+    let range = Duration::from_secs(range.start)..Duration::from_secs(range.end);
+    assert!(range.contains(&took), "{context}: {took:?}");
+}
+
 const RUNTIME_URL: &str = "http://agentcore.invalid/mcp";
 const BUSY_200: &str = "session busy (JSON-RPC -32005)";
 const BUSY_409: &str = "session busy (HTTP 409 RetryableConflictException)";
@@ -1115,24 +968,16 @@ fn initialization_cause(form: PlatformForm) -> &'static str {
 #[tokio::test(start_paused = true)]
 async fn the_stack_re_sends_a_call_whose_microvm_did_not_initialize_and_it_runs_once() {
     for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
-        let emulator =
-            Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(12)))
-                .await
-                .unwrap();
+        let emulator = start(cold_start()).await;
         let stack = runtime_stack(defaults(&emulator));
         // The session's first request is a call of a tool declared nothing (`counter`, not
         // idempotent): its microVM gives up after 30 s; the re-send meets a new one, whose
         // 12 s cold start is waited out; the tool runs once.
         emulator.push_fault(Fault::InitializationTimedOut { form });
-        let started = Instant::now();
-        let answer = send(&stack, RUNTIME_URL, None, &counter(1)).await;
+        let (answer, took) = timed_call(&stack, None, 1).await;
         let record = &answer.record;
         assert_eq!(answer.text(), "1", "{form:?}: {record}");
-        let took = started.elapsed();
-        assert!(
-            took >= Duration::from_secs(42) && took < Duration::from_secs(45),
-            "{form:?}: {took:?}: {record}"
-        );
+        assert_took(took, 42..45, format_args!("{form:?}: {record}"));
         let attempts = record.attempts();
         assert_eq!(
             attempts[0].platform_error().map(|p| p.error()),
@@ -1181,7 +1026,7 @@ async fn the_stack_re_sends_a_call_whose_microvm_did_not_initialize_and_it_runs_
 #[tokio::test(start_paused = true)]
 async fn a_runtime_that_never_initializes_is_re_sent_once_then_delivered_as_it_came() {
     for form in [PlatformForm::JsonRpc, PlatformForm::Http] {
-        let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+        let emulator = start(EmulatorConfig::default()).await;
         let stack = runtime_stack(defaults(&emulator));
         // A container that cannot start: every microVM gives up after 30 s. The session's
         // first request is the call.
@@ -1272,9 +1117,7 @@ async fn a_runtime_that_never_initializes_is_re_sent_once_then_delivered_as_it_c
 #[tokio::test(start_paused = true)]
 async fn a_120_s_initialization_limit_outlasts_the_calls_ceiling_and_is_delivered_at_once() {
     let emulator =
-        Emulator::start(EmulatorConfig::default().initialization_limit(Duration::from_secs(120)))
-            .await
-            .unwrap();
+        start(EmulatorConfig::default().initialization_limit(Duration::from_secs(120))).await;
     let stack = runtime_stack(defaults(&emulator));
     emulator.push_fault(Fault::InitializationTimedOut {
         form: PlatformForm::JsonRpc,
@@ -1301,7 +1144,7 @@ async fn a_120_s_initialization_limit_outlasts_the_calls_ceiling_and_is_delivere
 
 #[tokio::test(start_paused = true)]
 async fn every_other_32010_is_delivered_as_it_came_for_an_undeclared_tool() {
-    let emulator = Emulator::start(EmulatorConfig::default()).await.unwrap();
+    let emulator = start(EmulatorConfig::default()).await;
     let stack = runtime_stack(defaults(&emulator));
     let mcp_session = open(&stack, RUNTIME_URL).await;
     for (id, fault, ran) in [
@@ -1358,7 +1201,7 @@ async fn the_stack_waits_out_a_terminating_microvm_and_its_successor_and_runs_th
                 .max_lifetime(Duration::from_secs(1_200))
                 .idle_timeout(Duration::from_secs(1_200));
         }
-        let emulator = Emulator::start(config).await.unwrap();
+        let emulator = start(config).await;
         let stack = runtime_stack(defaults(&emulator));
         let born = Instant::now();
         let mcp_session = open(&stack, RUNTIME_URL).await;
@@ -1371,17 +1214,12 @@ async fn the_stack_waits_out_a_terminating_microvm_and_its_successor_and_runs_th
             _ => advance(born + Duration::from_secs(1_200) - Instant::now()).await,
         }
         let before = emulator.audit().busy_refusals;
-        let started = Instant::now();
-        let answer = send(&stack, RUNTIME_URL, Some(&mcp_session), &counter(2)).await;
+        let (answer, took) = timed_call(&stack, Some(&mcp_session), 2).await;
         let record = &answer.record;
         assert_eq!(answer.text(), "2", "{end} {form:?}: {record}");
         // 15 s terminating, then an 8 s cold start, each refusal waited out; then the new
         // microVM's 404, recovered once.
-        let took = started.elapsed();
-        assert!(
-            took >= Duration::from_secs(23) && took < Duration::from_secs(27),
-            "{end} {form:?}: {took:?}: {record}"
-        );
+        assert_took(took, 23..27, format_args!("{end} {form:?}: {record}"));
         let audit = emulator.audit();
         let busy = if form == BusyForm::Conflict409 {
             BUSY_409
@@ -1401,13 +1239,7 @@ async fn the_stack_waits_out_a_terminating_microvm_and_its_successor_and_runs_th
 
 #[tokio::test(start_paused = true)]
 async fn a_plain_mcp_client_at_the_runtime_url_stays_in_its_runtime_session_by_its_mcp_session() {
-    let emulator = Emulator::start(
-        EmulatorConfig::default()
-            .stateful(true)
-            .provisioning(Duration::from_secs(12)),
-    )
-    .await
-    .unwrap();
+    let emulator = start(cold_start().stateful(true)).await;
     // The recommended layers over a plain MCP signer: no runtime session id on any request.
     let url = emulator.invocations_url();
     let stack = read_whole(

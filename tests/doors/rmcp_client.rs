@@ -1008,6 +1008,16 @@ fn auto() -> ClientLifecycleMode {
     }
 }
 
+/// `record` has as many attempts as the emulator `received` of its request, the last
+/// answered 200 and delivered.
+fn delivered_after(record: &AttemptRecord, received: u64) {
+    let attempts = record.attempts();
+    assert_eq!(attempts.len() as u64, received, "{record}");
+    let last = attempts.last().unwrap();
+    assert_eq!(last.outcome(), &response(200, None), "{record}");
+    assert!(!last.was_sent_again(), "{record}");
+}
+
 /// Every attempt of `record` was the session-busy refusal (HTTP 200), and the call was dropped
 /// while the next was waited for: nothing of it ran, and nothing of it reached rmcp.
 fn refused_then_dropped(record: &AttemptRecord) {
@@ -1077,10 +1087,7 @@ async fn auto_mode_through_a_cold_start_longer_than_rmcps_discover_wait_connects
     let probe = record_of(&records, "server/discover", None);
     refused_then_dropped(&probe);
     assert_eq!(probe.len() as u64, runs[0].2);
-    let initialize = record_of(&records, "initialize", None).attempts();
-    assert_eq!(initialize.len() as u64, runs[1].2);
-    assert_eq!(initialize.last().unwrap().outcome(), &response(200, None));
-    assert!(!initialize.last().unwrap().was_sent_again());
+    delivered_after(&record_of(&records, "initialize", None), runs[1].2);
 
     // A tool that is not idempotent runs once.
     let result = client
@@ -1103,6 +1110,18 @@ async fn auto_mode_through_a_cold_start_longer_than_rmcps_discover_wait_connects
     Ok(())
 }
 
+/// `client` connected in 2026-07-28 by one `server/discover`, sent again while the cold start
+/// refused it as busy, then answered and delivered.
+fn discovered_through_the_cold_start(client: &Client, emulator: &Emulator, records: &Records) {
+    let server = client.peer_info().expect("discovered");
+    assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
+    let audit = emulator.audit();
+    let runs = runs_of(&audit);
+    assert_eq!(shape(&runs), [("server/discover", Some("1"))], "{runs:?}");
+    assert_eq!(audit.busy_refusals, runs[0].2 - 1, "{runs:?}");
+    delivered_after(&record_of(records, "server/discover", None), runs[0].2);
+}
+
 /// The same cold start in `Discover` mode, which waits as long as it takes: the probe rmcp
 /// sends again waits the cold start out, and the client connects in 2026-07-28.
 #[tokio::test(start_paused = true)]
@@ -1118,17 +1137,7 @@ async fn discover_mode_through_a_cold_start_longer_than_rmcps_discover_wait_conn
         },
     )
     .await?;
-    let server = client.peer_info().expect("discovered");
-    assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
-
-    let audit = emulator.audit();
-    let runs = runs_of(&audit);
-    assert_eq!(shape(&runs), [("server/discover", Some("1"))], "{runs:?}");
-    assert_eq!(audit.busy_refusals, runs[0].2 - 1, "{runs:?}");
-    let probe = record_of(&records, "server/discover", None).attempts();
-    assert_eq!(probe.len() as u64, runs[0].2);
-    assert_eq!(probe.last().unwrap().outcome(), &response(200, None));
-    assert!(!probe.last().unwrap().was_sent_again());
+    discovered_through_the_cold_start(&client, &emulator, &records);
 
     let result = client
         .call_tool(CallToolRequestParams::new("counter"))
@@ -1148,15 +1157,7 @@ async fn auto_mode_through_a_short_cold_start_connects_in_2026_07_28() -> Result
         Emulator::start(EmulatorConfig::default().provisioning(Duration::from_secs(5))).await?;
     let records = Records::default();
     let client = connect_with(&emulator, &records, auto()).await?;
-    let server = client.peer_info().expect("discovered");
-    assert_eq!(server.protocol_version, ProtocolVersion::V_2026_07_28);
-    let audit = emulator.audit();
-    let runs = runs_of(&audit);
-    assert_eq!(shape(&runs), [("server/discover", Some("1"))], "{runs:?}");
-    assert_eq!(audit.busy_refusals, runs[0].2 - 1, "{runs:?}");
-    let probe = record_of(&records, "server/discover", None).attempts();
-    assert_eq!(probe.len() as u64, runs[0].2);
-    assert!(!probe.last().unwrap().was_sent_again());
+    discovered_through_the_cold_start(&client, &emulator, &records);
     client.cancel().await?;
     Ok(())
 }

@@ -35,6 +35,7 @@ use http::{HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tower::util::Either;
 use tower::{ServiceBuilder, ServiceExt};
 
 /// The URL a runtime's requests are written for (the signer decides where they go).
@@ -77,28 +78,23 @@ enum Door {
 /// hyper-util's client: answers read whole.
 fn stack(emulator: &Emulator, door: Door, bridge: &ProtocolBridgeLayer) -> Stack {
     let guard = ReplayGuardLayer::new();
-    match door {
-        Door::Runtime => read_whole(
-            ServiceBuilder::new()
-                .layer(bridge.clone())
-                .layer(McpSessionRecoveryLayer::new())
-                .layer(recommended_layers(
-                    guard,
-                    emulator.signer().build().unwrap(),
-                ))
-                .service(http_client()),
-        ),
-        Door::Gateway => read_whole(
-            ServiceBuilder::new()
-                .layer(bridge.clone())
-                .layer(McpSessionRecoveryLayer::new())
-                .layer(recommended_layers(
-                    guard,
-                    emulator.endpoint_signer().build().unwrap(),
-                ))
-                .service(http_client()),
-        ),
-    }
+    let signed = match door {
+        Door::Runtime => Either::Left(recommended_layers(
+            guard,
+            emulator.signer().build().unwrap(),
+        )),
+        Door::Gateway => Either::Right(recommended_layers(
+            guard,
+            emulator.endpoint_signer().build().unwrap(),
+        )),
+    };
+    read_whole(
+        ServiceBuilder::new()
+            .layer(bridge.clone())
+            .layer(McpSessionRecoveryLayer::new())
+            .layer(signed)
+            .service(http_client()),
+    )
 }
 
 /// `TaskPollingLayer` above the runtime's [`stack`].
@@ -114,6 +110,14 @@ fn stack_with_tasks(emulator: &Emulator, bridge: &ProtocolBridgeLayer) -> Stack 
             ))
             .service(http_client()),
     )
+}
+
+/// An emulator started with `config`, a bridge, and a client over it at `door`.
+async fn bridged(config: EmulatorConfig, door: Door) -> (Emulator, ProtocolBridgeLayer, Client) {
+    let emulator = start(config).await;
+    let bridge = ProtocolBridgeLayer::new();
+    let client = Client::at(&emulator, door, &bridge);
+    (emulator, bridge, client)
 }
 
 /// A client of 2025-11-25, written by hand: raw POSTs, its session's id and version on each
@@ -187,18 +191,23 @@ impl Client {
     async fn tool_names(&self, id: u64) -> Vec<String> {
         let answer = self.post(&request(id, "tools/list", json!({}))).await;
         assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
-        answer.json["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("not a listing: {answer:?}"))
-            .iter()
-            .map(|tool| tool["name"].as_str().unwrap().to_owned())
-            .collect()
+        listed_names(&answer.json, &answer)
     }
 
     async fn call(&self, id: u64, tool: &str, arguments: Value) -> Answered {
         let params = json!({"name": tool, "arguments": arguments});
         self.post(&request(id, "tools/call", params)).await
     }
+}
+
+/// The tools' names in `listing`, a `tools/list` answer (`answer` says what came, if it is not).
+fn listed_names(listing: &Value, answer: &impl std::fmt::Debug) -> Vec<String> {
+    listing["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a listing: {answer:?}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn request(id: u64, method: &str, params: Value) -> Value {
@@ -291,9 +300,7 @@ fn assert_bridged_initialize(answer: &Answered, bridge: &ProtocolBridgeLayer) {
 
 #[tokio::test(start_paused = true)]
 async fn a_2025_client_at_a_modern_only_runtime_is_bridged_end_to_end() {
-    let emulator = start(modern_only()).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
+    let (emulator, bridge, mut client) = bridged(modern_only(), Door::Runtime).await;
     assert!(!bridge.bridges(), "not known before the first initialize");
 
     let opened = client.open().await;
@@ -356,9 +363,7 @@ async fn a_2025_client_at_a_modern_only_runtime_is_bridged_end_to_end() {
 /// learned, and the emulator, which checks it against the body, runs the call.
 #[tokio::test(start_paused = true)]
 async fn a_bridged_call_carries_the_param_headers_the_listing_annotates() {
-    let emulator = start(modern_only().gateway(true)).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Gateway, &bridge);
+    let (emulator, bridge, mut client) = bridged(modern_only().gateway(true), Door::Gateway).await;
     assert_bridged_initialize(&client.open().await, &bridge);
     assert_eq!(client.tool_names(1).await, TOOLS_2026);
     let weather = client.call(2, "weather", json!({"city": "Zürich"})).await;
@@ -386,9 +391,7 @@ async fn a_bridged_call_carries_the_param_headers_the_listing_annotates() {
 /// refusal reaches the client as it came, and nothing ran.
 #[tokio::test(start_paused = true)]
 async fn a_bridged_call_needing_a_param_header_is_refused_at_the_runtime_door() {
-    let emulator = start(modern_only()).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
+    let (emulator, _bridge, mut client) = bridged(modern_only(), Door::Runtime).await;
     client.open().await;
     assert_eq!(client.tool_names(1).await, TOOLS_2026);
     let weather = client.call(2, "weather", json!({"city": "Zürich"})).await;
@@ -403,9 +406,7 @@ async fn a_bridged_call_needing_a_param_header_is_refused_at_the_runtime_door() 
 /// bridged session's, which each of its requests names.
 #[tokio::test(start_paused = true)]
 async fn a_second_client_is_bridged_in_the_runtime_session_its_initialize_went_to() {
-    let emulator = start(modern_only()).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut first = Client::at(&emulator, Door::Runtime, &bridge);
+    let (emulator, bridge, mut first) = bridged(modern_only(), Door::Runtime).await;
     let mut second = Client::at(&emulator, Door::Runtime, &bridge);
     let one = first.open().await;
     let two = second.open().await;
@@ -448,9 +449,7 @@ async fn a_second_client_is_bridged_in_the_runtime_session_its_initialize_went_t
 #[tokio::test(start_paused = true)]
 async fn nothing_changes_where_the_server_speaks_the_clients_era() {
     for (name, config) in [("both", both()), ("legacy only", legacy_only())] {
-        let emulator = start(config).await;
-        let bridge = ProtocolBridgeLayer::new();
-        let mut client = Client::at(&emulator, Door::Runtime, &bridge);
+        let (emulator, bridge, mut client) = bridged(config, Door::Runtime).await;
         let opened = client.open().await;
         assert_eq!(
             opened.json["result"]["protocolVersion"], "2025-11-25",
@@ -497,12 +496,10 @@ async fn nothing_changes_where_the_server_speaks_the_clients_era() {
 /// stack after its three: the bridge delivers it as it came and asks no `server/discover`.
 #[tokio::test(start_paused = true)]
 async fn a_throttled_initialize_is_never_bridged() {
-    let emulator = start(modern_only()).await;
+    let (emulator, bridge, mut client) = bridged(modern_only(), Door::Runtime).await;
     for _ in 0..3 {
         emulator.push_request_fault(Fault::Throttle { retry_after: None });
     }
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
     let answer = client.initialize().await;
     assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{answer:?}");
     assert_eq!(answer.session, None);
@@ -800,6 +797,15 @@ impl ModernClient {
         request
     }
 
+    /// `server/discover` (id 1), then `tools/list` (id 2), as sent raw: their answers.
+    async fn discover_and_list(&self) -> (ModernAnswer, ModernAnswer) {
+        let discovered = self
+            .post(&modern_request(1, "server/discover", json!({})))
+            .await;
+        let listed = self.post(&modern_request(2, "tools/list", json!({}))).await;
+        (discovered, listed)
+    }
+
     async fn post(&self, message: &Value) -> ModernAnswer {
         let answer = self
             .stack
@@ -855,12 +861,7 @@ impl ModernClient {
             answer.json["result"]["resultType"], "complete",
             "{answer:?}"
         );
-        answer.json["result"]["tools"]
-            .as_array()
-            .unwrap_or_else(|| panic!("not a listing: {answer:?}"))
-            .iter()
-            .map(|tool| tool["name"].as_str().unwrap().to_owned())
-            .collect()
+        listed_names(&answer.json, &answer)
     }
 
     async fn call(&self, id: u64, tool: &str, arguments: Value) -> ModernAnswer {
@@ -1176,13 +1177,8 @@ async fn a_typed_answer_keeps_no_content_length_of_the_servers() {
         let emulator = start(legacy_only().sse(sse)).await;
         let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
         let client = ModernClient::over(&bridge, &emulator);
-        let discovered = client
-            .post(&modern_request(1, "server/discover", json!({})))
-            .await;
+        let (discovered, listed) = client.discover_and_list().await;
         assert_exact_length(&discovered, sse);
-        let listed = client
-            .post(&modern_request(2, "tools/list", json!({})))
-            .await;
         assert_eq!(listed.json["result"]["resultType"], "complete");
         assert_exact_length(&listed, sse);
         let added = client.call(3, "add", json!({"a": 2, "b": 3})).await;
@@ -1202,13 +1198,8 @@ async fn a_bridged_cacheable_result_carries_its_caching_hints() {
         let emulator = start(legacy_only().sse(sse)).await;
         let bridge = ProtocolBridgeLayer::new().bridge_modern_clients();
         let client = ModernClient::over(&bridge, &emulator);
-        let discovered = client
-            .post(&modern_request(1, "server/discover", json!({})))
-            .await;
+        let (discovered, listed) = client.discover_and_list().await;
         assert_discovered_from_initialize(&discovered, 1);
-        let listed = client
-            .post(&modern_request(2, "tools/list", json!({})))
-            .await;
         for answer in [&discovered, &listed] {
             let result = &answer.json["result"];
             assert_eq!(result["ttlMs"], 0, "sse {sse}: {answer:?}");
@@ -1239,9 +1230,7 @@ async fn bridged_with_raw_answers() -> (
         Error = impl std::fmt::Debug,
     > + Clone,
 ) {
-    let emulator = start(modern_only()).await;
-    let bridge = ProtocolBridgeLayer::new();
-    let mut client = Client::at(&emulator, Door::Runtime, &bridge);
+    let (emulator, bridge, mut client) = bridged(modern_only(), Door::Runtime).await;
     client.open().await;
     let raw = ServiceBuilder::new()
         .layer(bridge.clone())

@@ -202,17 +202,29 @@ fn unspoken_2026() -> Value {
     )
 }
 
+/// A 2025 client's `initialize` (id 1): the answer, and the session the client names from then
+/// on (where none opens, a stale one of its own).
+async fn open_2025(emulator: &Emulator) -> (Raw, String) {
+    let opened = post(emulator, &[], &initialize(1, "2025-11-25")).await;
+    let session = opened.header("mcp-session-id").unwrap_or("never-issued");
+    let session = session.to_owned();
+    (opened, session)
+}
+
+/// The headers of a 2025-11-25 request in `session`.
+fn headers_2025(session: &str) -> [(&'static str, &str); 2] {
+    [
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-session-id", session),
+    ]
+}
+
 #[tokio::test]
 async fn a_2025_client_meets_each_server() {
     for server in Server::ALL {
         let emulator = start(server.config()).await;
-        let opened = post(&emulator, &[], &initialize(1, "2025-11-25")).await;
-        // Where no session opens, the client's stale one.
-        let session = opened.header("mcp-session-id").unwrap_or("never-issued");
-        let in_session = [
-            ("mcp-protocol-version", "2025-11-25"),
-            ("mcp-session-id", session),
-        ];
+        let (opened, session) = open_2025(&emulator).await;
+        let in_session = headers_2025(&session);
         let list = legacy(2, "tools/list", json!({}));
         let answers = [
             summary(&opened),
@@ -238,13 +250,19 @@ async fn a_2025_client_meets_each_server() {
             ],
         };
         assert_eq!(answers, expected, "{server:?}");
-        let sessions = u64::from(!matches!(server, Server::ModernOnly));
-        assert_eq!(
-            emulator.audit().mcp_sessions_started,
-            sessions,
-            "{server:?}"
-        );
+        assert_one_mcp_session_unless_modern_only(&emulator, server);
     }
+}
+
+/// `server` opened one MCP session (its `initialize` answered), unless it speaks only
+/// 2026-07-28.
+fn assert_one_mcp_session_unless_modern_only(emulator: &Emulator, server: Server) {
+    let sessions = u64::from(!matches!(server, Server::ModernOnly));
+    assert_eq!(
+        emulator.audit().mcp_sessions_started,
+        sessions,
+        "{server:?}"
+    );
 }
 
 #[tokio::test]
@@ -280,12 +298,7 @@ async fn a_2026_client_meets_each_server() {
             ],
         };
         assert_eq!(answers, expected, "{server:?}");
-        let sessions = u64::from(!matches!(server, Server::ModernOnly));
-        assert_eq!(
-            emulator.audit().mcp_sessions_started,
-            sessions,
-            "{server:?}"
-        );
+        assert_one_mcp_session_unless_modern_only(&emulator, server);
     }
 }
 
@@ -294,12 +307,8 @@ async fn nothing_runs_where_a_call_is_refused() {
     let counter = || json!({"name": "counter", "arguments": {}});
     for server in Server::ALL {
         let emulator = start(server.config()).await;
-        let opened = post(&emulator, &[], &initialize(1, "2025-11-25")).await;
-        let session = opened.header("mcp-session-id").unwrap_or("never-issued");
-        let in_session = [
-            ("mcp-protocol-version", "2025-11-25"),
-            ("mcp-session-id", session),
-        ];
+        let (_, session) = open_2025(&emulator).await;
+        let in_session = headers_2025(&session);
         let old = post(&emulator, &in_session, &legacy(2, "tools/call", counter())).await;
         let new = post(&emulator, &[], &modern(3, "tools/call", counter())).await;
         let ran = |answer: &Raw| answer.json()["result"]["content"][0]["text"].clone();

@@ -15,8 +15,8 @@ use agentcore_tower_emulator::{Audit, Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
 use common::{
-    HttpClient, Listening, Proxy, call, initialize, initialized, modern, ran_once_each, request,
-    start_emulator, text_of, tool_names,
+    Client, HttpClient, Listening, Proxy, call, initialize, initialized, modern, ran_once_each,
+    request, start_emulator, text_of, tool_names,
 };
 
 /// The version the client asks for, and is answered with by either server.
@@ -33,21 +33,6 @@ const BRIDGED_STREAM: (u16, Option<&str>) = (200, Some("text/event-stream"));
 
 fn modern_only() -> EmulatorConfig {
     EmulatorConfig::default().oldest_protocol_version("2026-07-28")
-}
-
-/// A client of the proxy: a request in, its answer out.
-trait Client {
-    async fn ask(&mut self, request: Value) -> Value;
-}
-
-/// Over stdio: a line in, a line out.
-impl Client for Proxy {
-    async fn ask(&mut self, request: Value) -> Value {
-        self.send(&request);
-        let answer = self.next().await;
-        assert_eq!(answer["id"], request["id"], "{answer}\n{}", self.stderr());
-        answer
-    }
 }
 
 /// Over `--listen`, in the session `initialize` opened.

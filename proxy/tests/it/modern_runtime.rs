@@ -13,38 +13,25 @@ use agentcore_tower::protocol;
 use agentcore_tower_emulator::{Emulator, EmulatorConfig};
 use serde_json::{Value, json};
 
-use common::{HttpClient, Proxy, modern, start_emulator};
+use common::{Client, HttpClient, Proxy, modern, start_emulator};
 
 use common::MODERN as VERSION;
 /// How long `slow_job` runs: longer than the proxy's `--timeout` below.
 const JOB: Duration = Duration::from_millis(1_500);
 const TIMEOUT: &str = "1s";
 
-/// One client of the proxy: a request in, its answer out.
-trait Client {
-    async fn ask(&mut self, request: Value) -> Value;
-}
-
-/// Over stdio: a line in, a line out.
-impl Client for Proxy {
-    async fn ask(&mut self, request: Value) -> Value {
-        self.send(&request);
-        let answer = self.next().await;
-        assert_eq!(answer["id"], request["id"], "{answer}");
-        answer
-    }
-}
-
 /// Over `--listen`, as an HTTP client of the revision writes: no `Mcp-Session-Id`, the version
 /// and the standard headers on every POST.
-impl Client for HttpClient {
+struct Revision(HttpClient);
+
+impl Client for Revision {
     async fn ask(&mut self, request: Value) -> Value {
         let headers = protocol::request_headers(&request, None);
         let headers: Vec<(&str, &str)> = headers
             .iter()
             .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
             .collect();
-        let answer = self.send("POST", Some(&request), &headers).await;
+        let answer = self.0.send("POST", Some(&request), &headers).await;
         assert_eq!(answer.status, 200, "{request}");
         assert!(answer.header("mcp-session-id").is_none());
         // A JSON answer, or an SSE stream whose last message is the answer.
@@ -173,7 +160,7 @@ async fn over_listen_an_mrtr_round_trip_and_a_task_run_once_in_one_runtime_sessi
         &emulator,
         &["--timeout", TIMEOUT, "--listen", "127.0.0.1:0"],
     );
-    let mut client = HttpClient::new(&proxy.listen_url().await, None);
-    client.protocol_version = Some(VERSION.into());
+    let mut client = Revision(HttpClient::new(&proxy.listen_url().await, None));
+    client.0.protocol_version = Some(VERSION.into());
     discover_confirm_and_a_task(&mut client, &emulator).await;
 }

@@ -325,6 +325,18 @@ pub(crate) fn invocations(audit: &Audit) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// `before`, then what a runtime of the `initialize` era sees of a session opened by
+/// `initialize` that runs [`LIST_AND_ADD`], as [`rows`].
+fn initialized_rows(before: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+    let session = [
+        ("initialize", None),
+        ("notifications/initialized", None),
+        ("tools/list", None),
+        ("tools/call", Some("add")),
+    ];
+    rows(&[before, &session].concat())
+}
+
 pub(crate) fn rows(rows: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
     rows.iter()
         .map(|(m, n)| ((*m).to_owned(), n.map(str::to_owned)))
@@ -432,24 +444,12 @@ async fn auto_mode_falls_back_to_initialize_at_a_2025_11_25_runtime() {
     let config = EmulatorConfig::default().newest_protocol_version("2025-11-25");
     let emulator = start_emulator(config).await;
     let mut client = to_runtime(&emulator, "auto", &["list", r#"call:add:{"a":2,"b":3}"#]);
-    expect(
-        &mut client,
-        connected("2025-11-25", "initialize", Some(EMULATOR)),
-    )
-    .await;
-    expect(&mut client, listed(&["add", "echo", "counter"])).await;
-    expect(&mut client, called("add", "5")).await;
+    initialized_list_and_add(&mut client, &["add", "echo", "counter"]).await;
     finished(client).await;
     let audit = emulator.audit();
     assert_eq!(
         invocations(&audit),
-        rows(&[
-            ("server/discover", None),
-            ("initialize", None),
-            ("notifications/initialized", None),
-            ("tools/list", None),
-            ("tools/call", Some("add")),
-        ]),
+        initialized_rows(&[("server/discover", None)]),
         "{audit:?}"
     );
     assert_eq!(runtime_sessions(&audit).len(), 1, "{:?}", audit.received);
@@ -745,16 +745,31 @@ fn sdk_1_to_runtime(emulator: &Emulator, steps: &[&str]) -> Proxy {
     through_proxy(command, &common::strs(&args), &common::pairs(&env))
 }
 
-/// A client of 2025-11-25 connected and ran [`LIST_AND_ADD`] against a modern-only runtime:
-/// the seven tools of 2026-07-28, `add` answered.
-async fn bridged_run(client: &mut Proxy) {
+/// A client of 2025-11-25 connected by `initialize` and ran [`LIST_AND_ADD`]: `tools` listed,
+/// `add` answered.
+pub(crate) async fn initialized_list_and_add(client: &mut Proxy, tools: &[&str]) {
     expect(
         client,
         connected("2025-11-25", "initialize", Some(EMULATOR)),
     )
     .await;
-    expect(client, listed(&ALL_TOOLS)).await;
+    expect(client, listed(tools)).await;
     expect(client, called("add", "5")).await;
+}
+
+/// What `audit` saw beside the server's stream the stdio proxy opens for its client (or the
+/// client's GET of it over `--listen`), carried on one `subscriptions/listen` sent beside the
+/// client's requests, wherever it falls among them.
+pub(crate) fn invocations_beside_the_listen(
+    audit: &Audit,
+    context: &str,
+) -> Vec<(String, Option<String>)> {
+    let listen = ("subscriptions/listen".to_owned(), None);
+    let mut seen = invocations(audit);
+    let listens = seen.iter().filter(|row| **row == listen).count();
+    assert_eq!(listens, 1, "{context}");
+    seen.retain(|row| *row != listen);
+    seen
 }
 
 /// What a modern-only runtime saw of a bridged client's run of [`LIST_AND_ADD`]: its refused
@@ -762,15 +777,8 @@ async fn bridged_run(client: &mut Proxy) {
 /// writes them (no MCP session, none of its notifications); `add` ran once, for the client's
 /// request `call_id`; one runtime session.
 fn assert_bridged_run(audit: &Audit, call_id: u64) {
-    // The server's stream the stdio proxy opens for its client, carried on one
-    // `subscriptions/listen` sent beside the client's requests.
-    let listen = ("subscriptions/listen".to_owned(), None);
-    let mut seen = invocations(audit);
-    let listens = seen.iter().filter(|row| **row == listen).count();
-    assert_eq!(listens, 1, "{audit:?}");
-    seen.retain(|row| *row != listen);
     assert_eq!(
-        seen,
+        invocations_beside_the_listen(audit, &format!("{audit:?}")),
         rows(&[
             ("initialize", None),
             ("server/discover", None),
@@ -797,7 +805,7 @@ fn assert_bridged_run(audit: &Audit, call_id: u64) {
 async fn the_sdk_1_x_over_stdio_is_bridged_at_a_modern_only_runtime() {
     let emulator = start_emulator(modern_only()).await;
     let mut client = sdk_1_to_runtime(&emulator, &LIST_AND_ADD);
-    bridged_run(&mut client).await;
+    initialized_list_and_add(&mut client, &ALL_TOOLS).await;
     finished(client).await;
     // The SDK numbers its requests from 0: initialize, tools/list, tools/call.
     assert_bridged_run(&emulator.audit(), 2);
@@ -807,23 +815,12 @@ async fn the_sdk_1_x_over_stdio_is_bridged_at_a_modern_only_runtime() {
 async fn the_sdk_1_x_over_stdio_goes_as_it_is_at_a_runtime_of_both_eras() {
     let emulator = start_emulator(EmulatorConfig::default()).await;
     let mut client = sdk_1_to_runtime(&emulator, &LIST_AND_ADD);
-    expect(
-        &mut client,
-        connected("2025-11-25", "initialize", Some(EMULATOR)),
-    )
-    .await;
-    expect(&mut client, listed(&["add", "echo", "counter"])).await;
-    expect(&mut client, called("add", "5")).await;
+    initialized_list_and_add(&mut client, &["add", "echo", "counter"]).await;
     finished(client).await;
     let audit = emulator.audit();
     assert_eq!(
         invocations(&audit),
-        rows(&[
-            ("initialize", None),
-            ("notifications/initialized", None),
-            ("tools/list", None),
-            ("tools/call", Some("add")),
-        ]),
+        initialized_rows(&[]),
         "no server/discover: {audit:?}"
     );
     assert_eq!(audit.mcp_sessions_started, 1, "{audit:?}");
@@ -834,7 +831,7 @@ async fn the_sdk_1_x_over_stdio_goes_as_it_is_at_a_runtime_of_both_eras() {
 async fn the_sdk_2_x_in_legacy_mode_over_stdio_is_bridged_at_a_modern_only_runtime() {
     let emulator = start_emulator(modern_only()).await;
     let mut client = to_runtime(&emulator, "legacy", &LIST_AND_ADD);
-    bridged_run(&mut client).await;
+    initialized_list_and_add(&mut client, &ALL_TOOLS).await;
     finished(client).await;
     // The SDK 2.x numbers its requests from 1: initialize, tools/list, tools/call.
     assert_bridged_run(&emulator.audit(), 3);
@@ -868,13 +865,7 @@ async fn pinned_to_2026_07_28_at_a_2025_11_25_runtime_is_bridged_with_bridge_mod
     let audit = emulator.audit();
     assert_eq!(
         invocations(&audit),
-        rows(&[
-            ("tools/list", None),
-            ("initialize", None),
-            ("notifications/initialized", None),
-            ("tools/list", None),
-            ("tools/call", Some("add")),
-        ]),
+        initialized_rows(&[("tools/list", None)]),
         "{audit:?}"
     );
     assert_eq!(audit.mcp_sessions_started, 1, "{audit:?}");

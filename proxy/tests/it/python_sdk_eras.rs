@@ -16,9 +16,9 @@
 
 use crate::common;
 use crate::python_sdk::{
-    ALL_TOOLS, EMULATOR, MODERN, TOKEN, called, confirmed, connected, expect, finished,
-    invocations, listed, modern_only, over_http, over_stdio, python_command, rows,
-    runtime_sessions, sdk_1_command, server_at, through_proxy,
+    ALL_TOOLS, MODERN, TOKEN, called, confirmed, connected, expect, finished,
+    initialized_list_and_add, invocations_beside_the_listen, listed, modern_only, over_http,
+    over_stdio, python_command, rows, runtime_sessions, sdk_1_command, server_at, through_proxy,
 };
 
 use std::process::Command;
@@ -132,13 +132,7 @@ async fn bridged_elicitation(client: Client2025, over: Over) {
     // Of this test's own: the tests of a process run at once.
     let dir = common::TempDir::new(&format!("python-sdk-eras-{client:?}-{over:?}"));
     let (mut run, proxy) = to_modern_only_runtime(client, over, &emulator, &dir).await;
-    expect(
-        &mut run,
-        connected("2025-11-25", "initialize", Some(EMULATOR)),
-    )
-    .await;
-    expect(&mut run, listed(&ALL_TOOLS)).await;
-    expect(&mut run, called("add", "5")).await;
+    initialized_list_and_add(&mut run, &ALL_TOOLS).await;
     expect(&mut run, confirmed("deploy")).await;
     finished(run).await;
 
@@ -147,17 +141,9 @@ async fn bridged_elicitation(client: Client2025, over: Over) {
     let proxy_log = proxy.as_ref().map(Proxy::stderr).unwrap_or_default();
     let context = format!("{audit:?}\nproxy stderr:\n{proxy_log}");
     // The stream, sent beside the client's requests: once, wherever it falls among them.
-    let listen = ("subscriptions/listen".to_owned(), None);
-    let mut seen = invocations(&audit);
-    assert_eq!(
-        seen.iter().filter(|row| **row == listen).count(),
-        1,
-        "{context}"
-    );
     assert_eq!(audit.listens, 1, "{context}");
-    seen.retain(|row| *row != listen);
     assert_eq!(
-        seen,
+        invocations_beside_the_listen(&audit, &context),
         rows(&[
             ("initialize", None),
             ("server/discover", None),

@@ -35,6 +35,21 @@ async fn emulator() -> Arc<Emulator> {
     Arc::new(start_emulator(config).await)
 }
 
+/// Two tests of `$run`: `$modern` runs it for a 2026-07-28 client, `$legacy` in a 2025 session.
+macro_rules! in_each_era {
+    ($run:ident: $modern:ident, $legacy:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $modern() {
+            $run(Era::Modern).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $legacy() {
+            $run(Era::Legacy).await;
+        }
+    };
+}
+
 /// The protocol era of a client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Era {
@@ -85,11 +100,10 @@ fn done_after_40_minutes(era: Era) -> Value {
     answer
 }
 
-/// What the emulator saw of one client's `long_job`: the call sent once, declaring the
-/// extension (the proxy declares it from the first call), the job run once as one task, every poll on the task's runtime
-/// session (in the client's MCP session, if any) finding it, the last one done. The task's id
-/// and how many polls there were.
-fn ran_once_polled_where_it_lives(audit: &Audit) -> (String, usize) {
+/// The one task `long_job` ran as, once, for the client's call, and the task's runtime
+/// session: every task request the emulator received was for that task, on that session, and
+/// found it.
+fn the_one_task(audit: &Audit) -> (&CreatedTask, &str) {
     ran_once_each(audit, &[("long_job", CALL_ID)]);
     assert_eq!(audit.tasks_created, 1, "{audit:?}");
     let task = &audit.created_tasks[0];
@@ -97,23 +111,39 @@ fn ran_once_polled_where_it_lives(audit: &Audit) -> (String, usize) {
         .runtime_session_id
         .as_deref()
         .expect("a runtime session");
-    let calls = audit
+    for request in &audit.task_requests {
+        assert_eq!(request.task_id, task.task_id, "{request:?}");
+        assert_eq!(
+            request.runtime_session_id.as_deref(),
+            Some(session),
+            "{request:?}"
+        );
+        assert!(request.found, "{request:?}");
+    }
+    (task, session)
+}
+
+/// How many `tools/call` the emulator received.
+fn tools_calls(audit: &Audit) -> usize {
+    audit
         .received
         .iter()
         .filter(|r| r.method.as_deref() == Some("tools/call"))
-        .count();
+        .count()
+}
+
+/// What the emulator saw of one client's `long_job`: the call sent once, declaring the
+/// extension (the proxy declares it from the first call), the job run once as one task, every poll on the task's runtime
+/// session (in the client's MCP session, if any) finding it, the last one done. The task's id
+/// and how many polls there were.
+fn ran_once_polled_where_it_lives(audit: &Audit) -> (String, usize) {
+    let (task, session) = the_one_task(audit);
     // One call made the task: it declared the extension (`long_job` answers -32021 otherwise).
+    let calls = tools_calls(audit);
     assert_eq!(calls, 1, "declared from the first: {:?}", audit.received);
     assert!(!audit.task_requests.is_empty());
     for poll in &audit.task_requests {
         assert_eq!(poll.method, "tasks/get", "{poll:?}");
-        assert_eq!(poll.task_id, task.task_id, "{poll:?}");
-        assert_eq!(
-            poll.runtime_session_id.as_deref(),
-            Some(session),
-            "{poll:?}"
-        );
-        assert!(poll.found, "{poll:?}");
     }
     // Every request of the client in one runtime session and, in a session of the initialize
     // era, in its MCP session (in none in 2026-07-28).
@@ -142,6 +172,33 @@ fn assert_progress(progress: &[Value], token: &str, task: &str, polls: usize) {
     assert_eq!(progress, expected);
 }
 
+/// `message` is a `notifications/progress` for `token`.
+#[track_caller]
+fn assert_progress_of(message: &Value, token: &str) {
+    assert_eq!(message["method"], "notifications/progress", "{message}");
+    assert_eq!(message["params"]["progressToken"], token, "{message}");
+}
+
+/// The emulator (its jobs clock running) and the proxy over stdio with `--timeout 2s`.
+async fn over_stdio_with_jobs() -> (Arc<Emulator>, JobsClock, Proxy) {
+    let emulator = emulator().await;
+    let clock = JobsClock::start(&emulator);
+    let proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    (emulator, clock, proxy)
+}
+
+/// A 2025-11-25 session opened over stdio: `initialize` answered in that version, then
+/// `notifications/initialized`.
+async fn open_2025_session(proxy: &mut Proxy) {
+    proxy.send(&initialize_2025_11_25());
+    let answer = proxy.next().await;
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{answer}"
+    );
+    proxy.send(&initialized());
+}
+
 /// Reads the proxy's stdout up to the answer to `id`: the answer, and the notifications before
 /// it.
 async fn answer_after_notifications(proxy: &mut Proxy, id: u64) -> (Value, Vec<Value>) {
@@ -158,17 +215,9 @@ async fn answer_after_notifications(proxy: &mut Proxy, id: u64) -> (Value, Vec<V
 }
 
 async fn over_stdio(era: Era) {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    let (emulator, _clock, mut proxy) = over_stdio_with_jobs().await;
     if era == Era::Legacy {
-        proxy.send(&initialize_2025_11_25());
-        let answer = proxy.next().await;
-        assert_eq!(
-            answer["result"]["protocolVersion"], "2025-11-25",
-            "{answer}"
-        );
-        proxy.send(&initialized());
+        open_2025_session(&mut proxy).await;
     }
     let started = Instant::now();
     proxy.send(&long_job(era, "job-1"));
@@ -188,15 +237,11 @@ async fn over_stdio(era: Era) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_stdio_a_40_minute_job_completes_for_a_2026_client_that_never_declared_tasks() {
-    over_stdio(Era::Modern).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_stdio_a_40_minute_job_completes_in_a_2025_session_that_never_declared_tasks() {
-    over_stdio(Era::Legacy).await;
-}
+in_each_era!(
+    over_stdio:
+    over_stdio_a_40_minute_job_completes_for_a_2026_client_that_never_declared_tasks,
+    over_stdio_a_40_minute_job_completes_in_a_2025_session_that_never_declared_tasks
+);
 
 /// The emulator (its jobs clock running), the proxy over `--listen` with `--timeout 2s`, and a
 /// client of it in `era`.
@@ -260,15 +305,11 @@ async fn over_listen(era: Era) {
     listening.terminated_cleanly().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_listen_a_40_minute_job_completes_for_a_2026_client_that_never_declared_tasks() {
-    over_listen(Era::Modern).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_listen_a_40_minute_job_completes_in_a_2025_session_that_never_declared_tasks() {
-    over_listen(Era::Legacy).await;
-}
+in_each_era!(
+    over_listen:
+    over_listen_a_40_minute_job_completes_for_a_2026_client_that_never_declared_tasks,
+    over_listen_a_40_minute_job_completes_in_a_2025_session_that_never_declared_tasks
+);
 
 /// Waits (at most `limit`) for the emulator to receive `tasks/cancel`: it was the last task
 /// request, for the one task `long_job` created, on the task's runtime session, and found it.
@@ -308,14 +349,11 @@ async fn task_cancelled_within(emulator: &Emulator, limit: Duration, proxy: &Pro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_clients_cancel_cancels_the_task_on_the_emulator() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    let (emulator, _clock, mut proxy) = over_stdio_with_jobs().await;
     proxy.send(&long_job(Era::Modern, "job-3"));
     // The task works: its first progress reached the client.
     let first = proxy.next().await;
-    assert_eq!(first["method"], "notifications/progress", "{first}");
-    assert_eq!(first["params"]["progressToken"], "job-3", "{first}");
+    assert_progress_of(&first, "job-3");
     proxy.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": CALL_ID, "reason": "the user gave up"}}),
@@ -339,9 +377,7 @@ async fn without_tasks_the_refusal_reaches_the_client_as_it_came() {
         let emulator = emulator().await;
         let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT, "--no-tasks"]);
         if era == Era::Legacy {
-            proxy.send(&initialize_2025_11_25());
-            proxy.next().await;
-            proxy.send(&initialized());
+            open_2025_session(&mut proxy).await;
         }
         proxy.send(&long_job(era, "job-4"));
         let answer = proxy.next().await;
@@ -355,11 +391,7 @@ async fn without_tasks_the_refusal_reaches_the_client_as_it_came() {
         assert!(audit.executions.is_empty(), "{audit:?}");
         assert_eq!(audit.tasks_created, 0);
         assert!(audit.task_requests.is_empty());
-        let calls = audit
-            .received
-            .iter()
-            .filter(|r| r.method.as_deref() == Some("tools/call"))
-            .count();
+        let calls = tools_calls(&audit);
         assert_eq!(calls, 1, "sent once, as the client wrote it");
     }
 }
@@ -466,22 +498,7 @@ fn all_progress(messages: &[Value], token: &str) {
 /// `tasks/update` (between polls), `tools/call` received once (a 2026-07-28 client's second
 /// call never reached it). The task's id.
 fn asked_once_answered_once(audit: &Audit) -> String {
-    ran_once_each(audit, &[("long_job", CALL_ID)]);
-    assert_eq!(audit.tasks_created, 1, "{audit:?}");
-    let task = &audit.created_tasks[0];
-    let session = task
-        .runtime_session_id
-        .as_deref()
-        .expect("a runtime session");
-    for request in &audit.task_requests {
-        assert_eq!(request.task_id, task.task_id, "{request:?}");
-        assert_eq!(
-            request.runtime_session_id.as_deref(),
-            Some(session),
-            "{request:?}"
-        );
-        assert!(request.found, "{request:?}");
-    }
+    let (task, _) = the_one_task(audit);
     let methods: Vec<&str> = audit
         .task_requests
         .iter()
@@ -497,11 +514,7 @@ fn asked_once_answered_once(audit: &Audit) -> String {
     );
     assert_eq!(methods.first(), Some(&"tasks/get"), "{methods:?}");
     assert_eq!(methods.last(), Some(&"tasks/get"), "{methods:?}");
-    let calls = audit
-        .received
-        .iter()
-        .filter(|r| r.method.as_deref() == Some("tools/call"))
-        .count();
+    let calls = tools_calls(audit);
     assert_eq!(calls, 1, "{:?}", audit.received);
     // No response of the client's to a request the proxy put to it reached the emulator.
     let ids: Vec<&str> = audit
@@ -591,21 +604,12 @@ async fn over_listen_a_2025_session_is_asked_on_the_calls_stream_and_answers_wit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_a_2025_clients_cancel_cancels_the_task_and_the_call_is_never_answered() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
-    proxy.send(&initialize_2025_11_25());
-    let answer = proxy.next().await;
-    assert_eq!(
-        answer["result"]["protocolVersion"], "2025-11-25",
-        "{answer}"
-    );
-    proxy.send(&initialized());
+    let (emulator, _clock, mut proxy) = over_stdio_with_jobs().await;
+    open_2025_session(&mut proxy).await;
     proxy.send(&long_job(Era::Legacy, "job-7"));
     // The task works: its first progress reached the client.
     let first = proxy.next().await;
-    assert_eq!(first["method"], "notifications/progress", "{first}");
-    assert_eq!(first["params"]["progressToken"], "job-7", "{first}");
+    assert_progress_of(&first, "job-7");
     let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": CALL_ID, "reason": "the user gave up"}});
     proxy.send(&cancelled);
@@ -657,8 +661,7 @@ async fn over_listen_a_2026_client_that_drops_the_stream_has_the_task_cancelled(
     let headers = standard_headers(Era::Modern, &call);
     let mut stream = EventStream::post(&client, &call, &as_strs(&headers)).await;
     let first = stream.next().await.expect("an event");
-    assert_eq!(first["method"], "notifications/progress", "{first}");
-    assert_eq!(first["params"]["progressToken"], "job-8", "{first}");
+    assert_progress_of(&first, "job-8");
     // The client goes away: the revision's cancel.
     drop(stream);
     task_cancelled_within(&emulator, Duration::from_secs(3), &listening.proxy).await;
@@ -667,9 +670,7 @@ async fn over_listen_a_2026_client_that_drops_the_stream_has_the_task_cancelled(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_stdio_a_client_that_declares_tasks_gets_the_servers_task_and_polls_it_itself() {
-    let emulator = emulator().await;
-    let _clock = JobsClock::start(&emulator);
-    let mut proxy = Proxy::start(&emulator, &["--timeout", TIMEOUT]);
+    let (emulator, _clock, mut proxy) = over_stdio_with_jobs().await;
     let call = modern(
         CALL_ID,
         "tools/call",
@@ -728,11 +729,7 @@ async fn over_stdio_a_client_that_declares_tasks_gets_the_servers_task_and_polls
         assert_eq!(poll.runtime_session_id, session, "{poll:?}");
         assert!(poll.found, "{poll:?}");
     }
-    let calls = audit
-        .received
-        .iter()
-        .filter(|r| r.method.as_deref() == Some("tools/call"))
-        .count();
+    let calls = tools_calls(&audit);
     assert_eq!(calls, 1, "{:?}", audit.received);
     assert!(
         !proxy.stderr().contains("the call became a task"),

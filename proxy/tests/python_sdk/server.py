@@ -20,14 +20,12 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import json
-import socket
 import sys
 from typing import Annotated, Any
 
 import anyio
-import uvicorn
+from harness import recorded, serve
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
     ElicitRequest,
@@ -92,61 +90,27 @@ async def notify(ctx: Context) -> str:
     return "notified"
 
 
-def recorded(app: Any) -> Any:
-    """`app`, printing what each HTTP request asked for and the status it got."""
-
-    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        body: list[bytes] = []
-
-        async def receive_recorded() -> dict[str, Any]:
-            message = await receive()
-            if message["type"] == "http.request":
-                body.append(message.get("body", b""))
-            return message
-
-        async def send_recorded(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                try:
-                    method = json.loads(b"".join(body)).get("method")
-                except (ValueError, AttributeError):
-                    method = None
-                seen = {
-                    "httpMethod": scope["method"],
-                    "method": method,
-                    "status": message["status"],
-                    "protocolVersion": headers.get("mcp-protocol-version"),
-                    "mcpMethod": headers.get("mcp-method"),
-                    "mcpName": headers.get("mcp-name"),
-                    "paramCity": headers.get("mcp-param-city"),
-                    "sessionId": headers.get("mcp-session-id"),
-                }
-                print(json.dumps({"seen": seen}, sort_keys=True), flush=True)
-            await send(message)
-
-        await app(scope, receive_recorded, send_recorded)
-
-    return wrapped
+def seen(scope: dict[str, Any], headers: dict[str, str], body: bytes, status: int) -> dict[str, Any]:
+    """What the server prints of one HTTP request (see the top)."""
+    try:
+        method = json.loads(body).get("method")
+    except (ValueError, AttributeError):
+        method = None
+    return {
+        "httpMethod": scope["method"],
+        "method": method,
+        "status": status,
+        "protocolVersion": headers.get("mcp-protocol-version"),
+        "mcpMethod": headers.get("mcp-method"),
+        "mcpName": headers.get("mcp-name"),
+        "paramCity": headers.get("mcp-param-city"),
+        "sessionId": headers.get("mcp-session-id"),
+    }
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, default=0)
-    port = parser.parse_args().port
     app = server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    port = sock.getsockname()[1]
-    http = uvicorn.Server(uvicorn.Config(recorded(app), log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: http.serve(sockets=[sock]))
-        while not http.started:
-            await anyio.sleep(0.01)
-        print(json.dumps({"url": f"http://127.0.0.1:{port}/mcp"}), flush=True)
+    await serve(recorded(app, seen))
 
 
 if __name__ == "__main__":

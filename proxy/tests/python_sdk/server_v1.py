@@ -21,14 +21,12 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import json
-import socket
 import sys
 from typing import Any
 
 import anyio
-import uvicorn
+from harness import recorded, serve
 from mcp.server.fastmcp import Context, FastMCP
 from pydantic import BaseModel, Field
 
@@ -54,62 +52,27 @@ async def confirm(action: str, ctx: Context) -> str:
     return f"confirmed: {action}" if confirmed else "not confirmed"
 
 
-def recorded(app: Any) -> Any:
-    """`app`, printing what each HTTP request asked for and the status it got."""
-
-    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        body: list[bytes] = []
-
-        async def receive_recorded() -> dict[str, Any]:
-            message = await receive()
-            if message["type"] == "http.request":
-                body.append(message.get("body", b""))
-            return message
-
-        async def send_recorded(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                try:
-                    parsed = json.loads(b"".join(body))
-                except ValueError:
-                    parsed = None
-                if not isinstance(parsed, dict):
-                    parsed = {}
-                response = "result" if "result" in parsed else "error" if "error" in parsed else None
-                seen = {
-                    "httpMethod": scope["method"],
-                    "method": parsed.get("method"),
-                    "response": response,
-                    "status": message["status"],
-                    "protocolVersion": headers.get("mcp-protocol-version"),
-                    "session": "mcp-session-id" in headers,
-                }
-                print(json.dumps({"seen": seen}, sort_keys=True), flush=True)
-            await send(message)
-
-        await app(scope, receive_recorded, send_recorded)
-
-    return wrapped
+def seen(scope: dict[str, Any], headers: dict[str, str], body: bytes, status: int) -> dict[str, Any]:
+    """What the server prints of one HTTP request (see the top)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        parsed = {}
+    response = "result" if "result" in parsed else "error" if "error" in parsed else None
+    return {
+        "httpMethod": scope["method"],
+        "method": parsed.get("method"),
+        "response": response,
+        "status": status,
+        "protocolVersion": headers.get("mcp-protocol-version"),
+        "session": "mcp-session-id" in headers,
+    }
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, default=0)
-    port = parser.parse_args().port
-    app = server.streamable_http_app()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    port = sock.getsockname()[1]
-    http = uvicorn.Server(uvicorn.Config(recorded(app), log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: http.serve(sockets=[sock]))
-        while not http.started:
-            await anyio.sleep(0.01)
-        print(json.dumps({"url": f"http://127.0.0.1:{port}/mcp"}), flush=True)
+    await serve(recorded(server.streamable_http_app(), seen))
 
 
 if __name__ == "__main__":

@@ -258,6 +258,21 @@ impl Drop for Proxy {
 
 /// The proxy's command: no AWS variable from outside, no real configuration files, no instance
 /// metadata; the region and `env` only.
+/// A client of the proxy: a request in, its answer out.
+pub trait Client {
+    async fn ask(&mut self, request: Value) -> Value;
+}
+
+/// Over stdio: a line in, a line out.
+impl Client for Proxy {
+    async fn ask(&mut self, request: Value) -> Value {
+        self.send(&request);
+        let answer = self.next().await;
+        assert_eq!(answer["id"], request["id"], "{answer}\n{}", self.stderr());
+        answer
+    }
+}
+
 pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(proxy_binary());
     command.args(args);
