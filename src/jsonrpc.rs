@@ -11,9 +11,10 @@ use serde_json::value::RawValue;
 
 /// A request body's bytes and what they hold, kept in the call's context so that the layers below
 /// and the attempts after do not parse the same bytes again. Read when a layer first asks
-/// ([`body`](Self::body)), not before: a call that no layer asks about (a client that names its
-/// method and tool in headers, a guard whose call never fails) is never parsed. Cloned, it is
-/// the same reading. Used only while the body is still these bytes.
+/// ([`body`](Self::body)), not before: a call that no layer asks about is never parsed (a
+/// guard's call that does not fail, a signer's request that names its method and tool in
+/// headers, untraced and without metrics). Cloned, it is the same reading. Used only while the
+/// body is still these bytes.
 #[derive(Clone)]
 pub(crate) struct ParsedBody(std::sync::Arc<Reading>);
 
@@ -432,8 +433,13 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 impl Body {
     /// Reads a request body, in one pass (a second one only for a body the first refused).
-    /// `with_arguments` parses `tools/call` arguments too.
+    /// `with_arguments` parses `tools/call` arguments too. JSON text is UTF-8 (RFC 8259): bytes
+    /// that are not are no message, whatever member holds them (serde checks only the strings
+    /// it keeps).
     pub(crate) fn parse(bytes: &[u8], with_arguments: bool) -> Body {
+        if std::str::from_utf8(bytes).is_err() {
+            return Body::Unparsable;
+        }
         if with_arguments {
             Self::parse_with::<true>(bytes)
         } else {
@@ -452,7 +458,7 @@ impl Body {
     where
         W: Deserialize<'a> + Into<WireMessage<'a, ARGUMENTS>>,
     {
-        Self::from_wires(bytes, |wire: W| Message::from_wire(wire.into(), ARGUMENTS))
+        Self::from_wires(bytes, |wire: W| Message::from_wire(wire.into()))
     }
 
     /// A body of one message or a non-empty batch, each read as a `W` and made a message by
@@ -514,10 +520,7 @@ fn mcp_method(method: &str) -> Option<&'static str> {
 }
 
 impl Message {
-    fn from_wire<const ARGUMENTS: bool>(
-        wire: WireMessage<'_, ARGUMENTS>,
-        with_arguments: bool,
-    ) -> Option<Message> {
+    fn from_wire<const ARGUMENTS: bool>(wire: WireMessage<'_, ARGUMENTS>) -> Option<Message> {
         let kind = MessageKind::of(wire.method.is_some(), wire.id, wire.result || wire.error)?;
         let method = wire.method.map(|method| match mcp_method(&method) {
             Some(known) => Cow::Borrowed(known),
@@ -532,7 +535,7 @@ impl Message {
             kind,
             method,
             protocol_version,
-            with_arguments,
+            ARGUMENTS,
             || params.filter(|p| p.usable).map(|p| p.named),
         ))
     }

@@ -110,10 +110,12 @@
 //! unknown.
 //!
 //! A request body is collected once per call, before the first attempt, from a clone (MCP
-//! bodies are small and buffered); the guard needs `ReqBody: Body + Clone`. It is parsed as
-//! JSON-RPC at most once per call, by whichever layer asks first: the guard asks when the call
-//! first fails (the rule is made then, once), and a call that succeeds at once is parsed only
-//! if a layer below needs it (the signer, for the routing headers a client did not set).
+//! bodies are small and buffered); the guard needs `ReqBody: Body + Clone`. Its JSON-RPC reading
+//! is kept in the call's context and parsed when a layer first asks: the guard asks when the
+//! call first fails (its rule is made then, once, from those bytes), or when it learns hints
+//! from a successful answer; otherwise the body is parsed only if something else needs it (the
+//! signer, for the routing headers a client did not set; tracing and metrics, to name the
+//! call). Bytes a layer below changes are read anew.
 
 use std::collections::HashSet;
 use std::fmt;

@@ -4,6 +4,7 @@
 //!
 //! The cases are the benches' own, built by `benches/support`:
 //! * `bare` — the in-memory service alone (a 1 KiB JSON-RPC answer);
+//! * `empty` — the in-memory service alone, answering an empty 200 (the `signer` case's);
 //! * `layers` — guard → throttle → session busy over it (`layers/stack`);
 //! * `recommended` — the same three as `RecommendedLayers` stacks them (the upper two keep the
 //!   answer the lowest read ahead), with no signer;
@@ -71,6 +72,7 @@ fn main() {
     }
     match case.as_str() {
         "bare" => run!(inner(answer)),
+        "empty" => run!(inner(Bytes::new())),
         "layers" => run!(retry_layers().service(inner(answer))),
         "recommended" => run!(
             agentcore_tower::RecommendedLayers::new(tower::layer::util::Identity::new())
@@ -98,6 +100,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: calls bare|layers|recommended|signer|raw|stack [CALLS [BODY_KIB]]");
+    eprintln!("usage: calls bare|empty|layers|recommended|signer|raw|stack [CALLS [BODY_KIB]]");
     std::process::exit(2)
 }

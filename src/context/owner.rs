@@ -50,11 +50,10 @@ impl Ownership {
             };
             telemetry::call_ended(&span, error);
             if metrics {
-                let body = self.context.first_parse();
-                self.context
-                    .lock()
-                    .metrics
-                    .call_ended(body.as_ref().map(ParsedBody::body), error);
+                // Read before the context is locked.
+                let reading = self.context.first_parse();
+                let body = reading.as_ref().map(ParsedBody::body);
+                self.context.lock().metrics.call_ended(body, error);
             }
         }
         self.finish(succeeded);

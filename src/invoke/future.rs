@@ -737,8 +737,10 @@ fn sign_attempt<S>(
             let mcp_session = mcp_session_of(headers);
             // An `initialize` that re-opens an expired MCP session: on that session's microVM.
             let renewed_from = extensions.get::<RenewedFrom>();
-            // Read before the context is locked for the choice (the read keeps the parse in it).
-            let opens = request::opens_session(context, &body);
+            // Read before the context is locked for the choice (the read keeps the parse in it),
+            // and only where the choice depends on it.
+            let opens = invoke.sessions.asks_whether_opens(mcp_session)
+                && request::opens_session(context, &body);
             let mut picked = None;
             let id = context.runtime_session(|| {
                 let chosen = match pending.operation {

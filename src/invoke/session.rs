@@ -388,6 +388,12 @@ impl Sessions {
         }
     }
 
+    /// Whether [`choose`](Self::choose) depends on whether the request opens an MCP session:
+    /// with a runtime session per MCP session, for a request outside one.
+    pub(crate) fn asks_whether_opens(&self, mcp_session: Option<&str>) -> bool {
+        self.mode == RuntimeSessions::PerMcpSession && mcp_session.is_none()
+    }
+
     /// The runtime session for a request that names none, in the MCP session `mcp_session`
     /// or, for an `initialize` (`opens_session`), renewing the MCP session `renewed_from`. A
     /// request in no MCP session that opens none (MCP 2026-07-28 has no sessions; a stateless

@@ -458,3 +458,26 @@ fn agreed_reading(text: &str, with_arguments: bool) -> Body {
     );
     one
 }
+
+#[test]
+fn bytes_that_are_not_utf_8_are_no_message_wherever_they_stand() {
+    // serde checks the strings it keeps, not those it skips: the reading checks the whole body,
+    // so that what a body is does not depend on which members a layer asked for.
+    let bodies: [&[u8]; 3] = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\",\"arguments\":{\"a\":\"\xff\"}}}",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"},\"other\":\"\xc3\"}",
+        b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xed\xa0\x80\"}}]",
+    ];
+    for body in bodies {
+        for with_arguments in [false, true] {
+            assert_eq!(
+                Body::parse(body, with_arguments),
+                Body::Unparsable,
+                "{body:?}"
+            );
+        }
+    }
+    // The same bodies in UTF-8 are messages.
+    let valid = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":"\u00ff"}}}"#;
+    assert!(matches!(Body::parse(valid, false), Body::Single(m) if m.name.as_deref() == Some("x")));
+}
