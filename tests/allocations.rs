@@ -274,10 +274,10 @@ fn allocations_per_call_stay_within_their_ceilings() {
     // crate's own (no longer a call of aws-sigv4's `sign`, whose count was subtracted here).
     let ceilings = [
         ("signer alone", alone - bare, 33.0),
-        ("guard + throttle + session busy", layers - bare, 26.0),
-        ("full stack", stack - bare, 42.0),
-        ("full stack over an MCP endpoint", gateway - bare, 41.0),
-        ("session recovery", recovering - issuing_bare, 23.0),
+        ("guard + throttle + session busy", layers - bare, 19.0),
+        ("full stack", stack - bare, 39.0),
+        ("full stack over an MCP endpoint", gateway - bare, 40.0),
+        ("session recovery", recovering - issuing_bare, 16.0),
     ];
     let mut over = Vec::new();
     for (what, count, ceiling) in ceilings {

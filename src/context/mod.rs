@@ -48,6 +48,7 @@ use crate::telemetry::{self, AppTraceHeaders, CallMetrics, TraceContext};
 mod gate;
 mod head;
 mod owner;
+mod packed;
 mod rules;
 
 pub(crate) use head::Head;

@@ -75,9 +75,7 @@ impl Sessions {
                 .as_ref()
                 .and_then(|kept| {
                     kept.head
-                        .headers()
-                        .get(crate::contract::MCP_PROTOCOL_VERSION)
-                        .cloned()
+                        .header(crate::contract::MCP_PROTOCOL_VERSION.as_str())
                 });
             let from_uri = crate::telemetry::server_of(session.initialize.head.uri())
                 .map(|(host, port)| (host.to_owned(), i64::from(port)));
@@ -179,7 +177,7 @@ impl Kept {
         authorization: Option<&HeaderValue>,
     ) -> Option<Request<B>> {
         let body = self.body.downcast_ref::<B>()?.clone();
-        let mut request = self.head.request(body, http::Extensions::new());
+        let mut request = self.head.request(body, http::Extensions::new())?;
         let headers = request.headers_mut();
         headers.remove(MCP_SESSION_ID);
         if let Some(value) = id.and_then(|id| HeaderValue::from_str(id).ok()) {

@@ -24,7 +24,7 @@ use super::template::Template;
 use crate::body::{OwnReadAhead, PeekedBody, ReadAhead};
 use crate::context::{CallContext, Ownership, delivered};
 use crate::contract::Classified;
-use crate::error::{BoxError, Error};
+use crate::error::{BoxError, Error, ErrorKind};
 use crate::peek::{PeekResult, peek_result};
 use crate::record::Handed;
 use crate::telemetry::{self, CallError};
@@ -168,9 +168,12 @@ where
                 }
                 StateProj::Readying => {
                     if let Err(error) = ready!(this.service.poll_ready(cx)) {
-                        return Poll::Ready(this.not_ready(error));
+                        let why = "the service below failed before it was ready";
+                        return Poll::Ready(this.not_sent(Error::from_service(error), why));
                     }
-                    this.resend();
+                    if let Some(output) = this.resend() {
+                        return Poll::Ready(output);
+                    }
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),
             }
@@ -195,13 +198,19 @@ where
         self.send(request);
     }
 
-    /// A copy of the request this layer received goes down again, the service polled ready.
-    fn resend(&mut self) {
+    /// A copy of the request this layer received goes down again, the service polled ready —
+    /// or, when a header cannot be copied, the call ends with nothing more sent.
+    fn resend(&mut self) -> Option<Output<P::Body>> {
         let Some(template) = self.template.as_ref() else {
             unreachable!("a re-send is only scheduled when a copy of the request was kept")
         };
-        let request = template.request(self.context);
+        let Some(request) = template.request(self.context) else {
+            let why = "a header of the request cannot be copied for a re-send";
+            let error = Error::new(ErrorKind::InvalidRequest, why.to_owned(), None);
+            return Some(self.not_sent(error, why));
+        };
         self.send(request);
+        None
     }
 
     /// Hands `request` down as the call's next attempt, recorded as sent with no answer yet,
@@ -265,16 +274,15 @@ where
         }
     }
 
-    /// The service below failed to become ready for a re-send: the call ends with its error,
-    /// nothing more sent.
-    fn not_ready(&mut self, error: S::Error) -> Output<P::Body> {
+    /// A re-send could not go down (`why`): the call ends with `error`, nothing more sent.
+    fn not_sent(&mut self, error: Error, why: &str) -> Output<P::Body> {
         self.state.set(State::Done);
         let record = self.context.record();
-        record.not_sent("the service below failed before it was ready".into());
+        record.not_sent(why.into());
         if let Some(owner) = self.ownership.take() {
             owner.finish(false);
         }
-        Err(Error::from_service(error).with_record(self.context.record()))
+        Err(error.with_record(self.context.record()))
     }
 }
 

@@ -36,8 +36,9 @@ impl<B: Clone> Template<B> {
         }
     }
 
-    /// A copy for a re-send: method, URI, version, headers, extensions and body.
-    pub(super) fn request(&self, context: &CallContext) -> Request<B> {
+    /// A copy for a re-send: method, URI, version, headers, extensions and body. `None` when
+    /// a header cannot be built again ([`Head::request`]).
+    pub(super) fn request(&self, context: &CallContext) -> Option<Request<B>> {
         self.head.request(
             self.body.clone(),
             context.restore_extensions(&self.extensions),
