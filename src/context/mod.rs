@@ -88,7 +88,8 @@ struct State {
     spent: Spent,
     resends: Vec<(&'static str, u32)>,
     /// The rules in force, each with who put it there (0: the app).
-    rules: Vec<(usize, SharedReplayRule)>,
+    /// The first held in place (most calls have one).
+    rules: smallvec::SmallVec<[(usize, SharedReplayRule); 1]>,
     parsed: Option<ParsedBody>,
     owner: Owner,
     hooks: Vec<OnRecord>,
@@ -110,9 +111,10 @@ struct State {
     /// The URI the call span's server is recorded from, unless the signer names its endpoint
     /// first (recorded once: an exporter keeps every value recorded).
     call_uri: Option<http::Uri>,
-    /// Where the attempts' trace headers come from, and which the app set itself.
+    /// Where the attempts' trace headers come from, and which the app set itself (read from
+    /// the first attempt that writes them, before it does).
     trace: Option<TraceContext>,
-    app_trace: AppTraceHeaders,
+    app_trace: Option<AppTraceHeaders>,
     /// The attempt whose trace headers were written last.
     trace_written: Option<usize>,
     /// Whether the signer named the endpoint the call goes to.
@@ -205,17 +207,16 @@ impl CallContext {
             None => {
                 let context = CallContext::new(request.extensions(), budget);
                 let (span, named) = telemetry::call_span(request.headers());
-                let versioned = request.headers().contains_key("mcp-protocol-version");
                 {
                     let mut state = context.lock();
                     if !span.is_disabled() {
                         state.call_uri = Some(request.uri().clone());
+                        state.versioned = (request.headers())
+                            .contains_key(&crate::contract::MCP_PROTOCOL_VERSION);
                     }
                     state.span = CallSpan(span);
                     state.named = named;
-                    state.versioned = versioned;
                     state.trace = request.extensions().get::<TraceContext>().cloned();
-                    state.app_trace = AppTraceHeaders::of(request.headers());
                 }
                 let extensions = request.extensions_mut();
                 extensions.insert(context.record().clone());
@@ -470,7 +471,11 @@ impl CallContext {
         let trace = if state.trace_written == Some(index) {
             None
         } else {
-            let trace = state.trace.clone().map(|t| (t, state.app_trace));
+            let trace = state.trace.clone().map(|trace| {
+                let app = *(state.app_trace)
+                    .get_or_insert_with(|| AppTraceHeaders::of(request.headers()));
+                (trace, app)
+            });
             if trace.is_some() {
                 state.trace_written = Some(index);
             }

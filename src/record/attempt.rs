@@ -17,7 +17,8 @@ pub struct Attempt {
     pub(super) number: u32,
     pub(super) outcome: Outcome,
     pub(super) platform: Option<Classified>,
-    pub(super) decisions: Vec<Decision>,
+    /// The first decision held in place (most attempts have one).
+    pub(super) decisions: smallvec::SmallVec<[Decision; 1]>,
 }
 
 impl Attempt {

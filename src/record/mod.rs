@@ -44,7 +44,8 @@ pub struct AttemptRecord {
 
 #[derive(Default)]
 struct Attempts {
-    list: Vec<Entry>,
+    /// The first attempt held in place (most calls have one).
+    list: smallvec::SmallVec<[Entry; 1]>,
     last_token: u64,
 }
 
@@ -289,7 +290,7 @@ impl Attempts {
                 number,
                 outcome: Outcome::Pending,
                 platform: None,
-                decisions: Vec::new(),
+                decisions: smallvec::SmallVec::new(),
             },
             token: 0,
         });
