@@ -152,7 +152,9 @@ where
                     let entered = (this.span.enter(), this.attempt.enter());
                     let result = ready!(future.poll(cx)).map_err(Error::from_service);
                     drop(entered);
-                    this.answered(result);
+                    if let Some(output) = this.answered(result) {
+                        return Poll::Ready(output);
+                    }
                 }
                 StateProj::Classifying { future } => {
                     let entered = (this.span.enter(), this.attempt.enter());
@@ -224,12 +226,18 @@ where
     }
 
     /// The attempt's result came: its record is completed, and the platform error it carries
-    /// is read (from the head, or a bounded read-ahead of the body).
-    fn answered(&mut self, result: Result<Response<ResB>, Error>) {
+    /// is read (from the head, or a bounded read-ahead of the body) — judged at once when
+    /// nothing is left to read, as [`judged`](Self::judged) returns.
+    fn answered(&mut self, result: Result<Response<ResB>, Error>) -> Option<Output<P::Body>> {
         self.context.complete(*self.index, &result);
         let result = result.map(|response| response.map(R::peeked));
-        let future = peek_result(result, self.config.peek_limit);
-        self.state.set(State::Classifying { future });
+        match peek_result(result, self.config.peek_limit) {
+            PeekResult::Ready(Some((result, platform))) => self.judged(result, platform),
+            future => {
+                self.state.set(State::Classifying { future });
+                None
+            }
+        }
     }
 
     /// What the policy, then the loop, make of the attempt's result read ahead: a wait before
