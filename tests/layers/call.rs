@@ -1073,6 +1073,48 @@ async fn an_inner_layer_resends_what_it_received_when_a_layer_between_changed_it
     }
 }
 
+/// Every attempt — the first and the re-sends of both layers — carries the head the app built,
+/// exactly: each header in its order, a name's several values, a sensitive value still marked
+/// sensitive, bytes outside ASCII, an empty value; the method, URI and version.
+#[tokio::test]
+async fn every_attempt_carries_the_apps_head_exactly() {
+    let listed = |headers: &http::HeaderMap| -> Vec<(String, Vec<u8>, bool)> {
+        let entries = headers.iter();
+        entries
+            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec(), v.is_sensitive()))
+            .collect()
+    };
+    let (busy, done) = (session_busy_step, result_step);
+    let inner = Scripted::new([busy(), busy(), done()]);
+    let shared = inner.shared();
+    let stack = with_a_layer_between(inner, |_| {});
+    let mut request = json_request(TOOLS_CALL);
+    *request.method_mut() = http::Method::PUT;
+    *request.version_mut() = http::Version::HTTP_2;
+    let headers = request.headers_mut();
+    headers.append("x-many", "one".parse().unwrap());
+    headers.append("mcp-session-id", "s-1".parse().unwrap());
+    headers.append("x-many", "".parse().unwrap());
+    let mut secret = http::HeaderValue::from_static("Bearer t0ken");
+    secret.set_sensitive(true);
+    headers.append(http::header::AUTHORIZATION, secret);
+    headers.append(
+        "x-obs",
+        http::HeaderValue::from_bytes(b"caf\xc3\xa9\t!").unwrap(),
+    );
+    let sent = (request.uri().clone(), listed(request.headers()));
+    let response = stack.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let requests = shared.requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    for (parts, body) in requests.iter() {
+        assert_eq!(parts.method, http::Method::PUT);
+        assert_eq!(parts.version, http::Version::HTTP_2);
+        assert_eq!((parts.uri.clone(), listed(&parts.headers)), sent);
+        assert_eq!(body, TOOLS_CALL.as_bytes());
+    }
+}
+
 /// The same for the extensions: a layer re-sends the extensions it received, whether they hold
 /// an app's values (copied) or only the call's own marks (put back without a copy), and a layer
 /// of the app's between two of ours that adds, replaces or removes one — even the record — is
