@@ -27,7 +27,7 @@ impl Head {
     /// Whether `request` has exactly this head.
     pub(crate) fn is_of<B>(&self, request: &http::Request<B>) -> bool {
         self.method == request.method()
-            && self.uri == *request.uri()
+            && same_uri(&self.uri, request.uri())
             && self.version == request.version()
             && self.headers.is_of(request.headers())
     }
@@ -57,4 +57,13 @@ impl Head {
         *copy.extensions_mut() = extensions;
         Some(copy)
     }
+}
+
+/// Whether two URIs are the same bytes. Stricter than `Uri`'s `==` (which compares the
+/// authority without regard to case): an unchanged request passes it with plain comparisons,
+/// and one whose host changed case merely is not shared — it is copied.
+fn same_uri(a: &http::Uri, b: &http::Uri) -> bool {
+    a.scheme_str() == b.scheme_str()
+        && a.authority().map(|x| x.as_str()) == b.authority().map(|x| x.as_str())
+        && a.path_and_query().map(|x| x.as_str()) == b.path_and_query().map(|x| x.as_str())
 }
