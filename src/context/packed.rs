@@ -6,11 +6,11 @@
 //! `String`, as most are) allocates a shared count of its own on its first clone — ten
 //! allocations for an MCP request's usual headers, on every call, for a copy that is read
 //! only when a call is re-sent. Packed, the copy is one allocation and one pass over the
-//! bytes; a re-send pays for the map instead.
+//! bytes; a re-send pays for the map instead. The values it builds are copies: a value kept
+//! after a re-send never holds the buffer, and the other values (an `Authorization`) with it.
 
 use std::ops::Range;
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// The bytes of a length in the buffer.
@@ -19,7 +19,7 @@ const LENGTH: usize = std::mem::size_of::<usize>();
 /// Headers in one buffer, in the map's order: for each entry, the name's length and the
 /// value's (native `usize`s), whether the value is sensitive (one byte), the name, the value.
 pub(crate) struct PackedHeaders {
-    bytes: Bytes,
+    bytes: Box<[u8]>,
     /// How many entries (a name with two values is two).
     count: usize,
 }
@@ -38,7 +38,7 @@ impl PackedHeaders {
             .iter()
             .map(|(name, value)| 2 * LENGTH + 1 + name.as_str().len() + value.len())
             .sum();
-        // Exactly the size: `Bytes` takes the vector without another allocation.
+        // Exactly the size: the boxed slice takes the vector without another allocation.
         let mut bytes = Vec::with_capacity(size);
         for (name, value) in headers {
             let name = name.as_str().as_bytes();
@@ -49,7 +49,7 @@ impl PackedHeaders {
             bytes.extend_from_slice(value.as_bytes());
         }
         Self {
-            bytes: Bytes::from(bytes),
+            bytes: bytes.into_boxed_slice(),
             count: headers.len(),
         }
     }
@@ -64,15 +64,17 @@ impl PackedHeaders {
             })
     }
 
-    /// The headers as a map again. `None` only for a name or value that `http` would not have
-    /// built: one made with its `unsafe` unchecked constructor against its rules.
+    /// The headers as a map again. `None` only for a value that `http` would not have built:
+    /// one made with its `unsafe` unchecked constructor against its rules.
     pub(crate) fn to_map(&self) -> Option<HeaderMap> {
-        let mut map = HeaderMap::with_capacity(self.count);
+        // Sized ahead when `http` allows it: its index for `count` entries may pass its limit
+        // where a map grown entry by entry, as the one packed was, does not.
+        let mut map = HeaderMap::try_with_capacity(self.count).unwrap_or_default();
         for entry in self.entries() {
             let name = HeaderName::from_bytes(entry.name).ok()?;
-            let mut value = HeaderValue::from_maybe_shared(self.bytes.slice(entry.value)).ok()?;
+            let mut value = HeaderValue::from_bytes(&self.bytes[entry.value]).ok()?;
             value.set_sensitive(entry.sensitive);
-            map.append(name, value);
+            map.try_append(name, value).ok()?;
         }
         Some(map)
     }
@@ -81,7 +83,7 @@ impl PackedHeaders {
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn get(&self, name: &str) -> Option<HeaderValue> {
         let entry = self.entries().find(|e| e.name == name.as_bytes())?;
-        HeaderValue::from_maybe_shared(self.bytes.slice(entry.value)).ok()
+        HeaderValue::from_bytes(&self.bytes[entry.value]).ok()
     }
 
     fn entries(&self) -> impl Iterator<Item = Entry<'_>> {
@@ -142,6 +144,18 @@ mod tests {
         let empty = PackedHeaders::of(&HeaderMap::new());
         assert!(empty.to_map().unwrap().is_empty() && empty.is_of(&HeaderMap::new()));
         assert!(!empty.is_of(&headers));
+    }
+
+    #[test]
+    fn a_map_of_as_many_values_as_http_takes_comes_back_whole() {
+        // More than `HeaderMap::with_capacity` accepts at once, fewer than a map grown value by
+        // value holds.
+        let mut headers = HeaderMap::new();
+        for i in 0..25_000 {
+            headers.append("x-a", HeaderValue::from(i));
+        }
+        let back = PackedHeaders::of(&headers).to_map().unwrap();
+        assert_eq!(listed(&back), listed(&headers));
     }
 
     #[test]
