@@ -47,12 +47,9 @@ where
     }
     // The session's `initialize` and `notifications/initialized` sent again: the new id.
     let opened: Result<Arc<str>, String> = async {
-        let Some(mut initialize) = session
-            .initialize
+        let mut initialize = (session.initialize)
             .request::<ReqB>(None, opening.authorization)
-        else {
-            return Err("the initialize request was of another body type".into());
-        };
+            .map_err(String::from)?;
         *initialize.extensions_mut() = opening.extensions.clone();
         // A runtime signer binding runtime sessions per MCP session keeps the new one on the
         // microVM the old one's last request brought up.
@@ -74,7 +71,8 @@ where
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .and_then(|kept| kept.request::<ReqB>(Some(&id), opening.authorization));
+            .map(|kept| kept.request::<ReqB>(Some(&id), opening.authorization))
+            .transpose()?;
         if let Some(mut initialized) = initialized {
             *initialized.extensions_mut() = opening.extensions.clone();
             let answer = call(&mut service, initialized).await?;

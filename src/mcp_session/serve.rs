@@ -17,7 +17,7 @@ use crate::body::ReadToBytes;
 use crate::budget::CallBudget;
 use crate::context::{CallContext, KeptExtensions};
 use crate::contract::{AWS_ERROR_TYPE, MCP_SESSION_ID};
-use crate::error::{BoxError, Error};
+use crate::error::{BoxError, Error, ErrorKind};
 use crate::jsonrpc::Body as JsonRpcBody;
 use crate::record::{Decision, Handed, Verdict};
 use crate::rule::{Failure, Refusal};
@@ -179,11 +179,15 @@ where
     else {
         return Ok(named_for_client(answer, &session, &sent_with));
     };
+    let mut again = match resend.kept.request::<ReqB>(Some(&id), None) {
+        Ok(again) => again,
+        Err(why) => {
+            let error = Error::new(ErrorKind::InvalidRequest, why.to_owned(), None);
+            return Err(error.with_record(context.record()));
+        }
+    };
     // The refused answer is released before the request is sent again.
     drop(answer);
-    let Some(mut again) = resend.kept.request::<ReqB>(Some(&id), None) else {
-        unreachable!("kept as this type")
-    };
     *again.extensions_mut() = context.restore_extensions(&resend.extensions);
     service.ready().await.map_err(Error::from_service)?;
     let answer = send(&mut service, again, context).await?;

@@ -170,14 +170,18 @@ impl Kept {
     }
 
     /// A copy, to the session `id`, with `authorization` when the request being served has one
-    /// (a token refreshed since is used) — `None` if the body is of another type.
+    /// (a token refreshed since is used) — or why there is none: the body is of another type,
+    /// or a header cannot be built again ([`Head::request`]).
     pub(super) fn request<B: Clone + 'static>(
         &self,
         id: Option<&Arc<str>>,
         authorization: Option<&HeaderValue>,
-    ) -> Option<Request<B>> {
-        let body = self.body.downcast_ref::<B>()?.clone();
-        let mut request = self.head.request(body, http::Extensions::new())?;
+    ) -> Result<Request<B>, &'static str> {
+        let body = (self.body.downcast_ref::<B>())
+            .ok_or("the kept request's body is of another type")?
+            .clone();
+        let mut request = (self.head.request(body, http::Extensions::new()))
+            .ok_or("a header of the kept request cannot be copied")?;
         let headers = request.headers_mut();
         headers.remove(MCP_SESSION_ID);
         if let Some(value) = id.and_then(|id| HeaderValue::from_str(id).ok()) {
@@ -186,7 +190,7 @@ impl Kept {
         if let Some(auth) = authorization {
             headers.insert(AUTHORIZATION, auth.clone());
         }
-        Some(request)
+        Ok(request)
     }
 }
 
