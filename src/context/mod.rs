@@ -111,10 +111,10 @@ struct State {
     /// The URI the call span's server is recorded from, unless the signer names its endpoint
     /// first (recorded once: an exporter keeps every value recorded).
     call_uri: Option<http::Uri>,
-    /// Where the attempts' trace headers come from, and which the app set itself (read from
-    /// the first attempt that writes them, before it does).
+    /// Where the attempts' trace headers come from, and which the app set itself on the
+    /// call's request.
     trace: Option<TraceContext>,
-    app_trace: Option<AppTraceHeaders>,
+    app_trace: AppTraceHeaders,
     /// The attempt whose trace headers were written last.
     trace_written: Option<usize>,
     /// Whether the signer named the endpoint the call goes to.
@@ -217,6 +217,7 @@ impl CallContext {
                     state.span = CallSpan(span);
                     state.named = named;
                     state.trace = request.extensions().get::<TraceContext>().cloned();
+                    state.app_trace = AppTraceHeaders::of(request.headers());
                 }
                 let extensions = request.extensions_mut();
                 extensions.insert(context.record().clone());
@@ -471,11 +472,7 @@ impl CallContext {
         let trace = if state.trace_written == Some(index) {
             None
         } else {
-            let trace = state.trace.clone().map(|trace| {
-                let app = *(state.app_trace)
-                    .get_or_insert_with(|| AppTraceHeaders::of(request.headers()));
-                (trace, app)
-            });
+            let trace = state.trace.clone().map(|t| (t, state.app_trace));
             if trace.is_some() {
                 state.trace_written = Some(index);
             }

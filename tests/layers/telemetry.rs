@@ -456,6 +456,41 @@ async fn a_trace_header_the_app_set_is_kept() {
     assert_eq!(seen(&shared, "traceparent"), vec![None]);
 }
 
+/// What the app set is read off the call's request, as the first of the crate's layers meets
+/// it: a `traceparent` a layer of the app's adds further down, under a layer of ours that has
+/// no trace context, is not the app's own, and the layer below, which writes the trace
+/// headers, writes its own over it on each of its attempts — the `traceparent` and the X-Ray
+/// header name one trace.
+#[tokio::test(start_paused = true)]
+async fn a_trace_header_added_between_the_layers_is_not_taken_for_the_apps() {
+    let _serial = SERIAL.lock().await;
+    let trace = TraceContext::new(|| Some(TraceHeaders::new(TRACE, SPAN, true)));
+    let between = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let layers = tower::ServiceBuilder::new()
+        .layer(ThrottleRetryLayer::new())
+        .map_request(
+            move |mut request: http::Request<http_body_util::Full<bytes::Bytes>>| {
+                let headers = request.headers_mut();
+                headers.insert("traceparent", between.parse().unwrap());
+                request
+            },
+        )
+        .layer(
+            SessionBusyRetryLayer::new()
+                .trace_context(trace)
+                .base_delay(std::time::Duration::ZERO),
+        );
+    let busy = || {
+        let body = br#"{"jsonrpc":"2.0","id":"call-1","error":{"code":-32005,"message":"Session operation in progress, please retry"}}"#;
+        Step::Respond(response(200, &[("content-type", "application/json")], body))
+    };
+    let steps = [busy(), busy(), answered(ANSWER)];
+    let shared = sent_through(layers, steps, json_request(ADD)).await;
+    let three = |v: &str| vec![Some(v.to_owned()); 3];
+    assert_eq!(seen(&shared, "traceparent"), three(TRACEPARENT));
+    assert_eq!(seen(&shared, "x-amzn-trace-id"), three(X_RAY));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_trace_context_in_the_request_extensions() {
     let _serial = SERIAL.lock().await;
