@@ -9,8 +9,6 @@
 //! bytes; a re-send pays for the map instead. The values it builds are copies: a value kept
 //! after a re-send never holds the buffer, and the other values (an `Authorization`) with it.
 
-use std::ops::Range;
-
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// The bytes of a length in the buffer.
@@ -27,7 +25,7 @@ pub(crate) struct PackedHeaders {
 /// One entry of the buffer.
 struct Entry<'a> {
     name: &'a [u8],
-    value: Range<usize>,
+    value: &'a [u8],
     sensitive: bool,
 }
 
@@ -59,7 +57,7 @@ impl PackedHeaders {
         self.count == headers.len()
             && self.entries().zip(headers).all(|(entry, (name, value))| {
                 entry.name == name.as_str().as_bytes()
-                    && self.bytes[entry.value] == *value.as_bytes()
+                    && entry.value == value.as_bytes()
                     && entry.sensitive == value.is_sensitive()
             })
     }
@@ -72,7 +70,7 @@ impl PackedHeaders {
         let mut map = HeaderMap::try_with_capacity(self.count).unwrap_or_default();
         for entry in self.entries() {
             let name = HeaderName::from_bytes(entry.name).ok()?;
-            let mut value = HeaderValue::from_bytes(&self.bytes[entry.value]).ok()?;
+            let mut value = HeaderValue::from_bytes(entry.value).ok()?;
             value.set_sensitive(entry.sensitive);
             map.try_append(name, value).ok()?;
         }
@@ -83,7 +81,7 @@ impl PackedHeaders {
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn get(&self, name: &str) -> Option<HeaderValue> {
         let entry = self.entries().find(|e| e.name == name.as_bytes())?;
-        HeaderValue::from_bytes(&self.bytes[entry.value]).ok()
+        HeaderValue::from_bytes(entry.value).ok()
     }
 
     fn entries(&self) -> impl Iterator<Item = Entry<'_>> {
@@ -101,7 +99,7 @@ impl PackedHeaders {
             at = start + name + value;
             Some(Entry {
                 name: bytes.get(start..start + name)?,
-                value: start + name..at,
+                value: bytes.get(start + name..at)?,
                 sensitive,
             })
         })
