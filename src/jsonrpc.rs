@@ -232,10 +232,10 @@ impl<'a, const ARGUMENTS: bool> From<RawWireMessage<'a>> for WireMessage<'a, ARG
 }
 
 /// `params`, read in the same pass as the message (the body is scanned once): `name` and `uri`
-/// when they are strings, `arguments` as the raw JSON it is when `ARGUMENTS` (else skipped,
-/// as JSON's structure only: serde checks a raw value's UTF-8 as well). When `params` is not an object, or
-/// `name` or `uri` is there but not a string (or null), or a member is repeated, it reads as
-/// nothing known ([`WireParams::usable`] is false), never as an error of the message.
+/// when they are strings, `arguments` as the raw JSON it is when `ARGUMENTS` (else skipped, as
+/// JSON's structure only: serde checks a raw value's UTF-8 as well). When `params` is not an
+/// object, or `name` or `uri` is there but not a string (or null), or a member is repeated, it
+/// reads as nothing known ([`WireParams::usable`] is false), never as an error of the message.
 #[derive(Default)]
 struct WireParams<'a, const ARGUMENTS: bool> {
     named: Named<'a>,

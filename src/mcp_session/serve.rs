@@ -182,6 +182,8 @@ where
     let mut again = match resend.kept.request::<ReqB>(Some(&id), None) {
         Ok(again) => again,
         Err(why) => {
+            // The record says why the call ends here, as the retry loop's does.
+            context.record().not_sent(why.to_owned());
             let error = Error::new(ErrorKind::InvalidRequest, why.to_owned(), None);
             return Err(error.with_record(context.record()));
         }
